@@ -1,0 +1,1 @@
+"""Activities: every side effect the workflows cause."""

@@ -1,0 +1,1 @@
+"""The HTTP API: validates, records state and starts workflows by deterministic id."""

@@ -1,0 +1,60 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from temporalio.client import Client
+
+from api.body_limit import BodySizeLimit
+from api.dependencies import TemporalConnection
+from api.metrics import install_metrics
+from api.problems import document_problems, install_problem_handlers
+from api.routers import accounts, health
+from lifecycle.db.engine import make_engine, make_sessionmaker
+from lifecycle.settings import Settings, get_settings
+
+ROUTERS = (health.router, accounts.router)
+
+
+def create_app(settings: Settings | None = None, *, temporal_client: Client | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = make_engine(settings.database_url)
+        app.state.settings = settings
+        app.state.engine = engine
+        app.state.sessionmaker = make_sessionmaker(engine)
+        app.state.temporal = TemporalConnection(settings, temporal_client)
+        try:
+            yield
+        finally:
+            await engine.dispose()
+
+    app = FastAPI(
+        title="Lifecycle workflows",
+        summary="Durable deletion of bots and accounts, and provisioning of sites, on Temporal.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    install_problem_handlers(app)
+    if settings.api_metrics_enabled:
+        install_metrics(app)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_body_bytes)
+    for router in ROUTERS:
+        app.include_router(router)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document_problems(
+                get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+            )
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

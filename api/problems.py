@@ -1,0 +1,141 @@
+"""RFC 9457 problem details: every error the API returns, and how the OpenAPI schema declares them."""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from temporalio.service import RPCError, RPCStatusCode
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+logger = logging.getLogger(__name__)
+
+
+class Problem(BaseModel):
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None
+    errors: list[dict[str, Any]] | None = None
+
+
+class ProblemError(Exception):
+    """Raise to answer with a problem document."""
+
+    def __init__(
+        self, status: int, detail: str, *, title: str | None = None, headers: dict[str, str] | None = None
+    ):
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.title = title or HTTPStatus(status).phrase
+        self.headers = headers
+
+
+def problem_response(
+    status: int,
+    detail: str | None,
+    *,
+    request: Request | None = None,
+    title: str | None = None,
+    errors: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body = Problem(
+        title=title or HTTPStatus(status).phrase,
+        status=status,
+        detail=detail,
+        instance=request.url.path if request is not None else None,
+        errors=errors,
+    )
+    return JSONResponse(
+        body.model_dump(exclude_none=True), status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers
+    )
+
+
+def _is_unavailable_database(exc: BaseException) -> bool:
+    if isinstance(exc, OperationalError | InterfaceError):
+        return True
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    return [
+        {"location": ".".join(str(part) for part in error.get("loc", ())), "message": error.get("msg", "")}
+        for error in exc.errors()
+    ]
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ProblemError)
+    async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
+        return problem_response(exc.status, exc.detail, request=request, title=exc.title, headers=exc.headers)
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+        return problem_response(
+            exc.status_code, str(exc.detail), request=request, headers=dict(exc.headers or {})
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = _validation_errors(exc)
+        summary = "; ".join(f"{e['location']}: {e['message']}" for e in errors[:5])
+        return problem_response(422, f"The request is invalid. {summary}", request=request, errors=errors)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        if _is_unavailable_database(exc) or isinstance(exc, OSError | TimeoutError):
+            logger.warning("dependency unavailable: %s", exc)
+            return problem_response(
+                503,
+                "A backing service is unavailable; retry shortly.",
+                request=request,
+                headers={"Retry-After": "5"},
+            )
+        if isinstance(exc, RPCError) and exc.status in (
+            RPCStatusCode.UNAVAILABLE,
+            RPCStatusCode.DEADLINE_EXCEEDED,
+        ):
+            logger.warning("Temporal unavailable: %s", exc)
+            return problem_response(
+                503,
+                "The workflow service is unavailable; retry shortly.",
+                request=request,
+                headers={"Retry-After": "5"},
+            )
+        logger.exception("unhandled error")
+        return problem_response(500, "An unexpected error occurred.", request=request)
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` entries for the given error statuses; `document_problems` sets their media type."""
+    return {status: {"model": Problem, "description": HTTPStatus(status).phrase} for status in statuses}
+
+
+# Errors any operation may answer with, whatever its own declarations.
+COMMON_ERROR_STATUSES = (500, 503)
+
+
+def document_problems(schema: dict[str, Any]) -> dict[str, Any]:
+    """Declare every 4xx/5xx as application/problem+json, the only media type the API uses for errors."""
+    problem_ref = {"$ref": "#/components/schemas/Problem"}
+    for path_item in schema.get("paths", {}).values():
+        for operation in path_item.values():
+            responses = operation.setdefault("responses", {})
+            for status in COMMON_ERROR_STATUSES:
+                responses.setdefault(str(status), {"description": HTTPStatus(status).phrase})
+            if "requestBody" in operation:
+                responses.setdefault("413", {"description": HTTPStatus(413).phrase})
+            for status, response in responses.items():
+                if status.isdigit() and int(status) >= 400:
+                    response["content"] = {PROBLEM_MEDIA_TYPE: {"schema": problem_ref}}
+    schema.setdefault("components", {}).setdefault("schemas", {})["Problem"] = Problem.model_json_schema()
+    return schema

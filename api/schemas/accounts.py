@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+import uuid
+
+from pydantic import BaseModel, ConfigDict, EmailStr, Field
+
+
+class AccountCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    name: str = Field(min_length=1, max_length=200)
+    email: EmailStr = Field(max_length=320)
+
+
+class AccountOut(BaseModel):
+    id: uuid.UUID
+    name: str
+    email: str
+
+
+class AccountCreated(AccountOut):
+    api_key: str = Field(description="Shown this once; only its hash is stored.")

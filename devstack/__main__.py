@@ -1,0 +1,35 @@
+"""`python -m devstack run|infra|env|migrate`: the local stack and its tools."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from devstack import stack
+from devstack.local_env import StackPorts, stack_environment
+from lifecycle.migrate import upgrade
+from lifecycle.settings import Settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m devstack")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("run", help="the whole local stack: infrastructure, worker and API")
+    commands.add_parser("infra", help="only Temporal, PostgreSQL (migrated) and the SMTP sink")
+    commands.add_parser("env", help="print the environment the worker and API use, KEY=value a line")
+    commands.add_parser("migrate", help="apply migrations to DATABASE_URL")
+    args = parser.parse_args(argv)
+
+    settings = Settings()
+    if args.command == "env":
+        for key, value in stack_environment(settings, StackPorts.from_environ()).items():
+            print(f"{key}={value}")
+        return 0
+    if args.command == "migrate":
+        upgrade(settings.database_url)
+        return 0
+    return stack.run(settings, with_apps=args.command == "run")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The environment the worker and API use against the local stack (`python -m devstack env`)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from lifecycle.settings import (
+    ADMIN_TOKEN_FILE,
+    LOCAL_DATABASE,
+    LOCAL_POSTGRES_PORT,
+    LOCAL_SMTP_PORT,
+    LOCAL_TEMPORAL_PORT,
+    LOCAL_TEMPORAL_UI_PORT,
+    Settings,
+)
+
+
+@dataclass(frozen=True)
+class StackPorts:
+    """The local stack's ports; DEVSTACK_* variables move them, so a test can run a stack beside yours."""
+
+    postgres: int = LOCAL_POSTGRES_PORT
+    temporal: int = LOCAL_TEMPORAL_PORT
+    temporal_ui: int = LOCAL_TEMPORAL_UI_PORT
+    smtp: int = LOCAL_SMTP_PORT
+
+    @classmethod
+    def from_environ(cls) -> StackPorts:
+        def port(name: str, default: int) -> int:
+            return int(os.environ.get(f"DEVSTACK_{name}_PORT", default))
+
+        return cls(
+            postgres=port("POSTGRES", LOCAL_POSTGRES_PORT),
+            temporal=port("TEMPORAL", LOCAL_TEMPORAL_PORT),
+            temporal_ui=port("TEMPORAL_UI", LOCAL_TEMPORAL_UI_PORT),
+            smtp=port("SMTP", LOCAL_SMTP_PORT),
+        )
+
+
+def admin_token(settings: Settings) -> str:
+    """ADMIN_TOKEN from the environment, else the one kept in the data directory, made on first use."""
+    if settings.admin_token:
+        return settings.admin_token
+    token_file = settings.data_dir / ADMIN_TOKEN_FILE
+    token_file.parent.mkdir(parents=True, exist_ok=True)
+    if not token_file.is_file() or not token_file.read_text().strip():
+        token_file.write_text(secrets.token_urlsafe(32) + "\n")
+        token_file.chmod(0o600)
+    return token_file.read_text().strip()
+
+
+def stack_environment(settings: Settings, ports: StackPorts) -> dict[str, str]:
+    data_dir = Path(settings.data_dir).resolve()
+    return {
+        "DATA_DIR": str(data_dir),
+        "TEMPORAL_ADDRESS": f"127.0.0.1:{ports.temporal}",
+        "TEMPORAL_NAMESPACE": settings.temporal_namespace,
+        "TASK_QUEUE": settings.task_queue,
+        "DATABASE_URL": f"postgresql+asyncpg://postgres@127.0.0.1:{ports.postgres}/{LOCAL_DATABASE}",
+        "SMTP_HOST": "127.0.0.1",
+        "SMTP_PORT": str(ports.smtp),
+        "MAIL_DIR": str(Path(settings.mail_path).resolve()),
+        "STORAGE_DIR": str(Path(settings.storage_path).resolve()),
+        "SITES_ROOT": str(Path(settings.sites_path).resolve()),
+        "ADMIN_TOKEN": admin_token(settings),
+        "API_PORT": str(settings.api_port),
+    }

@@ -1,0 +1,120 @@
+"""`make run` and `make infra`: the local stack in the foreground, stopped in reverse order on Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from devstack.local_env import StackPorts, stack_environment
+from devstack.postgres import PostgresServer
+from devstack.smtp_sink import SmtpSink
+from devstack.temporal_server import TemporalDevServer
+from lifecycle.migrate import upgrade
+from lifecycle.settings import LOCAL_DATABASE, Settings
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Stack:
+    def __init__(self, settings: Settings, *, with_apps: bool) -> None:
+        self.ports = StackPorts.from_environ()
+        self.env = stack_environment(settings, self.ports)
+        self.data_dir = Path(self.env["DATA_DIR"])
+        self.with_apps = with_apps
+        self.postgres = PostgresServer(self.data_dir / "postgres", self.ports.postgres)
+        self.temporal = TemporalDevServer(
+            self.data_dir / "temporal" / "temporal.db",
+            port=self.ports.temporal,
+            ui_port=self.ports.temporal_ui,
+            log_path=self.data_dir / "logs" / "temporal.log",
+        )
+        self.smtp = SmtpSink(Path(self.env["MAIL_DIR"]), self.ports.smtp)
+        self.apps: dict[str, subprocess.Popen[bytes]] = {}
+        self._stopping = threading.Event()
+
+    def start_infra(self) -> None:
+        print(f"[stack] data directory: {self.data_dir}", flush=True)
+        self.postgres.start()
+        self.postgres.create_database(LOCAL_DATABASE)
+        upgrade(self.env["DATABASE_URL"])
+        print(f"[stack] PostgreSQL ready on 127.0.0.1:{self.ports.postgres}, migrations applied", flush=True)
+        self.temporal.start()
+        print(f"[stack] Temporal ready on {self.temporal.address}, search attributes registered", flush=True)
+        self.smtp.start()
+        print(
+            f"[stack] SMTP sink on 127.0.0.1:{self.ports.smtp}, saving to {self.env['MAIL_DIR']}", flush=True
+        )
+
+    def start_apps(self) -> None:
+        child_env = {**os.environ, **self.env}
+        self.apps["worker"] = subprocess.Popen(
+            [sys.executable, str(PROJECT_ROOT / "worker.py")], env=child_env, start_new_session=True
+        )
+        self.apps["api"] = subprocess.Popen(
+            [sys.executable, "-m", "api"], env=child_env, cwd=PROJECT_ROOT, start_new_session=True
+        )
+
+    def banner(self) -> str:
+        lines = [
+            "",
+            "Local stack is up:",
+            f"  Temporal UI   http://127.0.0.1:{self.ports.temporal_ui}",
+            f"  Temporal gRPC {self.temporal.address}",
+        ]
+        if self.with_apps:
+            lines.append(f"  API docs      http://127.0.0.1:{self.env['API_PORT']}/docs")
+        else:
+            lines.append("  Start the worker with `python worker.py` and the API with `python -m api`,")
+            lines.append("  after `eval $(python -m devstack env | sed 's/^/export /')`.")
+        lines += [
+            f"  Mail dir      {self.env['MAIL_DIR']}",
+            f"  Admin token   {self.env['ADMIN_TOKEN']}",
+            "Ctrl-C stops everything; data stays in the data directory.",
+            "",
+        ]
+        return "\n".join(lines)
+
+    def wait(self) -> int:
+        """Block until a signal arrives or an app exits; returns the exit code for the stack."""
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: self._stopping.set())
+        while not self._stopping.wait(0.5):
+            for name, process in self.apps.items():
+                if process.poll() is not None:
+                    print(f"[stack] {name} exited with {process.returncode}; stopping", flush=True)
+                    return 1
+            for name, server in (("postgres", self.postgres), ("temporal", self.temporal)):
+                if server.process is not None and server.process.poll() is not None:
+                    print(f"[stack] {name} exited; stopping", flush=True)
+                    return 1
+        return 0
+
+    def stop(self) -> None:
+        for name in ("api", "worker"):
+            process = self.apps.get(name)
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        self.smtp.stop()
+        self.temporal.stop()
+        self.postgres.stop()
+        print("[stack] stopped", flush=True)
+
+
+def run(settings: Settings, *, with_apps: bool) -> int:
+    stack = Stack(settings, with_apps=with_apps)
+    try:
+        stack.start_infra()
+        if with_apps:
+            stack.start_apps()
+        print(stack.banner(), flush=True)
+        return stack.wait()
+    finally:
+        stack.stop()

@@ -1,0 +1,97 @@
+"""The Temporal dev server (`temporal server start-dev`) as a child process, state kept in a SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from devstack.binaries import temporal_cli
+from devstack.ports import wait_for_port
+from lifecycle import search_attributes
+
+
+class TemporalDevServer:
+    def __init__(
+        self,
+        db_file: Path | None,
+        *,
+        port: int,
+        ui_port: int | None,
+        log_path: Path,
+        metrics_port: int | None = None,
+    ) -> None:
+        self.db_file = db_file
+        self.port = port
+        self.ui_port = ui_port
+        self.log_path = log_path
+        self.metrics_port = metrics_port
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self._process
+
+    def command(self) -> list[str]:
+        args = [
+            temporal_cli(),
+            "server",
+            "start-dev",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-level",
+            "warn",
+            "--ui-disable-news-fetch",
+        ]
+        if self.db_file is not None:
+            args += ["--db-filename", str(self.db_file)]
+        if self.ui_port is None:
+            args.append("--headless")
+        else:
+            args += ["--ui-port", str(self.ui_port)]
+        if self.metrics_port is not None:
+            args += ["--metrics-port", str(self.metrics_port)]
+        # Flags register attributes only when the state file is new; `register` below covers restarts.
+        return args + search_attributes.dev_server_flags()
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.db_file is not None:
+            self.db_file.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self._process = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        wait_for_port(self.port, timeout=timeout)
+        asyncio.run(asyncio.wait_for(self._register_search_attributes(), timeout))
+
+    async def _register_search_attributes(self) -> None:
+        client = await Client.connect(self.address)
+        while True:
+            try:
+                await search_attributes.register(client)
+                return
+            except RPCError:
+                # The frontend accepts connections a moment before the namespace is ready.
+                await asyncio.sleep(0.2)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self._process is None or self._process.poll() is not None:
+            return
+        self._process.send_signal(signal.SIGTERM)
+        try:
+            self._process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()

@@ -1,0 +1,1 @@
+"""What the API, the worker and the workflows share: settings, the schema, contracts and ids."""

@@ -1,0 +1,1 @@
+"""The PostgreSQL schema and the async engine."""

@@ -1,0 +1,195 @@
+"""The schema as SQLAlchemy 2 models. Alembic migrations create it; nothing calls create_all."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    String,
+    Text,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+def _now_column() -> Mapped[datetime]:
+    return mapped_column(DateTime(timezone=True), server_default=func.now(), nullable=False)
+
+
+class Account(Base):
+    __tablename__ = "accounts"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    name: Mapped[str] = mapped_column(String(200))
+    email: Mapped[str] = mapped_column(String(320))
+    created_at: Mapped[datetime] = _now_column()
+    # Set when deletion is requested; the reconciler starts a deletion for any such row that lacks one.
+    deletion_requested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    account_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"), index=True)
+    # SHA-256 of the key: a stolen table yields no usable key, and lookup stays one indexed read.
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = _now_column()
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Bot(Base):
+    __tablename__ = "bots"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    account_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("accounts.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = _now_column()
+    deletion_requested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+# --- The services a bot owns data in. Each is independent: its rows reference the bot, never each other.
+# The (bot_id, id) index serves both the foreign key and the key-range batches of a deletion.
+
+
+class Conversation(Base):
+    __tablename__ = "conversations"
+    __table_args__ = (Index("ix_conversations_bot_id_id", "bot_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    bot_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("bots.id"))
+    title: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = _now_column()
+
+
+class Message(Base):
+    __tablename__ = "messages"
+    __table_args__ = (Index("ix_messages_bot_id_id", "bot_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    bot_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("bots.id"))
+    # The conversation lives in another service, so this is a reference, not a foreign key.
+    conversation_ref: Mapped[int] = mapped_column(BigInteger)
+    body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = _now_column()
+
+
+class AnalyticsEvent(Base):
+    __tablename__ = "analytics_events"
+    __table_args__ = (Index("ix_analytics_events_bot_id_id", "bot_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    bot_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("bots.id"))
+    kind: Mapped[str] = mapped_column(String(50))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    occurred_at: Mapped[datetime] = _now_column()
+
+
+class KnowledgeDocument(Base):
+    __tablename__ = "knowledge_documents"
+    __table_args__ = (Index("ix_knowledge_documents_bot_id_id", "bot_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    bot_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("bots.id"))
+    title: Mapped[str] = mapped_column(String(200))
+    # Relative to the storage directory; the file is deleted with the row.
+    storage_key: Mapped[str] = mapped_column(String(300))
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = _now_column()
+
+
+class Integration(Base):
+    __tablename__ = "integrations"
+    __table_args__ = (Index("ix_integrations_bot_id_id", "bot_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    bot_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("bots.id"))
+    provider: Mapped[str] = mapped_column(String(50))
+    config: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    created_at: Mapped[datetime] = _now_column()
+
+
+class DeletionRequest(Base):
+    """A deletion the API accepted. It outlives the bot or account it names, so its status stays readable."""
+
+    __tablename__ = "deletion_requests"
+
+    workflow_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(20))
+    # No foreign keys: the account and bot rows are deleted before this record is.
+    account_id: Mapped[uuid.UUID] = mapped_column(index=True)
+    bot_id: Mapped[uuid.UUID | None] = mapped_column()
+    requested_at: Mapped[datetime] = _now_column()
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The confirmation address of an account deletion: kept here, out of workflow history, until sent.
+    notify_email: Mapped[str | None] = mapped_column(String(320))
+
+
+class Alert(Base):
+    __tablename__ = "alerts"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    workflow_id: Mapped[str] = mapped_column(String(100), index=True)
+    subject: Mapped[str] = mapped_column(String(100))
+    reason: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = _now_column()
+
+
+class SentNotification(Base):
+    """One row per notification ever sent, keyed so that retries and resets cannot send it twice."""
+
+    __tablename__ = "sent_notifications"
+
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    sent_at: Mapped[datetime] = _now_column()
+
+
+HELD_DOMAIN_STATUSES = ("provisioning", "active", "rolling_back", "deleting")
+
+
+class Site(Base):
+    __tablename__ = "sites"
+    __table_args__ = (
+        # One live site per domain, enforced by the database so that concurrent POSTs race safely.
+        Index(
+            "uq_sites_domain_held",
+            "domain",
+            unique=True,
+            postgresql_where=text("status IN ('provisioning', 'active', 'rolling_back', 'deleting')"),
+        ),
+        Index(
+            "uq_sites_account_idempotency_key",
+            "account_id",
+            "idempotency_key",
+            unique=True,
+            postgresql_where=text("idempotency_key IS NOT NULL"),
+        ),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    account_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("accounts.id"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    tagline: Mapped[str] = mapped_column(String(200))
+    domain: Mapped[str] = mapped_column(String(253))
+    status: Mapped[str] = mapped_column(String(20))
+    steps: Mapped[dict[str, str]] = mapped_column(JSONB)
+    error: Mapped[str | None] = mapped_column(Text)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = _now_column()
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), onupdate=func.now(), nullable=False
+    )

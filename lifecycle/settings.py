@@ -1,0 +1,86 @@
+"""Configuration read from the environment, with defaults that match the local stack (`make run`)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ADMIN_TOKEN_FILE = "admin_token"
+
+# Ports of the local stack; docker-compose and the tests use their own.
+LOCAL_TEMPORAL_PORT = 7233
+LOCAL_TEMPORAL_UI_PORT = 8233
+LOCAL_POSTGRES_PORT = 5433
+LOCAL_SMTP_PORT = 1025
+LOCAL_API_PORT = 8000
+LOCAL_DATABASE = "lifecycle"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="", case_sensitive=False, extra="ignore")
+
+    data_dir: Path = Path(".data")
+    temporal_address: str = f"127.0.0.1:{LOCAL_TEMPORAL_PORT}"
+    temporal_namespace: str = "default"
+    task_queue: str = "lifecycle"
+    database_url: str = f"postgresql+asyncpg://postgres@127.0.0.1:{LOCAL_POSTGRES_PORT}/{LOCAL_DATABASE}"
+    # Server on which each site gets its own database and role; the app's own server unless set.
+    site_database_url: str | None = None
+    smtp_host: str = "127.0.0.1"
+    smtp_port: int = LOCAL_SMTP_PORT
+    mail_from: str = "no-reply@lifecycle.local"
+    mail_dir: Path | None = None
+    storage_dir: Path | None = None
+    sites_root: Path | None = None
+    admin_token: str | None = Field(default=None, repr=False)
+    alert_webhook_url: str | None = None
+    fault_injection: str | None = None
+    api_host: str = "127.0.0.1"
+    api_port: int = LOCAL_API_PORT
+    api_metrics_enabled: bool = True
+    worker_metrics_port: int | None = None
+    # Loopback by default; docker-compose binds all interfaces so Prometheus can scrape the container.
+    worker_metrics_host: str = "127.0.0.1"
+    public_base_url: str | None = None
+    max_request_body_bytes: int = 64 * 1024
+
+    @model_validator(mode="after")
+    def _derive_paths(self) -> Settings:
+        if self.mail_dir is None:
+            self.mail_dir = self.data_dir / "mail"
+        if self.storage_dir is None:
+            self.storage_dir = self.data_dir / "storage"
+        if self.sites_root is None:
+            self.sites_root = self.data_dir / "sites"
+        if self.admin_token is None:
+            token_file = self.data_dir / ADMIN_TOKEN_FILE
+            if token_file.is_file():
+                self.admin_token = token_file.read_text().strip() or None
+        return self
+
+    @property
+    def mail_path(self) -> Path:
+        assert self.mail_dir is not None
+        return self.mail_dir
+
+    @property
+    def storage_path(self) -> Path:
+        assert self.storage_dir is not None
+        return self.storage_dir
+
+    @property
+    def sites_path(self) -> Path:
+        assert self.sites_root is not None
+        return self.sites_root
+
+    @property
+    def site_admin_database_url(self) -> str:
+        return self.site_database_url or self.database_url
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,19 @@
+"""One function per business key: the deterministic workflow ids that make duplicate starts collapse."""
+
+from uuid import UUID
+
+
+def bot_deletion_id(bot_id: UUID | str) -> str:
+    return f"bot-deletion-{bot_id}"
+
+
+def account_deletion_id(account_id: UUID | str) -> str:
+    return f"account-deletion-{account_id}"
+
+
+def site_creation_id(site_id: UUID | str) -> str:
+    return f"site-creation-{site_id}"
+
+
+def site_deletion_id(site_id: UUID | str) -> str:
+    return f"site-deletion-{site_id}"

@@ -1,0 +1,152 @@
+"""Real servers for the suite: PostgreSQL, a Temporal dev server, an SMTP sink; all on free loopback ports."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import pytest_asyncio
+from fastapi import FastAPI
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.resources import ActivityResources
+from api.app import create_app
+from devstack.binaries import temporal_cli, temporal_test_server
+from devstack.ports import free_port
+from devstack.postgres import PostgresServer
+from devstack.smtp_sink import SmtpSink
+from lifecycle import search_attributes
+from lifecycle.migrate import upgrade_async
+from lifecycle.settings import Settings
+from worker import build_worker
+
+ADMIN_TOKEN = "test-admin-token"
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    server = PostgresServer(tmp_path_factory.mktemp("postgres"), free_port(), durable=False)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def database_url(postgres_server: PostgresServer) -> str:
+    postgres_server.create_database("lifecycle_test")
+    url = postgres_server.url("lifecycle_test")
+    await upgrade_async(url)
+    return url
+
+
+@pytest_asyncio.fixture(scope="session")
+async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_cli(),
+        search_attributes=search_attributes.ALL,
+        dev_server_extra_args=["--ui-disable-news-fetch"],
+    )
+    yield env
+    await env.shutdown()
+
+
+@pytest_asyncio.fixture
+async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_time_skipping(test_server_existing_path=temporal_test_server())
+    yield env
+    await env.shutdown()
+
+
+@pytest.fixture(scope="session")
+def temporal_client(temporal_env: WorkflowEnvironment) -> Client:
+    return temporal_env.client
+
+
+@pytest.fixture(scope="session")
+def smtp_sink(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SmtpSink]:
+    sink = SmtpSink(tmp_path_factory.mktemp("mail"), free_port())
+    sink.start()
+    yield sink
+    sink.stop()
+
+
+@pytest.fixture(scope="session")
+def settings(
+    tmp_path_factory: pytest.TempPathFactory,
+    database_url: str,
+    temporal_client: Client,
+    smtp_sink: SmtpSink,
+) -> Settings:
+    data_dir = tmp_path_factory.mktemp("data")
+    return Settings(
+        data_dir=data_dir,
+        database_url=database_url,
+        temporal_address=temporal_client.service_client.config.target_host,
+        task_queue=f"test-{uuid.uuid4().hex[:8]}",
+        smtp_port=smtp_sink.port,
+        mail_dir=smtp_sink.directory,
+        admin_token=ADMIN_TOKEN,
+    )
+
+
+@pytest_asyncio.fixture(scope="session")
+async def worker(settings: Settings, temporal_client: Client) -> AsyncIterator[Worker]:
+    """A real worker on the session's task queue, polling the dev server for the whole session."""
+    resources = ActivityResources.create(settings, temporal_client)
+    running = build_worker(temporal_client, resources, settings)
+    async with running:
+        yield running
+    await resources.engine.dispose()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def app(settings: Settings, temporal_client: Client) -> AsyncIterator[FastAPI]:
+    application = create_app(settings, temporal_client=temporal_client)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest_asyncio.fixture
+async def api(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        yield client
+
+
+@dataclass(frozen=True)
+class ApiAccount:
+    id: str
+    name: str
+    email: str
+    api_key: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"}
+
+
+ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+@pytest_asyncio.fixture
+async def account(api: httpx.AsyncClient) -> ApiAccount:
+    suffix = uuid.uuid4().hex[:8]
+    response = await api.post(
+        "/accounts",
+        json={"name": f"Test {suffix}", "email": f"owner-{suffix}@example.com"},
+        headers=ADMIN_HEADERS,
+    )
+    assert response.status_code == 201, response.text
+    body = response.json()
+    return ApiAccount(id=body["id"], name=body["name"], email=body["email"], api_key=body["api_key"])
+
+
+@pytest.fixture
+def project_root() -> Path:
+    return Path(__file__).resolve().parent.parent

@@ -1,0 +1,78 @@
+"""The worker process: runs every workflow and activity, and shuts down gracefully on SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Sequence
+from datetime import timedelta
+
+from temporalio.client import Client
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.worker import Interceptor, Worker
+
+from activities.registry import build_activities
+from activities.resources import ActivityResources
+from lifecycle.logging_setup import configure_logging
+from lifecycle.settings import Settings, get_settings
+from workflows.registry import WORKFLOWS
+
+logger = logging.getLogger("worker")
+
+# Long enough for a deleter to finish its current batch and heartbeat it, so the next worker resumes there.
+GRACEFUL_SHUTDOWN = timedelta(seconds=30)
+
+
+def interceptors_for(settings: Settings) -> Sequence[Interceptor]:
+    return []
+
+
+def build_worker(client: Client, resources: ActivityResources, settings: Settings) -> Worker:
+    return Worker(
+        client,
+        task_queue=settings.task_queue,
+        workflows=WORKFLOWS,
+        activities=build_activities(resources),
+        interceptors=interceptors_for(settings),
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+    )
+
+
+def _runtime(settings: Settings) -> Runtime | None:
+    if settings.worker_metrics_port is None:
+        return None
+    return Runtime(
+        telemetry=TelemetryConfig(
+            metrics=PrometheusConfig(
+                bind_address=f"{settings.worker_metrics_host}:{settings.worker_metrics_port}"
+            )
+        )
+    )
+
+
+async def main() -> None:
+    settings = get_settings()
+    configure_logging("worker")
+    runtime = _runtime(settings)
+    client = await Client.connect(
+        settings.temporal_address, namespace=settings.temporal_namespace, runtime=runtime
+    )
+    resources = ActivityResources.create(settings, client)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    worker = build_worker(client, resources, settings)
+    logger.info("worker polling task queue %s", settings.task_queue)
+    try:
+        async with worker:
+            await stop.wait()
+            logger.info("shutting down: letting running activities finish or heartbeat")
+    finally:
+        await resources.engine.dispose()
+    logger.info("worker stopped")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,1 @@
+"""Workflows: orchestration only, deterministic, reading as the business process."""

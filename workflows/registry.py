@@ -1,0 +1,3 @@
+"""Every workflow the worker runs."""
+
+WORKFLOWS: list[type] = []
