@@ -27,7 +27,11 @@ lint: install
 typecheck: install
 	$(PY) -m mypy
 
-test: install lint typecheck
+# The browser test drives Debian's Chromium through Playwright; no browser is ever downloaded.
+browser:
+	@command -v chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium; }
+
+test: install browser lint typecheck
 	$(PY) -m pytest
 
 clean:

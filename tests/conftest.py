@@ -147,6 +147,6 @@ async def account(api: httpx.AsyncClient) -> ApiAccount:
     return ApiAccount(id=body["id"], name=body["name"], email=body["email"], api_key=body["api_key"])
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def project_root() -> Path:
     return Path(__file__).resolve().parent.parent

@@ -1,0 +1,137 @@
+"""The README commands: `python -m devstack env`, and the `make run` stack keeping its data over a restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from devstack.ports import free_port
+
+REQUIRED_KEYS = {
+    "TEMPORAL_ADDRESS",
+    "TEMPORAL_NAMESPACE",
+    "DATABASE_URL",
+    "SMTP_HOST",
+    "SMTP_PORT",
+    "MAIL_DIR",
+    "ADMIN_TOKEN",
+}
+
+
+def test_env_prints_the_worker_and_api_environment(tmp_path: Path, project_root: Path) -> None:
+    env = {**os.environ, "DATA_DIR": str(tmp_path)}
+    env.pop("ADMIN_TOKEN", None)
+    output = subprocess.run(
+        [sys.executable, "-m", "devstack", "env"],
+        env=env,
+        cwd=project_root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    values = dict(line.split("=", 1) for line in output.splitlines())
+    assert set(values) >= REQUIRED_KEYS
+    assert values["DATABASE_URL"].startswith("postgresql+asyncpg://")
+    assert values["MAIL_DIR"] == str(tmp_path / "mail")
+    # Generated once, kept in the data directory, and the same on the next call.
+    assert (tmp_path / "admin_token").read_text().strip() == values["ADMIN_TOKEN"]
+    again = subprocess.run(
+        [sys.executable, "-m", "devstack", "env"],
+        env=env,
+        cwd=project_root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert again == output
+
+
+class RunningStack:
+    def __init__(self, project_root: Path, data_dir: Path) -> None:
+        self.api_port = free_port()
+        self.ui_port = free_port()
+        self.env = {
+            **os.environ,
+            "DATA_DIR": str(data_dir),
+            "API_PORT": str(self.api_port),
+            "DEVSTACK_POSTGRES_PORT": str(free_port()),
+            "DEVSTACK_TEMPORAL_PORT": str(free_port()),
+            "DEVSTACK_TEMPORAL_UI_PORT": str(self.ui_port),
+            "DEVSTACK_SMTP_PORT": str(free_port()),
+        }
+        self.env.pop("ADMIN_TOKEN", None)
+        self.project_root = project_root
+        self.log = data_dir.parent / f"stack-{data_dir.name}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "devstack", "run"],
+                env=self.env,
+                cwd=self.project_root,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        self.wait_ready()
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process is not None and self.process.poll() is None, self.log.read_text()[-3000:]
+            try:
+                if httpx.get(f"{self.api_url}/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise AssertionError(f"stack not ready in {timeout}s:\n{self.log.read_text()[-3000:]}")
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    def stop(self) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGINT)
+        return self.process.wait(90)
+
+
+@pytest.fixture
+def stack(tmp_path: Path, project_root: Path) -> Iterator[RunningStack]:
+    running = RunningStack(project_root, tmp_path / "data")
+    yield running
+    if running.process is not None and running.process.poll() is None:
+        running.process.kill()
+
+
+def test_make_run_serves_and_keeps_data_across_restart(stack: RunningStack, tmp_path: Path) -> None:
+    stack.start()
+    assert httpx.get(f"{stack.api_url}/docs").status_code == 200
+    assert httpx.get(f"http://127.0.0.1:{stack.ui_port}/").status_code == 200
+    token = (tmp_path / "data" / "admin_token").read_text().strip()
+    assert token in stack.log.read_text(), "the banner prints the admin token"
+    created = httpx.post(
+        f"{stack.api_url}/accounts",
+        json={"name": "Persisted", "email": "persisted@example.com"},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert created.status_code == 201, created.text
+    key = created.json()["api_key"]
+
+    assert stack.stop() == 0
+    assert "[stack] stopped" in stack.log.read_text()
+
+    stack.start()
+    again = httpx.get(f"{stack.api_url}/account", headers={"Authorization": f"Bearer {key}"})
+    assert again.status_code == 200
+    assert again.json()["name"] == "Persisted"
+    assert stack.stop() == 0
