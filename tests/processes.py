@@ -1,0 +1,88 @@
+"""The worker and the API as real child processes, for tests that kill, restart or flood them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from devstack.ports import free_port
+from lifecycle.settings import Settings
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def settings_environment(settings: Settings, **overrides: str) -> dict[str, str]:
+    """The environment under which a child process reads exactly these settings."""
+    env = {key: value for key, value in os.environ.items() if key not in Settings.model_fields}
+    for name in Settings.model_fields:
+        value = getattr(settings, name)
+        if value is not None:
+            env[name.upper()] = str(value)
+    env.update(overrides)
+    return env
+
+
+class ChildProcess:
+    def __init__(self, args: list[str], env: dict[str, str], log_path: Path) -> None:
+        self.args = args
+        self.env = env
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                self.args, env=self.env, cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT
+            )
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hook, no graceful anything, as when a node disappears."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def terminate(self, timeout: float = 60.0) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def worker_process(settings: Settings, log_path: Path, **overrides: str) -> ChildProcess:
+    return ChildProcess([sys.executable, "worker.py"], settings_environment(settings, **overrides), log_path)
+
+
+class ApiProcess(ChildProcess):
+    def __init__(self, settings: Settings, log_path: Path, **overrides: str) -> None:
+        self.port = free_port()
+        env = settings_environment(settings, API_PORT=str(self.port), **overrides)
+        super().__init__([sys.executable, "-m", "api"], env, log_path)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        super().start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise AssertionError(f"API did not start:\n{self.log()[-2000:]}")
