@@ -30,7 +30,7 @@ def _concrete(path: str) -> str:
 
 
 async def _call(api: httpx.AsyncClient, method: str, path: str, headers: dict[str, str]) -> httpx.Response:
-    body = {} if method in {"POST", "PUT", "PATCH"} else None
+    body: dict[str, str] | None = {} if method in {"POST", "PUT", "PATCH"} else None
     return await api.request(method, _concrete(path), headers=headers, json=body)
 
 
