@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from temporalio.client import Client
@@ -74,7 +75,9 @@ class TemporalDevServer:
         )
         log.close()
         wait_for_port(self.port, timeout=timeout)
-        asyncio.run(asyncio.wait_for(self._register_search_attributes(), timeout))
+        # A thread of its own, so that start() also works when called from inside an event loop.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(asyncio.run, asyncio.wait_for(self._register_search_attributes(), timeout)).result()
 
     async def _register_search_attributes(self) -> None:
         client = await Client.connect(self.address)
