@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import time
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class ApiMetrics:
@@ -28,23 +27,32 @@ class ApiMetrics:
         )
 
 
-class _MetricsMiddleware(BaseHTTPMiddleware):
+class _MetricsMiddleware:
+    """Plain ASGI, so it never changes how errors or streaming responses travel."""
+
     def __init__(self, app: ASGIApp, metrics: ApiMetrics) -> None:
-        super().__init__(app)
+        self.app = app
         self.metrics = metrics
 
-    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
         started = time.perf_counter()
         status = 500
+
+        async def recording_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
         try:
-            response = await call_next(request)
-            status = response.status_code
-            return response
+            await self.app(scope, receive, recording_send)
         finally:
-            route = request.scope.get("route")
-            template = getattr(route, "path", "unmatched")
-            self.metrics.requests.labels(request.method, template, str(status)).inc()
-            self.metrics.latency.labels(request.method, template).observe(time.perf_counter() - started)
+            template = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.requests.labels(scope["method"], template, str(status)).inc()
+            self.metrics.latency.labels(scope["method"], template).observe(time.perf_counter() - started)
 
 
 def install_metrics(app: FastAPI) -> None:

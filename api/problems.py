@@ -90,29 +90,41 @@ def install_problem_handlers(app: FastAPI) -> None:
         summary = "; ".join(f"{e['location']}: {e['message']}" for e in errors[:5])
         return problem_response(422, f"The request is invalid. {summary}", request=request, errors=errors)
 
+    # Registered per class, so the inner exception middleware answers them like any other problem.
+    @app.exception_handler(DBAPIError)
+    @app.exception_handler(OSError)
+    @app.exception_handler(TimeoutError)
+    async def _dependency_down(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, DBAPIError) and not _is_unavailable_database(exc):
+            return _internal_error(request, exc)
+        logger.warning("dependency unavailable: %s", exc)
+        return problem_response(
+            503,
+            "A backing service is unavailable; retry shortly.",
+            request=request,
+            headers={"Retry-After": "5"},
+        )
+
+    @app.exception_handler(RPCError)
+    async def _temporal_down(request: Request, exc: RPCError) -> JSONResponse:
+        if exc.status not in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+            return _internal_error(request, exc)
+        logger.warning("Temporal unavailable: %s", exc)
+        return problem_response(
+            503,
+            "The workflow service is unavailable; retry shortly.",
+            request=request,
+            headers={"Retry-After": "5"},
+        )
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        if _is_unavailable_database(exc) or isinstance(exc, OSError | TimeoutError):
-            logger.warning("dependency unavailable: %s", exc)
-            return problem_response(
-                503,
-                "A backing service is unavailable; retry shortly.",
-                request=request,
-                headers={"Retry-After": "5"},
-            )
-        if isinstance(exc, RPCError) and exc.status in (
-            RPCStatusCode.UNAVAILABLE,
-            RPCStatusCode.DEADLINE_EXCEEDED,
-        ):
-            logger.warning("Temporal unavailable: %s", exc)
-            return problem_response(
-                503,
-                "The workflow service is unavailable; retry shortly.",
-                request=request,
-                headers={"Retry-After": "5"},
-            )
-        logger.exception("unhandled error")
-        return problem_response(500, "An unexpected error occurred.", request=request)
+        return _internal_error(request, exc)
+
+
+def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+    logger.error("unhandled error", exc_info=exc)
+    return problem_response(500, "An unexpected error occurred.", request=request)
 
 
 def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

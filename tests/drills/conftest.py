@@ -1,0 +1,97 @@
+"""A stack of its own for fault drills: servers here get killed, stopped and restarted mid-run."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+
+from devstack.ports import free_port
+from devstack.postgres import PostgresServer
+from devstack.smtp_sink import SmtpSink
+from devstack.temporal_server import TemporalDevServer
+from lifecycle.migrate import upgrade_async
+from lifecycle.settings import Settings
+from tests.conftest import ADMIN_TOKEN
+from tests.processes import ApiProcess, ChildProcess, worker_process
+
+
+@dataclass
+class DrillStack:
+    root: Path
+    postgres: PostgresServer
+    temporal: TemporalDevServer
+    smtp: SmtpSink
+    settings: Settings
+    client: Client
+
+    def worker(self, name: str = "worker", **overrides: str) -> ChildProcess:
+        process = worker_process(self.settings, self.root / f"{name}-{uuid.uuid4().hex[:6]}.log", **overrides)
+        process.start()
+        return process
+
+    def api(self) -> ApiProcess:
+        process = ApiProcess(self.settings, self.root / f"api-{uuid.uuid4().hex[:6]}.log")
+        process.start()
+        return process
+
+    def restart_temporal(self) -> None:
+        self.temporal.stop()
+        self.temporal.start()
+
+
+@pytest.fixture(scope="package")
+def drill_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("drills")
+
+
+@pytest.fixture(scope="package")
+def drill_postgres(drill_root: Path) -> Iterator[PostgresServer]:
+    server = PostgresServer(drill_root / "postgres", free_port())
+    server.start()
+    server.create_database("lifecycle")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="package")
+def drill_temporal(drill_root: Path) -> Iterator[TemporalDevServer]:
+    # A state file, so that a restart in the middle of a run loses nothing.
+    server = TemporalDevServer(
+        drill_root / "temporal.db", port=free_port(), ui_port=None, log_path=drill_root / "temporal.log"
+    )
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="package")
+def drill_smtp(drill_root: Path) -> Iterator[SmtpSink]:
+    sink = SmtpSink(drill_root / "mail", free_port())
+    sink.start()
+    yield sink
+    sink.stop()
+
+
+@pytest_asyncio.fixture(scope="package")
+async def drill_stack(
+    drill_root: Path, drill_postgres: PostgresServer, drill_temporal: TemporalDevServer, drill_smtp: SmtpSink
+) -> AsyncIterator[DrillStack]:
+    database_url = drill_postgres.url("lifecycle")
+    await upgrade_async(database_url)
+    settings = Settings(
+        data_dir=drill_root / "data",
+        database_url=database_url,
+        temporal_address=drill_temporal.address,
+        task_queue="drills",
+        smtp_port=drill_smtp.port,
+        mail_dir=drill_smtp.directory,
+        admin_token=ADMIN_TOKEN,
+    )
+    client = await Client.connect(drill_temporal.address)
+    yield DrillStack(drill_root, drill_postgres, drill_temporal, drill_smtp, settings, client)
