@@ -6,11 +6,12 @@ import logging
 from http import HTTPStatus
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from starlette.exceptions import HTTPException
 from temporalio.service import RPCError, RPCStatusCode
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -120,6 +121,10 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         return _internal_error(request, exc)
+
+
+def _unavailable(request: Request, detail: str) -> JSONResponse:
+    return problem_response(503, detail, request=request, headers={"Retry-After": "5"})
 
 
 def _internal_error(request: Request, exc: Exception) -> JSONResponse:
