@@ -19,9 +19,7 @@ from temporalio.worker import (
     Interceptor,
 )
 
-_RULE = re.compile(
-    r"^(?P<activity>[A-Za-z_][A-Za-z0-9_]*)=(?:(?P<permanent>permanent)|transient:(?P<count>[0-9]+))$"
-)
+_RULE = re.compile(r"^(?P<activity>[A-Za-z_][A-Za-z0-9_]*)=(?:permanent|transient:(?P<count>[0-9]+))$")
 
 
 class FaultSpecError(ValueError):

@@ -7,6 +7,7 @@ its own step status in `sites.steps`, so the API shows progress without asking T
 from __future__ import annotations
 
 import asyncio
+import json
 import smtplib
 import uuid
 from collections.abc import Callable
@@ -194,7 +195,8 @@ class SiteActivities:
             claimed = (
                 await session.execute(
                     text(
-                        "INSERT INTO sent_notifications (key) VALUES (:key) ON CONFLICT DO NOTHING RETURNING key"
+                        "INSERT INTO sent_notifications (key) VALUES (:key)"
+                        " ON CONFLICT DO NOTHING RETURNING key"
                     ),
                     {"key": key},
                 )
@@ -219,13 +221,14 @@ class SiteActivities:
 
     @activity.defn(name="begin_site_rollback")
     async def begin_site_rollback(self, rollback: SiteRollbackInput) -> None:
-        steps = '{"%s": "failed"}' % rollback.failed_step if rollback.failed_step else "{}"
+        steps = {rollback.failed_step: "failed"} if rollback.failed_step else {}
         await self._execute(
             "UPDATE sites SET status = 'rolling_back', error = :reason, updated_at = now(),"
-            " steps = steps || CAST(:steps AS jsonb) WHERE id = :id AND status IN ('provisioning', 'rolling_back')",
+            " steps = steps || CAST(:steps AS jsonb)"
+            " WHERE id = :id AND status IN ('provisioning', 'rolling_back')",
             id=uuid.UUID(rollback.site_id),
             reason=rollback.reason,
-            steps=steps,
+            steps=json.dumps(steps),
         )
 
     @activity.defn(name="await_site_creation_closed")
