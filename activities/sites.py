@@ -68,7 +68,8 @@ class SiteActivities:
 
     async def _set_step(self, site_id: str, step: str, status: str) -> None:
         updated = await self._execute(
-            "UPDATE sites SET steps = steps || jsonb_build_object(:step, :status), updated_at = now()"
+            "UPDATE sites SET updated_at = now(),"
+            " steps = steps || jsonb_build_object(CAST(:step AS text), CAST(:status AS text))"
             " WHERE id = :id",
             id=uuid.UUID(site_id),
             step=step,
