@@ -67,7 +67,7 @@ async def test_create_then_delete_leaves_nothing(
     [
         "'; DROP TABLE sites; --",
         "../../etc/passwd",
-        "exаmple.com",  # Cyrillic "а": a confusable
+        "ex\u0430mple.com",  # a Cyrillic a: a confusable look-alike
         "localhost",
         "-bad.example.com",
         "a" * 64 + ".example.com",
