@@ -12,6 +12,7 @@ from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Interceptor, Worker
 
+from activities.fault_injection import FaultInjectionInterceptor
 from activities.registry import build_activities
 from activities.resources import ActivityResources
 from lifecycle.logging_setup import configure_logging
@@ -25,6 +26,9 @@ GRACEFUL_SHUTDOWN = timedelta(seconds=30)
 
 
 def interceptors_for(settings: Settings) -> Sequence[Interceptor]:
+    # An invalid rule raises here, at worker start, rather than when the activity first runs.
+    if settings.fault_injection:
+        return [FaultInjectionInterceptor.from_spec(settings.fault_injection)]
     return []
 
 

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from activities.resources import ActivityResources
+from activities.sites import SiteActivities
 
 
 def build_activities(resources: ActivityResources) -> list[Callable[..., Any]]:
-    return []
+    return [*SiteActivities(resources).all()]

@@ -1,3 +1,6 @@
 """Every workflow the worker runs."""
 
-WORKFLOWS: list[type] = []
+from workflows.site_creation import SiteCreationWorkflow
+from workflows.site_deletion import SiteDeletionWorkflow
+
+WORKFLOWS: list[type] = [SiteCreationWorkflow, SiteDeletionWorkflow]

@@ -1,0 +1,91 @@
+"""Worker-side fault injection for drills and tests: named activities fail before they run.
+
+`FAULT_INJECTION="bootstrap_site=permanent,create_site_database=transient:3"`:
+- `permanent`: every attempt fails with a non-retryable error;
+- `transient:N`: the first N attempts fail with a retryable error, later ones run normally.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+)
+
+_RULE = re.compile(r"^(?P<activity>[A-Za-z_][A-Za-z0-9_]*)=(?:permanent|transient:(?P<count>[0-9]+))$")
+
+
+class FaultSpecError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class FaultRule:
+    activity: str
+    # None means every attempt fails, without retries.
+    failing_attempts: int | None
+
+    def check(self, attempt: int) -> None:
+        if self.failing_attempts is None:
+            raise ApplicationError(
+                f"injected permanent fault in {self.activity}", type="InjectedFault", non_retryable=True
+            )
+        if attempt <= self.failing_attempts:
+            raise ApplicationError(
+                f"injected transient fault in {self.activity} (attempt {attempt} of {self.failing_attempts})",
+                type="InjectedFault",
+            )
+
+
+def parse_fault_spec(spec: str) -> dict[str, FaultRule]:
+    rules: dict[str, FaultRule] = {}
+    for part in spec.split(","):
+        text = part.strip()
+        if not text:
+            continue
+        match = _RULE.match(text)
+        if match is None:
+            raise FaultSpecError(
+                f"invalid FAULT_INJECTION rule {text!r}: expected `<activity>=permanent` "
+                "or `<activity>=transient:<attempts>`, comma-separated"
+            )
+        name = match["activity"]
+        if name in rules:
+            raise FaultSpecError(f"FAULT_INJECTION names {name!r} twice")
+        count = match["count"]
+        rules[name] = FaultRule(name, None if count is None else int(count))
+    if not rules:
+        raise FaultSpecError("FAULT_INJECTION is set but holds no rule")
+    return rules
+
+
+class FaultInjectionInterceptor(Interceptor):
+    def __init__(self, rules: dict[str, FaultRule]) -> None:
+        self.rules = rules
+
+    @classmethod
+    def from_spec(cls, spec: str) -> FaultInjectionInterceptor:
+        return cls(parse_fault_spec(spec))
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _FaultyActivities(next, self.rules)
+
+
+class _FaultyActivities(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, rules: dict[str, FaultRule]) -> None:
+        super().__init__(next)
+        self._rules = rules
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        info = activity.info()
+        rule = self._rules.get(info.activity_type)
+        if rule is not None:
+            rule.check(info.attempt)
+        return await super().execute_activity(input)

@@ -1,0 +1,73 @@
+"""A site's own PostgreSQL database and role, on the site-database server, and WordPress's core schema.
+
+CREATE DATABASE cannot run inside a transaction, so these use raw asyncpg connections in autocommit mode.
+Every operation checks the catalogue first, so a retried or reset step changes nothing the second time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import asyncpg
+from sqlalchemy.engine import make_url
+
+from activities.site_files import site_key
+
+_IDENTIFIER = re.compile(r"^site_[0-9a-f]{32}$")
+
+
+def site_database_name(site_id: str) -> str:
+    name = f"site_{site_key(site_id)}"
+    # Names are interpolated into DDL, so they must be exactly this shape; user input never gets here.
+    assert _IDENTIFIER.match(name), name
+    return name
+
+
+@dataclass(frozen=True)
+class SiteDatabaseServer:
+    """The server that hosts site databases, from an SQLAlchemy URL with an administrative user."""
+
+    admin_url: str
+
+    def _dsn(self, database: str | None = None) -> str:
+        url = make_url(self.admin_url).set(drivername="postgresql")
+        if database is not None:
+            url = url.set(database=database)
+        return url.render_as_string(hide_password=False)
+
+    @property
+    def host(self) -> str:
+        return make_url(self.admin_url).host or "127.0.0.1"
+
+    @property
+    def port(self) -> int:
+        return make_url(self.admin_url).port or 5432
+
+    @asynccontextmanager
+    async def connect(self, database: str | None = None) -> AsyncIterator[asyncpg.Connection]:
+        connection = await asyncpg.connect(self._dsn(database))
+        try:
+            yield connection
+        finally:
+            await connection.close()
+
+    async def create(self, name: str, password: str) -> None:
+        async with self.connect() as admin:
+            if not await admin.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", name):
+                # DDL takes no bind parameters; the password is URL-safe base64, so it needs no escaping.
+                await admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{password}'")
+            if not await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+                await admin.execute(f"CREATE DATABASE {name} OWNER {name}")
+
+    async def drop(self, name: str) -> None:
+        async with self.connect() as admin:
+            if await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+                await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            await admin.execute(f"DROP ROLE IF EXISTS {name}")
+
+    async def exists(self, name: str) -> bool:
+        async with self.connect() as admin:
+            return bool(await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name))

@@ -1,0 +1,98 @@
+"""A site's files: its directory tree under the sites root, and the database password kept beside it.
+
+The password never enters workflow history. The filesystem and database steps run in parallel and both
+need it, so the first to ask creates it, atomically, in a private credentials directory.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import uuid
+from pathlib import Path
+
+SITE_DIRECTORIES = (
+    "wp-admin",
+    "wp-includes",
+    "wp-content/themes",
+    "wp-content/plugins",
+    "wp-content/uploads",
+    "wp-content/languages",
+    "wp-content/upgrade",
+)
+CREDENTIALS_DIR = ".credentials"
+
+
+def site_key(site_id: str) -> str:
+    """The site id's 32 hex digits: the only thing, never user input, that names its files and database."""
+    return uuid.UUID(site_id).hex
+
+
+def site_directory(sites_root: Path, site_id: str) -> Path:
+    return sites_root / site_key(site_id)
+
+
+def _credentials_file(sites_root: Path, site_id: str) -> Path:
+    return sites_root / CREDENTIALS_DIR / site_key(site_id)
+
+
+def site_password(sites_root: Path, site_id: str) -> str:
+    """The site's database password: read it, or create it if nobody has yet (first writer wins)."""
+    path = _credentials_file(sites_root, site_id)
+    if path.is_file():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    candidate = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
+    candidate.write_text(secrets.token_urlsafe(24))
+    candidate.chmod(0o600)
+    try:
+        # link() fails if the name exists, so two racing steps agree on one password.
+        os.link(candidate, path)
+    except FileExistsError:
+        pass
+    finally:
+        candidate.unlink()
+    return path.read_text().strip()
+
+
+def forget_site_password(sites_root: Path, site_id: str) -> None:
+    _credentials_file(sites_root, site_id).unlink(missing_ok=True)
+
+
+def _wp_config(database: str, password: str, host: str, port: int) -> str:
+    salts = "\n".join(
+        f"define('{name}', '{secrets.token_hex(32)}');"
+        for name in ("AUTH_KEY", "SECURE_AUTH_KEY", "LOGGED_IN_KEY", "NONCE_KEY")
+    )
+    return (
+        "<?php\n"
+        f"define('DB_NAME', '{database}');\n"
+        f"define('DB_USER', '{database}');\n"
+        f"define('DB_PASSWORD', '{password}');\n"
+        f"define('DB_HOST', '{host}:{port}');\n"
+        "define('DB_CHARSET', 'utf8');\n"
+        f"{salts}\n"
+        "$table_prefix = 'wp_';\n"
+        "if (!defined('ABSPATH')) { define('ABSPATH', __DIR__ . '/'); }\n"
+    )
+
+
+def create_site_tree(sites_root: Path, site_id: str, database: str, host: str, port: int) -> Path:
+    """Create the tree and wp-config.php; a repeat leaves an existing config (and its salts) alone."""
+    root = site_directory(sites_root, site_id)
+    for directory in SITE_DIRECTORIES:
+        (root / directory).mkdir(parents=True, exist_ok=True)
+    config = root / "wp-config.php"
+    if not config.is_file():
+        partial = config.with_suffix(".tmp")
+        partial.write_text(_wp_config(database, site_password(sites_root, site_id), host, port))
+        partial.chmod(0o600)
+        os.replace(partial, config)
+    return root
+
+
+def remove_site_tree(sites_root: Path, site_id: str) -> None:
+    root = site_directory(sites_root, site_id)
+    if root.exists():
+        shutil.rmtree(root)

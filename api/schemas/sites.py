@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import re
+import uuid
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# RFC 1035 labels, ASCII only: internationalised names arrive as punycode (xn--), so confusable
+# look-alike characters never reach the database.
+_LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+MAX_DOMAIN_LENGTH = 253
+
+
+def _no_control_characters(value: str) -> str:
+    if _CONTROL.search(value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+class SiteCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    name: str = Field(min_length=1, max_length=100)
+    tagline: str = Field(default="", max_length=200)
+    domain: str = Field(min_length=3, max_length=MAX_DOMAIN_LENGTH, examples=["blog.example.com"])
+
+    _check_text = field_validator("name", "tagline")(_no_control_characters)
+
+    @field_validator("domain")
+    @classmethod
+    def _valid_dns_name(cls, value: str) -> str:
+        domain = value.lower()
+        labels = domain.split(".")
+        if len(labels) < 2 or not all(_LABEL.match(label) for label in labels):
+            raise ValueError(
+                "must be a DNS name such as blog.example.com: ASCII letters, digits and hyphens "
+                "(internationalised names in punycode), labels of 1 to 63 characters, separated by dots"
+            )
+        if labels[-1].isdigit():
+            raise ValueError("must end in a top-level domain, not a number")
+        return domain
+
+
+class SiteAccepted(BaseModel):
+    id: uuid.UUID
+    status: str
+    status_url: str
+
+
+class SiteSteps(BaseModel):
+    metadata: str
+    filesystem: str
+    database: str
+    bootstrap: str
+
+
+class SiteOut(BaseModel):
+    id: uuid.UUID
+    name: str
+    tagline: str
+    domain: str
+    status: str
+    steps: SiteSteps
+    error: str | None

@@ -1,0 +1,161 @@
+"""Benchmark: site creation through the API and Temporal against the same steps run directly.
+
+`python -m bench.sites` starts its own PostgreSQL, Temporal dev server and in-process worker, then prints
+the median end-to-end creation time, the median direct time, their ratio, and how long 100 concurrent
+creations take to become active.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+from sqlalchemy import text
+from temporalio.testing import WorkflowEnvironment
+
+from activities.resources import ActivityResources
+from activities.sites import SiteActivities
+from api.app import create_app
+from devstack.binaries import temporal_cli
+from devstack.ports import free_port
+from devstack.postgres import PostgresServer
+from devstack.smtp_sink import SmtpSink
+from lifecycle import search_attributes
+from lifecycle.contracts import SITE_STEPS, SiteRef
+from lifecycle.migrate import upgrade_async
+from lifecycle.settings import Settings
+from worker import build_worker
+
+ROUNDS = 15
+CONCURRENT = 100
+ADMIN = "bench-admin-token"
+POLL_SECONDS = 0.005
+
+
+def _domain() -> str:
+    return f"bench-{uuid.uuid4().hex[:12]}.example.com"
+
+
+async def _until_active(api: httpx.AsyncClient, headers: dict[str, str], site_id: str) -> None:
+    # Polling, as a client of the API would; the interval is small against a creation's duration.
+    while (await api.get(f"/sites/{site_id}", headers=headers)).json()["status"] != "active":  # noqa: ASYNC110
+        await asyncio.sleep(POLL_SECONDS)
+
+
+async def _end_to_end(api: httpx.AsyncClient, headers: dict[str, str]) -> float:
+    started = time.perf_counter()
+    response = await api.post("/sites", json={"name": "Bench", "domain": _domain()}, headers=headers)
+    await _until_active(api, headers, response.json()["id"])
+    return time.perf_counter() - started
+
+
+async def _direct(resources: ActivityResources, activities: SiteActivities, account_id: str) -> float:
+    site_id = str(uuid.uuid4())
+    started = time.perf_counter()
+    async with resources.sessionmaker.begin() as session:
+        await session.execute(
+            text(
+                "INSERT INTO sites (id, account_id, name, tagline, domain, status, steps) VALUES"
+                " (:id, :account, 'Bench', '', :domain, 'provisioning', CAST(:steps AS jsonb))"
+            ),
+            {
+                "id": uuid.UUID(site_id),
+                "account": uuid.UUID(account_id),
+                "domain": _domain(),
+                "steps": json.dumps(dict.fromkeys(SITE_STEPS, "pending")),
+            },
+        )
+    site = SiteRef(site_id)
+    await activities.save_site_metadata(site)
+    await asyncio.gather(activities.create_site_filesystem(site), activities.create_site_database(site))
+    await activities.bootstrap_site(site)
+    await activities.activate_site(site)
+    return time.perf_counter() - started
+
+
+async def _all_active(resources: ActivityResources, ids: list[str]) -> None:
+    wanted = [uuid.UUID(i) for i in ids]
+    while True:
+        async with resources.sessionmaker() as session:
+            active = (
+                await session.execute(
+                    text("SELECT count(*) FROM sites WHERE id = ANY(:ids) AND status = 'active'"),
+                    {"ids": wanted},
+                )
+            ).scalar_one()
+        if active == len(ids):
+            return
+        await asyncio.sleep(0.05)
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-sites-") as scratch:
+        root = Path(scratch)
+        postgres = PostgresServer(root / "postgres", free_port(), durable=False)
+        postgres.start()
+        mail = SmtpSink(root / "mail", free_port())
+        mail.start()
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=temporal_cli(), search_attributes=search_attributes.ALL
+        )
+        try:
+            postgres.create_database("lifecycle")
+            settings = Settings(
+                data_dir=root / "data",
+                database_url=postgres.url("lifecycle"),
+                temporal_address=env.client.service_client.config.target_host,
+                task_queue="bench-sites",
+                admin_token=ADMIN,
+                smtp_port=mail.port,
+                mail_dir=mail.directory,
+            )
+            await upgrade_async(settings.database_url)
+            resources = ActivityResources.create(settings, env.client)
+            app = create_app(settings, temporal_client=env.client)
+            async with (
+                build_worker(env.client, resources, settings),
+                app.router.lifespan_context(app),
+                httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bench") as api,
+            ):
+                created = await api.post(
+                    "/accounts",
+                    json={"name": "Bench", "email": "bench@example.com"},
+                    headers={"Authorization": f"Bearer {ADMIN}"},
+                )
+                account = created.json()
+                headers = {"Authorization": f"Bearer {account['api_key']}"}
+                activities = SiteActivities(resources)
+                await _end_to_end(api, headers)  # warm-up: connections, worker caches
+                await _direct(resources, activities, account["id"])
+                e2e = [await _end_to_end(api, headers) for _ in range(ROUNDS)]
+                direct = [await _direct(resources, activities, account["id"]) for _ in range(ROUNDS)]
+                e2e_median, direct_median = statistics.median(e2e), statistics.median(direct)
+                print(f"end to end (POST until active), median of {ROUNDS}: {e2e_median * 1000:.1f} ms")
+                print(f"same four steps in one process, median of {ROUNDS}: {direct_median * 1000:.1f} ms")
+                print(f"overhead ratio: {e2e_median / direct_median:.2f}")
+
+                started = time.perf_counter()
+                responses = await asyncio.gather(
+                    *(
+                        api.post("/sites", json={"name": "Crowd", "domain": _domain()}, headers=headers)
+                        for _ in range(CONCURRENT)
+                    )
+                )
+                await _all_active(resources, [r.json()["id"] for r in responses])
+                elapsed = time.perf_counter() - started
+                print(f"{CONCURRENT} sites started at once: all active after {elapsed:.2f} s")
+            await resources.engine.dispose()
+        finally:
+            await env.shutdown()
+            postgres.stop()
+            mail.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

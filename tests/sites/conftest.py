@@ -1,0 +1,87 @@
+"""Site fixtures: a site row recorded as the API records it, and workers with fault injection."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+import pytest
+import pytest_asyncio
+from sqlalchemy import text
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.resources import ActivityResources
+from lifecycle.contracts import SITE_STEPS
+from lifecycle.db.engine import make_engine
+from lifecycle.search_attributes import ALL
+from lifecycle.settings import Settings
+from worker import build_worker
+
+WorkerFactory = Callable[..., AbstractAsyncContextManager[tuple[Worker, Settings]]]
+
+
+@pytest.fixture
+def site_worker(settings: Settings) -> WorkerFactory:
+    """`async with site_worker(client, "x=permanent") as (worker, settings)`: a worker on its own queue."""
+
+    @asynccontextmanager
+    async def start(client: Client, faults: str | None = None) -> AsyncIterator[tuple[Worker, Settings]]:
+        own = settings.model_copy(
+            update={"fault_injection": faults, "task_queue": f"sites-{uuid.uuid4().hex[:8]}"}
+        )
+        resources = ActivityResources.create(own, client)
+        try:
+            async with build_worker(client, resources, own) as running:
+                yield running, own
+        finally:
+            await resources.engine.dispose()
+
+    return start
+
+
+@pytest_asyncio.fixture
+async def site_id(settings: Settings) -> str:
+    """A site recorded as the API records it, for tests that start the workflow directly."""
+    engine = make_engine(settings.database_url, pool_size=1)
+    site = uuid.uuid4()
+    account = uuid.uuid4()
+    async with engine.begin() as connection:
+        await connection.execute(
+            text("INSERT INTO accounts (id, name, email) VALUES (:id, 'Owner', :email)"),
+            {"id": account, "email": f"owner-{account.hex[:8]}@example.com"},
+        )
+        await connection.execute(
+            text(
+                "INSERT INTO sites (id, account_id, name, tagline, domain, status, steps) VALUES"
+                " (:id, :account, 'My blog', 'Thoughts', :domain, 'provisioning', CAST(:steps AS jsonb))"
+            ),
+            {
+                "id": site,
+                "account": account,
+                "domain": f"{site.hex[:12]}.example.com",
+                "steps": json.dumps(dict.fromkeys(SITE_STEPS, "pending")),
+            },
+        )
+    await engine.dispose()
+    return str(site)
+
+
+@pytest_asyncio.fixture
+async def skipping_env(time_skipping_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    """The time-skipping server with the custom search attributes the workflows upsert.
+
+    It lacks ListSearchAttributes, so `search_attributes.register` cannot be used; it does add them.
+    """
+    await time_skipping_env.client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=time_skipping_env.client.namespace,
+            search_attributes={key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for key in ALL},
+        )
+    )
+    return time_skipping_env

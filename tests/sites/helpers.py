@@ -1,0 +1,88 @@
+"""What the site tests check: the site row, the real database, role and directory, and the history."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+from sqlalchemy.engine import make_url
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+
+from activities.site_database import SiteDatabaseServer, site_database_name
+from activities.site_files import site_directory
+from lifecycle.contracts import SiteCreationInput, SiteProgress
+from lifecycle.settings import Settings
+from lifecycle.workflow_ids import site_creation_id
+
+UNDOS = {"drop_site_tables", "drop_site_database", "remove_site_filesystem", "release_site_domain"}
+
+
+async def start_creation(client: Client, task_queue: str, site_id: str) -> WorkflowHandle[Any, Any]:
+    return await client.start_workflow(
+        "SiteCreationWorkflow",
+        SiteCreationInput(site_id=site_id, account_id=str(uuid.uuid4())),
+        id=site_creation_id(site_id),
+        task_queue=task_queue,
+        result_type=SiteProgress,
+    )
+
+
+async def scheduled_activities(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    """Activity types in the order the workflow scheduled them (a retry is not a new schedule)."""
+    names = []
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            names.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+    return names
+
+
+async def undos_run(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    return [name for name in await scheduled_activities(handle) if name in UNDOS]
+
+
+@dataclass
+class SiteState:
+    status: str
+    steps: dict[str, str]
+    error: str | None
+    database: bool
+    role: bool
+    directory: bool
+    options: dict[str, str]
+
+
+async def site_state(settings: Settings, site_id: str) -> SiteState:
+    server = SiteDatabaseServer(settings.site_admin_database_url)
+    name = site_database_name(site_id)
+    async with server.connect() as admin:
+        database = bool(await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name))
+        role = bool(await admin.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", name))
+    async with server.connect(settings_database(settings)) as app:
+        row = await app.fetchrow("SELECT status, steps, error FROM sites WHERE id = $1", uuid.UUID(site_id))
+    options: dict[str, str] = {}
+    if database:
+        async with server.connect(name) as site_db:
+            try:
+                rows = await site_db.fetch("SELECT option_name, option_value FROM wp_options")
+                options = {r["option_name"]: r["option_value"] for r in rows}
+            except asyncpg.UndefinedTableError:
+                pass
+    return SiteState(
+        status=row["status"],
+        steps=json.loads(row["steps"]),
+        error=row["error"],
+        database=database,
+        role=role,
+        directory=site_directory(settings.sites_path, site_id).exists(),
+        options=options,
+    )
+
+
+def settings_database(settings: Settings) -> str:
+    database = make_url(settings.database_url).database
+    assert database is not None
+    return database

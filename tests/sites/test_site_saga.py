@@ -1,0 +1,129 @@
+"""The creation saga on the time-skipping server, with the real activities and PostgreSQL; failures come
+from the fault-injection interceptor."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.testing import WorkflowEnvironment
+
+from lifecycle.contracts import SiteProgress
+from tests.sites.conftest import WorkerFactory
+from tests.sites.helpers import scheduled_activities, site_state, start_creation, undos_run
+
+FORWARD = ["save_site_metadata", "create_site_filesystem", "create_site_database", "bootstrap_site"]
+STEP_ACTIVITIES = dict(zip(["metadata", "filesystem", "database", "bootstrap"], FORWARD, strict=True))
+ALL_UNDOS = ["drop_site_tables", "drop_site_database", "remove_site_filesystem", "release_site_domain"]
+
+
+async def test_happy_path(
+    skipping_env: WorkflowEnvironment, site_worker: WorkerFactory, site_id: str
+) -> None:
+    async with site_worker(skipping_env.client) as (worker, settings):
+        handle = await start_creation(skipping_env.client, worker.task_queue, site_id)
+        progress = await handle.result()
+        assert progress.status == "active"
+        assert await scheduled_activities(handle) == [*FORWARD, "activate_site", "send_site_ready_email"]
+    state = await site_state(settings, site_id)
+    assert state.status == "active"
+    assert state.steps == dict.fromkeys(["metadata", "filesystem", "database", "bootstrap"], "done")
+    assert state.database and state.role and state.directory
+    assert state.options["blogname"] == "My blog"
+
+
+@pytest.mark.parametrize(
+    ("failing", "expected_undos"),
+    [
+        ("save_site_metadata", ["release_site_domain"]),
+        # Both parallel steps registered their undo before the failure; both are undone.
+        ("create_site_filesystem", ["drop_site_database", "remove_site_filesystem", "release_site_domain"]),
+        ("create_site_database", ["drop_site_database", "remove_site_filesystem", "release_site_domain"]),
+        ("bootstrap_site", ALL_UNDOS),
+    ],
+)
+async def test_permanent_failure_rolls_back_in_reverse(
+    skipping_env: WorkflowEnvironment,
+    site_worker: WorkerFactory,
+    site_id: str,
+    failing: str,
+    expected_undos: list[str],
+) -> None:
+    async with site_worker(skipping_env.client, f"{failing}=permanent") as (worker, settings):
+        handle = await start_creation(skipping_env.client, worker.task_queue, site_id)
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        assert await undos_run(handle) == expected_undos
+    state = await site_state(settings, site_id)
+    assert state.status == "rolled_back"
+    assert "injected permanent fault" in (state.error or "")
+    assert not (state.database or state.role or state.directory)
+
+
+async def test_transient_failure_then_success(
+    skipping_env: WorkflowEnvironment, site_worker: WorkerFactory, site_id: str
+) -> None:
+    async with site_worker(skipping_env.client, "create_site_database=transient:3") as (worker, settings):
+        handle = await start_creation(skipping_env.client, worker.task_queue, site_id)
+        assert (await handle.result()).status == "active"
+        assert await undos_run(handle) == []
+    assert (await site_state(settings, site_id)).database
+
+
+async def test_retry_budget_spent_rolls_back(
+    skipping_env: WorkflowEnvironment, site_worker: WorkerFactory, site_id: str
+) -> None:
+    async with site_worker(skipping_env.client, "bootstrap_site=transient:99") as (worker, settings):
+        handle = await start_creation(skipping_env.client, worker.task_queue, site_id)
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        assert await undos_run(handle) == ALL_UNDOS
+    assert (await site_state(settings, site_id)).status == "rolled_back"
+
+
+@pytest.mark.parametrize(
+    ("step", "expected_undos"),
+    [
+        ("metadata", ["release_site_domain"]),
+        ("database", ["drop_site_database", "remove_site_filesystem", "release_site_domain"]),
+        ("filesystem", ["drop_site_database", "remove_site_filesystem", "release_site_domain"]),
+        ("bootstrap", ALL_UNDOS),
+    ],
+)
+async def test_cancellation_during_a_step_rolls_back(
+    skipping_env: WorkflowEnvironment,
+    site_worker: WorkerFactory,
+    site_id: str,
+    step: str,
+    expected_undos: list[str],
+) -> None:
+    activity = STEP_ACTIVITIES[step]
+    # The step keeps failing and retrying, so the cancellation lands while it is in flight.
+    async with site_worker(skipping_env.client, f"{activity}=transient:99") as (worker, settings):
+        handle = await start_creation(skipping_env.client, worker.task_queue, site_id)
+        for _ in range(100):
+            if (await handle.query("progress", result_type=SiteProgress)).steps[step] == "running":
+                break
+            await asyncio.sleep(0.05)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        assert await undos_run(handle) == expected_undos
+    state = await site_state(settings, site_id)
+    assert (state.status, state.error) == ("rolled_back", "cancelled")
+    assert not (state.database or state.role or state.directory)
+
+
+async def test_undo_failing_transiently_still_completes(
+    skipping_env: WorkflowEnvironment, site_worker: WorkerFactory, site_id: str
+) -> None:
+    faults = "bootstrap_site=permanent,drop_site_database=transient:4"
+    async with site_worker(skipping_env.client, faults) as (worker, settings):
+        handle = await start_creation(skipping_env.client, worker.task_queue, site_id)
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        assert await undos_run(handle) == ALL_UNDOS
+    state = await site_state(settings, site_id)
+    assert state.status == "rolled_back"
+    assert not (state.database or state.role or state.directory)
