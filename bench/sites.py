@@ -26,6 +26,7 @@ from devstack.binaries import temporal_cli
 from devstack.ports import free_port
 from devstack.postgres import PostgresServer
 from devstack.smtp_sink import SmtpSink
+from devstack.temporal_server import DEV_SERVER_TUNING
 from lifecycle import search_attributes
 from lifecycle.contracts import SITE_STEPS, SiteRef
 from lifecycle.migrate import upgrade_async
@@ -102,7 +103,9 @@ async def main() -> None:
         mail = SmtpSink(root / "mail", free_port())
         mail.start()
         env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=temporal_cli(), search_attributes=search_attributes.ALL
+            dev_server_existing_path=temporal_cli(),
+            search_attributes=search_attributes.ALL,
+            dev_server_extra_args=DEV_SERVER_TUNING,
         )
         try:
             postgres.create_database("lifecycle")

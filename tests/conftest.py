@@ -21,6 +21,7 @@ from devstack.binaries import temporal_cli, temporal_test_server
 from devstack.ports import free_port
 from devstack.postgres import PostgresServer
 from devstack.smtp_sink import SmtpSink
+from devstack.temporal_server import DEV_SERVER_TUNING
 from lifecycle import search_attributes
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
@@ -50,7 +51,7 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_cli(),
         search_attributes=search_attributes.ALL,
-        dev_server_extra_args=["--ui-disable-news-fetch"],
+        dev_server_extra_args=["--ui-disable-news-fetch", *DEV_SERVER_TUNING],
     )
     yield env
     await env.shutdown()
