@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
 from temporalio.client import Client
 from temporalio.common import (
     SearchAttributePair,
@@ -34,14 +32,13 @@ def deletion_search_attributes(account_id: str, bot_id: str | None = None) -> Ty
     return TypedSearchAttributes(pairs)
 
 
-async def start_bot_deletion(client: Client, task_queue: str, *, bot_id: str, account_id: str) -> str:
-    """Start (or join) the bot's deletion and return its workflow id; a completed one counts as started."""
-    workflow_id = bot_deletion_id(bot_id)
-    with contextlib.suppress(WorkflowAlreadyStartedError):
+async def start_bot_deletion(client: Client, task_queue: str, *, bot_id: str, account_id: str) -> bool:
+    """Start (or join) the bot's deletion. False when it already finished: an answer, not an error."""
+    try:
         await client.start_workflow(
             BOT_DELETION_WORKFLOW,
             BotDeletionInput(bot_id=bot_id, account_id=account_id),
-            id=workflow_id,
+            id=bot_deletion_id(bot_id),
             task_queue=task_queue,
             id_conflict_policy=ON_CONFLICT,
             id_reuse_policy=ON_REUSE,
@@ -49,16 +46,18 @@ async def start_bot_deletion(client: Client, task_queue: str, *, bot_id: str, ac
             static_summary=f"Delete bot {bot_id}",
             static_details=f"Deletes every row and file of bot {bot_id} (account {account_id}), by service.",
         )
-    return workflow_id
+    except WorkflowAlreadyStartedError:
+        return False
+    return True
 
 
-async def start_account_deletion(client: Client, task_queue: str, *, account_id: str) -> str:
-    workflow_id = account_deletion_id(account_id)
-    with contextlib.suppress(WorkflowAlreadyStartedError):
+async def start_account_deletion(client: Client, task_queue: str, *, account_id: str) -> bool:
+    """Start (or join) the account's deletion; False when it already finished."""
+    try:
         await client.start_workflow(
             ACCOUNT_DELETION_WORKFLOW,
             AccountDeletionInput(account_id=account_id),
-            id=workflow_id,
+            id=account_deletion_id(account_id),
             task_queue=task_queue,
             id_conflict_policy=ON_CONFLICT,
             id_reuse_policy=ON_REUSE,
@@ -69,4 +68,6 @@ async def start_account_deletion(client: Client, task_queue: str, *, account_id:
                 "then emails the confirmation once."
             ),
         )
-    return workflow_id
+    except WorkflowAlreadyStartedError:
+        return False
+    return True
