@@ -39,7 +39,8 @@ _INSERTS = {
     ),
     "knowledge_documents": (
         "INSERT INTO knowledge_documents (bot_id, title, storage_key, size_bytes) "
-        "SELECT $1::uuid, 'document ' || g, $1::uuid::text || '/' || g || '.txt', 32 FROM generate_series(1, $2) g"
+        "SELECT $1::uuid, 'document ' || g, $1::uuid::text || '/' || g || '.txt', 32 "
+        "FROM generate_series(1, $2) g"
     ),
     "integrations": (
         "INSERT INTO integrations (bot_id, provider) "

@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import replace
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from activities.deleters import DELETE_SERVICE_ACTIVITY, SERVICES
@@ -100,6 +100,9 @@ class BotDeletionWorkflow:
                 summary=f"delete {service} of bot {request.bot_id}",
             )
         except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                # The workflow itself is being cancelled: end as cancelled, not as a poison pill.
+                raise asyncio.CancelledError() from err
             if is_transient(err):
                 # Another round of backoff: transient failures retry without end.
                 workflow.logger.warning("transient failure deleting %s; retrying: %s", service, err.cause)
