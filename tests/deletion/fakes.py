@@ -6,7 +6,9 @@ They replace the database work, not Temporal: the workflow runs on a real (time-
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -32,7 +34,7 @@ class FakeBotServices:
     finished: list[FinishBotDeletionInput] = field(default_factory=list)
     cancelled: int = 0
 
-    def activities(self) -> list[object]:
+    def activities(self) -> list[Callable[..., Any]]:
         return [self.delete_bot_service, self.raise_alert, self.finish_bot_deletion]
 
     @activity.defn(name=DELETE_SERVICE_ACTIVITY)
