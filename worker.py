@@ -16,6 +16,7 @@ from activities.fault_injection import FaultInjectionInterceptor
 from activities.registry import build_activities
 from activities.resources import ActivityResources
 from lifecycle.logging_setup import configure_logging
+from lifecycle.schedules import ensure_reconciler_schedule
 from lifecycle.settings import Settings, get_settings
 from workflows.registry import WORKFLOWS
 
@@ -62,6 +63,7 @@ async def main() -> None:
     client = await Client.connect(
         settings.temporal_address, namespace=settings.temporal_namespace, runtime=runtime
     )
+    await ensure_reconciler_schedule(client, settings.task_queue)
     resources = ActivityResources.create(settings, client)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -5,9 +5,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from activities.alerts import Alerts
+from activities.deleters import BotDataDeleters
+from activities.deletion_records import DeletionRecords
+from activities.notifications import Notifications
+from activities.reconcile import Reconciler
 from activities.resources import ActivityResources
 from activities.sites import SiteActivities
 
 
 def build_activities(resources: ActivityResources) -> list[Callable[..., Any]]:
-    return [*SiteActivities(resources).all()]
+    records = DeletionRecords(resources)
+    return [
+        *SiteActivities(resources).all(),
+        BotDataDeleters(resources).delete_bot_service,
+        records.list_account_bots,
+        records.finish_bot_deletion,
+        records.finish_account_deletion,
+        records.await_bot_deletion,
+        Notifications(resources).send_deletion_confirmation,
+        Alerts(resources).raise_alert,
+        Reconciler(resources).reconcile_deletions,
+    ]

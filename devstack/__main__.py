@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import sys
+from dataclasses import asdict
 
 from devstack import stack
 from devstack.local_env import StackPorts, stack_environment
+from devstack.seed import seed
 from lifecycle.migrate import upgrade
 from lifecycle.settings import Settings
 
@@ -18,12 +22,21 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("infra", help="only Temporal, PostgreSQL (migrated) and the SMTP sink")
     commands.add_parser("env", help="print the environment the worker and API use, KEY=value a line")
     commands.add_parser("migrate", help="apply migrations to DATABASE_URL")
+    seeding = commands.add_parser("seed", help="a new account with bots full of rows; prints its ids and key")
+    seeding.add_argument("--bots", type=int, default=1)
+    seeding.add_argument("--rows", type=int, default=100_000, help="rows per bot, spread over the services")
     args = parser.parse_args(argv)
 
     settings = Settings()
     if args.command == "env":
         for key, value in stack_environment(settings, StackPorts.from_environ()).items():
             print(f"{key}={value}")
+        return 0
+    if args.command == "seed":
+        seeded = asyncio.run(
+            seed(settings.database_url, settings.storage_path, bots=args.bots, rows=args.rows)
+        )
+        print(json.dumps(asdict(seeded)))
         return 0
     if args.command == "migrate":
         upgrade(settings.database_url)

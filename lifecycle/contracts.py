@@ -1,8 +1,125 @@
-"""Every workflow and activity input and output: thin dataclasses carrying ids, never personal data."""
+"""Every workflow and activity input and output: thin dataclasses that carry ids and counts, never PII."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+# Deletion
+
+# Rows per DELETE statement. Measured on the embedded PostgreSQL (2 cores, fsync on) deleting messages:
+# 1,000 rows/batch ~ 60k rows/s, 5,000 ~ 85k rows/s, 20,000 ~ 88k rows/s with longer lock holds;
+# 5,000 keeps each transaction short (tens of ms) at ~95% of the best rate.
+DEFAULT_BATCH_SIZE = 5_000
+MIN_BATCH_SIZE = 100
+MAX_BATCH_SIZE = 50_000
+# A run continues as new past this many history events, well below Temporal's warning thresholds.
+CONTINUE_AS_NEW_AFTER_EVENTS = 2_000
+
+
+@dataclass
+class ServiceProgress:
+    """How far one service's deletion got. `cursor` is the highest id deleted so far (key-range resume)."""
+
+    deleted: int = 0
+    total: int = 0
+    cursor: int = 0
+    done: bool = False
+    skipped: bool = False
+
+
+@dataclass
+class DeleteServiceInput:
+    workflow_id: str
+    bot_id: str
+    service: str
+    batch_size: int
+    progress: ServiceProgress
+
+
+@dataclass
+class BotDeletionInput:
+    bot_id: str
+    account_id: str
+    batch_size: int = DEFAULT_BATCH_SIZE
+    # Carried across continue-as-new; empty on the first run.
+    progress: dict[str, ServiceProgress] = field(default_factory=dict)
+    paused: bool = False
+    continue_as_new_after_events: int = CONTINUE_AS_NEW_AFTER_EVENTS
+
+
+@dataclass
+class DeletionStatus:
+    """What the `progress` query returns and the API shows."""
+
+    status: str
+    services: dict[str, ServiceProgress]
+    batch_size: int
+    waiting_on: str | None = None
+
+
+@dataclass
+class BotDeletionResult:
+    bot_id: str
+    services: dict[str, ServiceProgress]
+
+
+@dataclass
+class FinishBotDeletionInput:
+    workflow_id: str
+    bot_id: str
+    # A skipped service leaves rows that reference the bot, so its row must stay too.
+    delete_bot_row: bool
+
+
+@dataclass
+class AccountDeletionInput:
+    account_id: str
+    max_concurrent_bots: int = 4
+    # Carried across continue-as-new.
+    finished_bot_ids: list[str] = field(default_factory=list)
+    totals: dict[str, ServiceProgress] = field(default_factory=dict)
+    continue_as_new_after_events: int = CONTINUE_AS_NEW_AFTER_EVENTS
+
+
+@dataclass
+class AccountDeletionResult:
+    account_id: str
+    bots_deleted: int
+    services: dict[str, ServiceProgress]
+    account_row_deleted: bool
+
+
+@dataclass
+class AwaitBotDeletionInput:
+    workflow_id: str
+
+
+@dataclass
+class FinishAccountDeletionInput:
+    workflow_id: str
+    account_id: str
+
+
+@dataclass
+class DeletionEmailInput:
+    """Counts only: the address is read from deletion_requests by the activity, never carried here."""
+
+    workflow_id: str
+    deleted_per_service: dict[str, int]
+
+
+@dataclass
+class AlertInput:
+    workflow_id: str
+    subject: str
+    reason: str
+
+
+@dataclass
+class ReconcileResult:
+    bot_deletions_started: int = 0
+    account_deletions_started: int = 0
+
 
 # Sites
 

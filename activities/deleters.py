@@ -1,0 +1,136 @@
+"""The per-service deleters of a bot's data, and the one activity that runs them.
+
+Adding a service means adding one entry to DELETERS: the workflow and the API take the list from here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+from temporalio import activity
+
+from activities.errors import as_transient, is_transient
+from activities.resources import ActivityResources
+from lifecycle.contracts import DeleteServiceInput, ServiceProgress
+from workflows.policies import DELETER_SLICE
+
+DELETE_SERVICE_ACTIVITY = "delete_bot_service"
+
+
+@dataclass(frozen=True)
+class TableDeleter:
+    """Deletes a service's rows of one bot in batches, walking the (bot_id, id) index upwards."""
+
+    table: str
+
+    async def count(self, conn: AsyncConnection, bot_id: str) -> int:
+        result = await conn.execute(
+            text(f"SELECT count(*) FROM {self.table} WHERE bot_id = :bot"), {"bot": bot_id}
+        )
+        return int(result.scalar_one())
+
+    async def delete_batch(
+        self, conn: AsyncConnection, settings_storage: Path, bot_id: str, cursor: int, limit: int
+    ) -> tuple[int, int]:
+        """Delete up to `limit` rows above `cursor`; return (rows deleted, new cursor)."""
+        result = await conn.execute(
+            text(
+                f"WITH gone AS (DELETE FROM {self.table} WHERE id IN ("
+                f"  SELECT id FROM {self.table} WHERE bot_id = :bot AND id > :cursor ORDER BY id LIMIT :limit"
+                ") RETURNING id) SELECT count(*), coalesce(max(id), :cursor) FROM gone"
+            ),
+            {"bot": bot_id, "cursor": cursor, "limit": limit},
+        )
+        deleted, new_cursor = result.one()
+        return int(deleted), int(new_cursor)
+
+
+@dataclass(frozen=True)
+class DocumentDeleter(TableDeleter):
+    """Knowledge documents: the row and its file under the storage directory; a missing file is fine."""
+
+    async def delete_batch(
+        self, conn: AsyncConnection, settings_storage: Path, bot_id: str, cursor: int, limit: int
+    ) -> tuple[int, int]:
+        result = await conn.execute(
+            text(
+                f"DELETE FROM {self.table} WHERE id IN ("
+                f"  SELECT id FROM {self.table} WHERE bot_id = :bot AND id > :cursor ORDER BY id LIMIT :limit"
+                ") RETURNING id, storage_key"
+            ),
+            {"bot": bot_id, "cursor": cursor, "limit": limit},
+        )
+        rows = result.all()
+        # Files go before the transaction commits: a crash in between leaves rows whose files are gone,
+        # which the next attempt deletes harmlessly; the other order could orphan files forever.
+        await asyncio.to_thread(_unlink_all, [settings_storage / key for _, key in rows])
+        return len(rows), max((row_id for row_id, _ in rows), default=cursor)
+
+
+def _unlink_all(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
+
+
+DELETERS: dict[str, TableDeleter] = {
+    "conversations": TableDeleter("conversations"),
+    "messages": TableDeleter("messages"),
+    "analytics_events": TableDeleter("analytics_events"),
+    "knowledge_documents": DocumentDeleter("knowledge_documents"),
+    "integrations": TableDeleter("integrations"),
+}
+SERVICES: tuple[str, ...] = tuple(DELETERS)
+
+
+class BotDataDeleters:
+    def __init__(self, resources: ActivityResources) -> None:
+        self._resources = resources
+
+    @activity.defn(name=DELETE_SERVICE_ACTIVITY)
+    async def delete_bot_service(self, request: DeleteServiceInput) -> ServiceProgress:
+        """Delete batches for up to DELETER_SLICE, heartbeating after each; resume from the last heartbeat."""
+        deleter = DELETERS[request.service]
+        progress = _resume_point(request.progress)
+        deadline = time.monotonic() + DELETER_SLICE.total_seconds()
+        try:
+            async with self._resources.engine.connect() as conn:
+                if progress.total == 0 and progress.deleted == 0:
+                    progress.total = await deleter.count(conn, request.bot_id)
+                    await conn.commit()
+                while time.monotonic() < deadline:
+                    deleted, progress.cursor = await deleter.delete_batch(
+                        conn,
+                        self._resources.settings.storage_path,
+                        request.bot_id,
+                        progress.cursor,
+                        request.batch_size,
+                    )
+                    await conn.commit()
+                    progress.deleted += deleted
+                    # Raises CancelledError here if the workflow cancelled us: the check between batches.
+                    activity.heartbeat(progress)
+                    await asyncio.sleep(0)
+                    if deleted < request.batch_size:
+                        progress.done = True
+                        break
+        except Exception as exc:
+            if is_transient(exc):
+                raise as_transient(exc) from exc
+            raise
+        # New rows may have arrived after counting; the total is never below what was deleted.
+        progress.total = max(progress.total, progress.deleted)
+        return progress
+
+
+def _resume_point(given: ServiceProgress) -> ServiceProgress:
+    """The last heartbeat of a previous attempt of this call, if any, else what the workflow knew."""
+    details = activity.info().heartbeat_details
+    if details:
+        # Heartbeat details arrive without type hints, as the dict form of the dataclass.
+        return ServiceProgress(**details[0])
+    return replace(given)

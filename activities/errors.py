@@ -1,0 +1,19 @@
+"""Telling transient infrastructure failures apart from bugs, so only the latter become poison pills."""
+
+from __future__ import annotations
+
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from temporalio.exceptions import ApplicationError
+
+# The ApplicationError type the workflows retry without end.
+TRANSIENT_ERROR = "TransientError"
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, OperationalError | InterfaceError | OSError | ConnectionError):
+        return True
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+
+
+def as_transient(exc: BaseException) -> ApplicationError:
+    return ApplicationError(f"{type(exc).__name__}: {exc}", type=TRANSIENT_ERROR)

@@ -1,0 +1,111 @@
+"""Bots: create, list, read, and delete in the background."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, Response, status
+from sqlalchemy import select
+
+from api.dependencies import CallerDep, SessionDep, SettingsDep, TemporalDep
+from api.problems import ProblemError, problem_responses
+from api.schemas.bots import BotCreate, BotOut, DeletionAccepted, DeletionOut, ServiceCount
+from lifecycle.db.models import Bot, DeletionRequest
+from lifecycle.deletion_requests import request_bot_deletion
+from lifecycle.deletion_status import bot_deletion_status
+from lifecycle.workflow_ids import bot_deletion_id
+
+router = APIRouter(tags=["bots"])
+
+_NOT_FOUND = "No such bot in this account."
+
+
+@router.post(
+    "/bots",
+    status_code=status.HTTP_201_CREATED,
+    response_model=BotOut,
+    summary="Create a bot",
+    responses=problem_responses(401, 422),
+)
+async def create_bot(body: BotCreate, caller: CallerDep, session: SessionDep) -> BotOut:
+    bot = Bot(account_id=caller.account_id, name=body.name)
+    session.add(bot)
+    await session.commit()
+    return BotOut(id=bot.id, name=bot.name)
+
+
+@router.get(
+    "/bots", response_model=list[BotOut], summary="The account's bots", responses=problem_responses(401)
+)
+async def list_bots(caller: CallerDep, session: SessionDep) -> list[BotOut]:
+    rows = await session.execute(
+        select(Bot)
+        .where(Bot.account_id == caller.account_id, Bot.deletion_requested_at.is_(None))
+        .order_by(Bot.created_at, Bot.id)
+    )
+    return [BotOut(id=bot.id, name=bot.name) for bot in rows.scalars()]
+
+
+@router.get("/bots/{bot_id}", response_model=BotOut, summary="One bot", responses=problem_responses(401, 404))
+async def get_bot(bot_id: uuid.UUID, caller: CallerDep, session: SessionDep) -> BotOut:
+    bot = (
+        await session.execute(
+            select(Bot).where(
+                Bot.id == bot_id, Bot.account_id == caller.account_id, Bot.deletion_requested_at.is_(None)
+            )
+        )
+    ).scalar_one_or_none()
+    if bot is None:
+        raise ProblemError(404, _NOT_FOUND)
+    return BotOut(id=bot.id, name=bot.name)
+
+
+@router.delete(
+    "/bots/{bot_id}",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=DeletionAccepted,
+    summary="Delete a bot and all its data in the background; repeats return the same deletion",
+    responses=problem_responses(401, 404),
+)
+async def delete_bot(
+    bot_id: uuid.UUID,
+    caller: CallerDep,
+    session: SessionDep,
+    client: TemporalDep,
+    settings: SettingsDep,
+    response: Response,
+) -> DeletionAccepted:
+    accepted = await request_bot_deletion(
+        session, client, settings.task_queue, account_id=caller.account_id, bot_id=bot_id
+    )
+    if accepted is None:
+        raise ProblemError(404, _NOT_FOUND)
+    status_url = f"/bots/{bot_id}/deletion"
+    response.headers["Location"] = status_url
+    return DeletionAccepted(
+        workflow_id=accepted.workflow_id,
+        status="completed" if accepted.finished else "running",
+        status_url=status_url,
+    )
+
+
+@router.get(
+    "/bots/{bot_id}/deletion",
+    response_model=DeletionOut,
+    summary="Progress of a bot's deletion, per service",
+    responses=problem_responses(401, 404),
+)
+async def get_bot_deletion(
+    bot_id: uuid.UUID, caller: CallerDep, session: SessionDep, client: TemporalDep
+) -> DeletionOut:
+    record = await session.get(DeletionRequest, bot_deletion_id(bot_id))
+    if record is None or record.account_id != caller.account_id:
+        raise ProblemError(404, "No deletion was requested for this bot.")
+    view = await bot_deletion_status(client, record.workflow_id)
+    return DeletionOut(
+        workflow_id=record.workflow_id,
+        status=view.status,
+        progress={name: ServiceCount(deleted=p.deleted, total=p.total) for name, p in view.services.items()},
+        requested_at=record.requested_at,
+        completed_at=record.completed_at,
+    )

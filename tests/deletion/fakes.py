@@ -1,0 +1,70 @@
+"""Test-only activities registered under the real names, to drive the real workflow down every branch.
+
+They replace the database work, not Temporal: the workflow runs on a real (time-skipping) test server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.deleters import DELETE_SERVICE_ACTIVITY
+from lifecycle.contracts import AlertInput, DeleteServiceInput, FinishBotDeletionInput, ServiceProgress
+
+ROWS_PER_SERVICE = 1_000
+
+
+@dataclass
+class FakeBotServices:
+    """Each service holds ROWS_PER_SERVICE rows; a call deletes `rows_per_call` of them."""
+
+    rows_per_call: int = 250
+    # service -> how many calls fail before it works; -1 fails forever.
+    failures: dict[str, int] = field(default_factory=dict)
+    non_retryable: bool = True
+    # When set, the first deleter call waits for it (heartbeating), so tests can act mid-call.
+    gate: asyncio.Event | None = None
+    calls: list[DeleteServiceInput] = field(default_factory=list)
+    alerts: list[AlertInput] = field(default_factory=list)
+    finished: list[FinishBotDeletionInput] = field(default_factory=list)
+    cancelled: int = 0
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.delete_bot_service, self.raise_alert, self.finish_bot_deletion]
+
+    @activity.defn(name=DELETE_SERVICE_ACTIVITY)
+    async def delete_bot_service(self, request: DeleteServiceInput) -> ServiceProgress:
+        self.calls.append(request)
+        if self.gate is not None and len(self.calls) == 1:
+            try:
+                while not self.gate.is_set():
+                    activity.heartbeat()
+                    await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+        left = self.failures.get(request.service, 0)
+        if left != 0:
+            self.failures[request.service] = left - 1
+            raise ApplicationError(f"{request.service} is broken", non_retryable=self.non_retryable)
+        deleted = min(ROWS_PER_SERVICE, request.progress.deleted + self.rows_per_call)
+        return replace(
+            request.progress,
+            deleted=deleted,
+            total=ROWS_PER_SERVICE,
+            cursor=deleted,
+            done=deleted == ROWS_PER_SERVICE,
+        )
+
+    @activity.defn(name="raise_alert")
+    async def raise_alert(self, alert: AlertInput) -> None:
+        self.alerts.append(alert)
+
+    @activity.defn(name="finish_bot_deletion")
+    async def finish_bot_deletion(self, request: FinishBotDeletionInput) -> None:
+        self.finished.append(request)

@@ -1,0 +1,166 @@
+"""Every branch of the bot deletion workflow on the time-skipping test server."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import CancelledError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.deleters import SERVICES
+from lifecycle.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
+from tests.deletion.fakes import ROWS_PER_SERVICE, FakeBotServices
+from tests.deletion.helpers import eventually
+from workflows.bot_deletion import BotDeletionWorkflow
+
+
+@dataclass
+class Harness:
+    client: Client
+    services: FakeBotServices
+    task_queue: str
+
+    async def start(self, **overrides: object) -> WorkflowHandle[BotDeletionWorkflow, BotDeletionResult]:
+        bot_id = str(uuid.uuid4())
+        request = BotDeletionInput(bot_id=bot_id, account_id=str(uuid.uuid4()), **overrides)  # type: ignore[arg-type]
+        return await self.client.start_workflow(
+            BotDeletionWorkflow.run, request, id=f"bot-deletion-{bot_id}", task_queue=self.task_queue
+        )
+
+
+@pytest.fixture
+def services() -> FakeBotServices:
+    return FakeBotServices()
+
+
+@pytest_asyncio.fixture
+async def harness(
+    time_skipping_env: WorkflowEnvironment, services: FakeBotServices
+) -> AsyncIterator[Harness]:
+    task_queue = f"bot-deletion-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        time_skipping_env.client,
+        task_queue=task_queue,
+        workflows=[BotDeletionWorkflow],
+        activities=services.activities(),
+    ):
+        yield Harness(time_skipping_env.client, services, task_queue)
+
+
+async def progress(handle: WorkflowHandle[BotDeletionWorkflow, BotDeletionResult]) -> DeletionStatus:
+    return await handle.query(BotDeletionWorkflow.progress)
+
+
+def all_deleted(result: BotDeletionResult) -> bool:
+    return all(result.services[s].deleted == ROWS_PER_SERVICE == result.services[s].total for s in SERVICES)
+
+
+async def test_happy_path_deletes_every_service_then_the_bot_row(harness: Harness) -> None:
+    handle = await harness.start()
+    result = await handle.result()
+    assert all_deleted(result)
+    assert [f.delete_bot_row for f in harness.services.finished] == [True]
+    assert (await progress(handle)).status == "completed"
+    # Services go one after the other, each resuming from what the previous slice returned.
+    assert [c.service for c in harness.services.calls] == [s for s in SERVICES for _ in range(4)]
+
+
+async def test_pause_stops_after_the_current_call_and_resume_continues_with_a_new_batch_size(
+    harness: Harness, services: FakeBotServices
+) -> None:
+    services.gate = asyncio.Event()
+    handle = await harness.start()
+    await eventually(lambda: asyncio.sleep(0, services.calls), "the first deleter call starts")
+    await handle.signal(BotDeletionWorkflow.pause)
+    assert (await progress(handle)).status == "paused"
+    services.gate.set()
+    await eventually(
+        lambda: _first_slice_recorded(handle), "the running call finishes and its progress is recorded"
+    )
+    await asyncio.sleep(0.5)
+    assert len(services.calls) == 1, "a paused deletion must not start another call"
+
+    with pytest.raises(WorkflowUpdateFailedError) as rejected:
+        await handle.execute_update(BotDeletionWorkflow.set_batch_size, 10)
+    assert "between 100 and 50000" in str(rejected.value.cause)
+    assert await handle.execute_update(BotDeletionWorkflow.set_batch_size, 1_000) == 1_000
+
+    await handle.signal(BotDeletionWorkflow.resume)
+    assert all_deleted(await handle.result())
+    assert services.calls[0].batch_size != 1_000
+    assert {c.batch_size for c in services.calls[1:]} == {1_000}
+
+
+async def _first_slice_recorded(handle: WorkflowHandle[BotDeletionWorkflow, BotDeletionResult]) -> bool:
+    status = await progress(handle)
+    return status.services[SERVICES[0]].deleted > 0
+
+
+async def test_poison_pill_alerts_waits_for_operator_then_retry_completes(
+    harness: Harness, services: FakeBotServices
+) -> None:
+    services.failures = {"messages": 1}
+    handle = await harness.start()
+    status = await eventually(lambda: _waiting(handle), "the deletion waits for an operator")
+    assert status.waiting_on == "messages"
+    assert [a.subject for a in services.alerts] == ["bot deletion stuck on messages"]
+
+    await handle.signal(BotDeletionWorkflow.retry)
+    result = await handle.result()
+    assert all_deleted(result)
+    assert [f.delete_bot_row for f in services.finished] == [True]
+
+
+async def test_repeated_failures_become_a_poison_pill_and_skip_leaves_the_bot_row(
+    harness: Harness, services: FakeBotServices
+) -> None:
+    services.failures = {"messages": -1}
+    services.non_retryable = False
+    handle = await harness.start()
+    await eventually(lambda: _waiting(handle), "the deletion waits for an operator")
+    # Five attempts (the retry policy's cap), then the operator path: no endless silent retries.
+    assert sum(c.service == "messages" for c in services.calls) == 5
+
+    await handle.signal(BotDeletionWorkflow.skip)
+    result = await handle.result()
+    assert result.services["messages"].skipped
+    assert result.services["integrations"].deleted == ROWS_PER_SERVICE
+    assert [f.delete_bot_row for f in services.finished] == [False]
+    assert len(services.alerts) == 1
+
+
+async def _waiting(handle: WorkflowHandle[BotDeletionWorkflow, BotDeletionResult]) -> DeletionStatus | None:
+    status = await progress(handle)
+    return status if status.status == "waiting_for_operator" else None
+
+
+async def test_cancellation_stops_the_running_deleter(harness: Harness, services: FakeBotServices) -> None:
+    services.gate = asyncio.Event()
+    handle = await harness.start()
+    await eventually(lambda: asyncio.sleep(0, services.calls), "the first deleter call starts")
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError) as failure:
+        await handle.result()
+    assert isinstance(failure.value.cause, CancelledError)
+    await eventually(lambda: asyncio.sleep(0, services.cancelled), "the deleter sees the cancellation")
+    assert services.finished == []
+
+
+async def test_long_deletion_continues_as_new_and_keeps_its_progress(
+    harness: Harness, services: FakeBotServices
+) -> None:
+    services.rows_per_call = 50  # 20 calls per service, 100 in all: far past the limit below
+    handle = await harness.start(continue_as_new_after_events=40, batch_size=700)
+    result = await handle.result()
+    assert all_deleted(result)
+    final_run = await handle.describe()
+    assert final_run.run_id != handle.first_execution_run_id
+    assert len(services.calls) == 100, "no slice is repeated across runs"
+    assert {c.batch_size for c in services.calls} == {700}

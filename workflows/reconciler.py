@@ -1,0 +1,24 @@
+"""Backup for the API's start path, run by a Temporal Schedule: start deletions the database asks for."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from lifecycle.contracts import ReconcileResult
+    from workflows import policies
+
+RECONCILER_WORKFLOW = "DeletionReconciler"
+
+
+@workflow.defn(name=RECONCILER_WORKFLOW)
+class DeletionReconcilerWorkflow:
+    @workflow.run
+    async def run(self) -> ReconcileResult:
+        return await workflow.execute_activity(
+            "reconcile_deletions",
+            result_type=ReconcileResult,
+            start_to_close_timeout=policies.RECONCILE_TIMEOUT,
+            retry_policy=policies.STEP_RETRY,
+            summary="start deletions marked in the database but missing in Temporal",
+        )
