@@ -4,11 +4,13 @@ import uuid
 
 from pydantic import BaseModel, ConfigDict, EmailStr, Field
 
+from api.schemas.text import PrintableText
+
 
 class AccountCreate(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    name: str = Field(min_length=1, max_length=200)
+    name: PrintableText = Field(min_length=1, max_length=200)
     email: EmailStr = Field(max_length=320)
 
 

@@ -5,11 +5,13 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.schemas.text import PrintableText
+
 
 class BotCreate(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    name: str = Field(min_length=1, max_length=200)
+    name: PrintableText = Field(min_length=1, max_length=200)
 
 
 class BotOut(BaseModel):

@@ -5,27 +5,20 @@ import uuid
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from api.schemas.text import PrintableText
+
 # RFC 1035 labels, ASCII only: internationalised names arrive as punycode (xn--), so confusable
 # look-alike characters never reach the database.
 _LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MAX_DOMAIN_LENGTH = 253
-
-
-def _no_control_characters(value: str) -> str:
-    if _CONTROL.search(value):
-        raise ValueError("must not contain control characters")
-    return value
 
 
 class SiteCreate(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    name: str = Field(min_length=1, max_length=100)
-    tagline: str = Field(default="", max_length=200)
+    name: PrintableText = Field(min_length=1, max_length=100)
+    tagline: PrintableText = Field(default="", max_length=200)
     domain: str = Field(min_length=3, max_length=MAX_DOMAIN_LENGTH, examples=["blog.example.com"])
-
-    _check_text = field_validator("name", "tagline")(_no_control_characters)
 
     @field_validator("domain")
     @classmethod
