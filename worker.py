@@ -49,9 +49,7 @@ def _runtime(settings: Settings) -> Runtime | None:
         return None
     return Runtime(
         telemetry=TelemetryConfig(
-            metrics=PrometheusConfig(
-                bind_address=f"{settings.worker_metrics_host}:{settings.worker_metrics_port}"
-            )
+            metrics=PrometheusConfig(bind_address=f"{settings.worker_metrics_host}:{settings.worker_metrics_port}")
         )
     )
 
@@ -60,9 +58,7 @@ async def main() -> None:
     settings = get_settings()
     configure_logging("worker")
     runtime = _runtime(settings)
-    client = await Client.connect(
-        settings.temporal_address, namespace=settings.temporal_namespace, runtime=runtime
-    )
+    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace, runtime=runtime)
     await ensure_reconciler_schedule(client, settings.task_queue)
     resources = ActivityResources.create(settings, client)
     stop = asyncio.Event()

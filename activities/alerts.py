@@ -23,10 +23,7 @@ class Alerts:
         body = {"workflow_id": alert.workflow_id, "subject": alert.subject, "reason": alert.reason}
         async with self._resources.engine.begin() as conn:
             await conn.execute(
-                text(
-                    "INSERT INTO alerts (workflow_id, subject, reason) "
-                    "VALUES (:workflow_id, :subject, :reason)"
-                ),
+                text("INSERT INTO alerts (workflow_id, subject, reason) VALUES (:workflow_id, :subject, :reason)"),
                 body,
             )
         logger.error("ALERT %s [%s]: %s", alert.workflow_id, alert.subject, alert.reason)

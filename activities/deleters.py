@@ -29,9 +29,7 @@ class TableDeleter:
     table: str
 
     async def count(self, conn: AsyncConnection, bot_id: str) -> int:
-        result = await conn.execute(
-            text(f"SELECT count(*) FROM {self.table} WHERE bot_id = :bot"), {"bot": bot_id}
-        )
+        result = await conn.execute(text(f"SELECT count(*) FROM {self.table} WHERE bot_id = :bot"), {"bot": bot_id})
         return int(result.scalar_one())
 
     async def delete_batch(

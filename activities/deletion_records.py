@@ -47,19 +47,26 @@ class DeletionRecords:
 
     @activity.defn(name="finish_account_deletion")
     async def finish_account_deletion(self, request: FinishAccountDeletionInput) -> bool:
-        """Delete the keys and the account row once no bot remains; return whether the row is gone."""
+        """Delete the keys and the account row once no bot or live site remains; return whether it is gone."""
         async with self._resources.engine.begin() as conn:
+            # Sites leave tombstones once torn down or rolled back; those go with the account.
+            await conn.execute(
+                text("DELETE FROM sites WHERE account_id = :account AND status IN ('deleted', 'rolled_back')"),
+                {"account": request.account_id},
+            )
             remaining = await conn.execute(
-                text("SELECT count(*) FROM bots WHERE account_id = :account"), {"account": request.account_id}
+                text(
+                    "SELECT (SELECT count(*) FROM bots WHERE account_id = :account)"
+                    " + (SELECT count(*) FROM sites WHERE account_id = :account)"
+                ),
+                {"account": request.account_id},
             )
             if remaining.scalar_one() > 0:
                 return False
             await conn.execute(
                 text("DELETE FROM api_keys WHERE account_id = :account"), {"account": request.account_id}
             )
-            await conn.execute(
-                text("DELETE FROM accounts WHERE id = :account"), {"account": request.account_id}
-            )
+            await conn.execute(text("DELETE FROM accounts WHERE id = :account"), {"account": request.account_id})
             await conn.execute(
                 text(
                     "UPDATE deletion_requests SET completed_at = coalesce(completed_at, now()) "
@@ -72,9 +79,7 @@ class DeletionRecords:
     @activity.defn(name="await_bot_deletion")
     async def await_bot_deletion(self, request: AwaitBotDeletionInput) -> BotDeletionResult:
         """Wait for a bot deletion that another request started; workflows cannot await a non-child."""
-        handle = self._resources.client.get_workflow_handle(
-            request.workflow_id, result_type=BotDeletionResult
-        )
+        handle = self._resources.client.get_workflow_handle(request.workflow_id, result_type=BotDeletionResult)
         waiting = asyncio.ensure_future(handle.result())
         try:
             while True:

@@ -27,9 +27,7 @@ def _compose(settings: Settings, to: str, counts: dict[str, int]) -> EmailMessag
     message["Subject"] = "Your account has been deleted"
     lines = [f"  {service}: {count:,}" for service, count in sorted(counts.items())]
     message.set_content(
-        "Your account and all its data have been deleted.\n\nRecords deleted per service:\n"
-        + "\n".join(lines)
-        + "\n"
+        "Your account and all its data have been deleted.\n\nRecords deleted per service:\n" + "\n".join(lines) + "\n"
     )
     return message
 
@@ -54,10 +52,7 @@ class Notifications:
         try:
             async with self._resources.engine.begin() as conn:
                 claimed = await conn.execute(
-                    text(
-                        "INSERT INTO sent_notifications (key) VALUES (:key) "
-                        "ON CONFLICT DO NOTHING RETURNING key"
-                    ),
+                    text("INSERT INTO sent_notifications (key) VALUES (:key) ON CONFLICT DO NOTHING RETURNING key"),
                     {"key": notification_key(request.workflow_id)},
                 )
                 if claimed.first() is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from activities.account_sites import AccountSites
 from activities.alerts import Alerts
 from activities.deleters import BotDataDeleters
 from activities.deletion_records import DeletionRecords
@@ -16,6 +17,7 @@ from activities.sites import SiteActivities
 
 def build_activities(resources: ActivityResources) -> list[Callable[..., Any]]:
     records = DeletionRecords(resources)
+    account_sites = AccountSites(resources)
     return [
         *SiteActivities(resources).all(),
         BotDataDeleters(resources).delete_bot_service,
@@ -23,6 +25,9 @@ def build_activities(resources: ActivityResources) -> list[Callable[..., Any]]:
         records.finish_bot_deletion,
         records.finish_account_deletion,
         records.await_bot_deletion,
+        account_sites.stop_account_site_creations,
+        account_sites.list_account_sites,
+        account_sites.await_site_deletion,
         Notifications(resources).send_deletion_confirmation,
         Alerts(resources).raise_alert,
         Reconciler(resources).reconcile_deletions,

@@ -158,9 +158,7 @@ class SiteActivities:
         await self._set_step(site.site_id, "bootstrap", "running")
         row = await self._site_row(site.site_id)
         name = site_database_name(site.site_id)
-        install = wordpress_schema.Install(
-            name=row.name, tagline=row.tagline, domain=row.domain, admin_email=row.email
-        )
+        install = wordpress_schema.Install(name=row.name, tagline=row.tagline, domain=row.domain, admin_email=row.email)
         async with self._server.connect(name) as connection:
             await wordpress_schema.install(connection, name, install)
         await self._set_step(site.site_id, "bootstrap", "done")
@@ -195,10 +193,7 @@ class SiteActivities:
         async with self._resources.sessionmaker.begin() as session:
             claimed = (
                 await session.execute(
-                    text(
-                        "INSERT INTO sent_notifications (key) VALUES (:key)"
-                        " ON CONFLICT DO NOTHING RETURNING key"
-                    ),
+                    text("INSERT INTO sent_notifications (key) VALUES (:key) ON CONFLICT DO NOTHING RETURNING key"),
                     {"key": key},
                 )
             ).one_or_none()

@@ -20,9 +20,7 @@ from lifecycle.db.models import Account, ApiKey
 from lifecycle.settings import Settings
 from lifecycle.temporal_client import connect
 
-_bearer = HTTPBearer(
-    auto_error=False, description="An account API key, or the admin token for admin endpoints."
-)
+_bearer = HTTPBearer(auto_error=False, description="An account API key, or the admin token for admin endpoints.")
 
 _UNAUTHORIZED_HEADERS = {"WWW-Authenticate": "Bearer"}
 
@@ -85,9 +83,7 @@ async def _account_for_key(session: AsyncSession, key: str) -> uuid.UUID | None:
 
 async def require_account(credentials: Credentials, session: SessionDep) -> Caller:
     if credentials is None:
-        raise ProblemError(
-            401, "Send an API key as `Authorization: Bearer <key>`.", headers=_UNAUTHORIZED_HEADERS
-        )
+        raise ProblemError(401, "Send an API key as `Authorization: Bearer <key>`.", headers=_UNAUTHORIZED_HEADERS)
     account_id = await _account_for_key(session, credentials.credentials)
     if account_id is None:
         raise ProblemError(401, "The API key is unknown or revoked.", headers=_UNAUTHORIZED_HEADERS)

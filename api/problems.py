@@ -30,9 +30,7 @@ class Problem(BaseModel):
 class ProblemError(Exception):
     """Raise to answer with a problem document."""
 
-    def __init__(
-        self, status: int, detail: str, *, title: str | None = None, headers: dict[str, str] | None = None
-    ):
+    def __init__(self, status: int, detail: str, *, title: str | None = None, headers: dict[str, str] | None = None):
         super().__init__(detail)
         self.status = status
         self.detail = detail
@@ -81,9 +79,7 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def _http(request: Request, exc: HTTPException) -> JSONResponse:
-        return problem_response(
-            exc.status_code, str(exc.detail), request=request, headers=dict(exc.headers or {})
-        )
+        return problem_response(exc.status_code, str(exc.detail), request=request, headers=dict(exc.headers or {}))
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -26,8 +26,7 @@ SHARES = {
 
 _INSERTS = {
     "conversations": (
-        "INSERT INTO conversations (bot_id, title) "
-        "SELECT $1, 'conversation ' || g FROM generate_series(1, $2) g"
+        "INSERT INTO conversations (bot_id, title) SELECT $1, 'conversation ' || g FROM generate_series(1, $2) g"
     ),
     "messages": (
         "INSERT INTO messages (bot_id, conversation_ref, body) "
@@ -43,8 +42,7 @@ _INSERTS = {
         "FROM generate_series(1, $2) g"
     ),
     "integrations": (
-        "INSERT INTO integrations (bot_id, provider) "
-        "SELECT $1, 'provider-' || g FROM generate_series(1, $2) g"
+        "INSERT INTO integrations (bot_id, provider) SELECT $1, 'provider-' || g FROM generate_series(1, $2) g"
     ),
 }
 

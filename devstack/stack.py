@@ -45,9 +45,7 @@ class Stack:
         self.temporal.start()
         print(f"[stack] Temporal ready on {self.temporal.address}, search attributes registered", flush=True)
         self.smtp.start()
-        print(
-            f"[stack] SMTP sink on 127.0.0.1:{self.ports.smtp}, saving to {self.env['MAIL_DIR']}", flush=True
-        )
+        print(f"[stack] SMTP sink on 127.0.0.1:{self.ports.smtp}, saving to {self.env['MAIL_DIR']}", flush=True)
 
     def start_apps(self) -> None:
         child_env = {**os.environ, **self.env}

@@ -74,9 +74,7 @@ class TemporalDevServer:
         if self.db_file is not None:
             self.db_file.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
-        self._process = subprocess.Popen(
-            self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        self._process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         wait_for_port(self.port, timeout=timeout)
         # A thread of its own, so that start() also works when called from inside an event loop.

@@ -59,9 +59,7 @@ async def request_account_deletion(
     workflow_id = account_deletion_id(account_id)
     email = (await session.execute(select(Account.email).where(Account.id == account_id))).scalar_one()
     await session.execute(
-        update(ApiKey)
-        .where(ApiKey.account_id == account_id, ApiKey.revoked_at.is_(None))
-        .values(revoked_at=func.now())
+        update(ApiKey).where(ApiKey.account_id == account_id, ApiKey.revoked_at.is_(None)).values(revoked_at=func.now())
     )
     await session.execute(
         update(Account)

@@ -14,9 +14,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from lifecycle.contracts import AccountDeletionInput, BotDeletionInput
 from lifecycle.search_attributes import ACCOUNT_ID, BOT_ID, LIFECYCLE_STATUS
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
-
-BOT_DELETION_WORKFLOW = "BotDeletion"
-ACCOUNT_DELETION_WORKFLOW = "AccountDeletion"
+from lifecycle.workflow_types import ACCOUNT_DELETION_WORKFLOW, BOT_DELETION_WORKFLOW
 
 # A running deletion absorbs repeats (USE_EXISTING); a finished one is never run again (REJECT_DUPLICATE),
 # and its WorkflowAlreadyStartedError means "already done".

@@ -17,6 +17,8 @@ from temporalio.client import (
     ScheduleUpdateInput,
 )
 
+from lifecycle.workflow_types import RECONCILER_WORKFLOW
+
 RECONCILER_SCHEDULE_ID = "deletion-reconciler"
 # Recovery within minutes, not a day; a consistent database makes each run one cheap query.
 RECONCILER_EVERY = timedelta(minutes=5)
@@ -25,7 +27,7 @@ RECONCILER_EVERY = timedelta(minutes=5)
 def _schedule(task_queue: str) -> Schedule:
     return Schedule(
         action=ScheduleActionStartWorkflow(
-            "DeletionReconciler",
+            RECONCILER_WORKFLOW,
             id="deletion-reconciler-run",
             task_queue=task_queue,
             static_summary="Start deletions marked in the database but missing in Temporal",

@@ -3,7 +3,7 @@
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.common import SearchAttributeKey
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 ACCOUNT_ID = SearchAttributeKey.for_keyword("AccountId")
 BOT_ID = SearchAttributeKey.for_keyword("BotId")
@@ -11,6 +11,16 @@ SITE_ID = SearchAttributeKey.for_keyword("SiteId")
 LIFECYCLE_STATUS = SearchAttributeKey.for_keyword("LifecycleStatus")
 
 ALL = (ACCOUNT_ID, BOT_ID, SITE_ID, LIFECYCLE_STATUS)
+
+
+def site_search_attributes(account_id: str, site_id: str, lifecycle_status: str) -> TypedSearchAttributes:
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(ACCOUNT_ID, account_id),
+            SearchAttributePair(SITE_ID, site_id),
+            SearchAttributePair(LIFECYCLE_STATUS, lifecycle_status),
+        ]
+    )
 
 
 def dev_server_flags() -> list[str]:

@@ -18,9 +18,7 @@ class TemporalCli:
         command = [temporal_cli(), *args, "--address", self.address, "--namespace", self.namespace]
         result = subprocess.run(command, capture_output=True, text=True, timeout=60)
         if check and result.returncode != 0:
-            raise AssertionError(
-                f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
-            )
+            raise AssertionError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
         return result
 
     def json(self, *args: str) -> Any:

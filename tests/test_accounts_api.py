@@ -28,9 +28,7 @@ async def test_missing_and_wrong_keys_are_401_problems(api: httpx.AsyncClient) -
 
 
 async def test_account_key_on_admin_endpoint_is_403(api: httpx.AsyncClient, account: ApiAccount) -> None:
-    response = await api.post(
-        "/accounts", json={"name": "x", "email": "x@example.com"}, headers=account.headers
-    )
+    response = await api.post("/accounts", json={"name": "x", "email": "x@example.com"}, headers=account.headers)
     assert response.status_code == 403
     assert response.headers["content-type"] == PROBLEM
 
@@ -52,9 +50,7 @@ async def test_invalid_account_body_is_422_with_locations(api: httpx.AsyncClient
 
 async def test_keys_are_stored_hashed(api: httpx.AsyncClient, account: ApiAccount, app: FastAPI) -> None:
     async with app.state.sessionmaker() as session:
-        hashes = (
-            await session.execute(select(ApiKey.key_hash).where(ApiKey.account_id == account.id))
-        ).scalars()
+        hashes = (await session.execute(select(ApiKey.key_hash).where(ApiKey.account_id == account.id))).scalars()
         stored = list(hashes)
     assert len(stored) == 1
     assert account.api_key not in stored[0]

@@ -20,15 +20,16 @@ with workflow.unsafe.imports_passed_through():
         DeletionStatus,
         FinishAccountDeletionInput,
         ServiceProgress,
+        SiteDeletionInput,
     )
-    from lifecycle.deletion_starts import (
+    from lifecycle.deletion_starts import ON_REUSE, deletion_search_attributes
+    from lifecycle.search_attributes import LIFECYCLE_STATUS, site_search_attributes
+    from lifecycle.workflow_ids import bot_deletion_id, site_deletion_id
+    from lifecycle.workflow_types import (
         ACCOUNT_DELETION_WORKFLOW,
         BOT_DELETION_WORKFLOW,
-        ON_REUSE,
-        deletion_search_attributes,
+        SITE_DELETION_WORKFLOW,
     )
-    from lifecycle.search_attributes import LIFECYCLE_STATUS
-    from lifecycle.workflow_ids import bot_deletion_id
     from workflows import policies
 
 
@@ -71,11 +72,11 @@ class AccountDeletionWorkflow:
                 self._finished.append(result.bot_id)
             self._publish_details()
 
+        await self._delete_sites(request)
+
         row_deleted = await workflow.execute_activity(
             "finish_account_deletion",
-            FinishAccountDeletionInput(
-                workflow_id=workflow.info().workflow_id, account_id=request.account_id
-            ),
+            FinishAccountDeletionInput(workflow_id=workflow.info().workflow_id, account_id=request.account_id),
             result_type=bool,
             start_to_close_timeout=policies.STEP_TIMEOUT,
             retry_policy=policies.STEP_RETRY,
@@ -127,6 +128,54 @@ class AccountDeletionWorkflow:
                 heartbeat_timeout=policies.AWAIT_DELETION_HEARTBEAT,
                 retry_policy=policies.STEP_RETRY,
                 summary=f"wait for the running deletion of bot {bot_id}",
+            )
+
+    async def _delete_sites(self, request: AccountDeletionInput) -> None:
+        """Creations in flight are cancelled (they roll back); every remaining site is torn down."""
+        await workflow.execute_activity(
+            "stop_account_site_creations",
+            request.account_id,
+            result_type=int,
+            start_to_close_timeout=policies.AWAIT_DELETION_TIMEOUT,
+            heartbeat_timeout=policies.AWAIT_DELETION_HEARTBEAT,
+            retry_policy=policies.STEP_RETRY,
+            summary=f"cancel the site creations of account {request.account_id}",
+        )
+        site_ids = await workflow.execute_activity(
+            "list_account_sites",
+            request.account_id,
+            result_type=list[str],
+            start_to_close_timeout=policies.STEP_TIMEOUT,
+            retry_policy=policies.STEP_RETRY,
+            summary=f"list the sites of account {request.account_id}",
+        )
+        for start in range(0, len(site_ids), request.max_concurrent_bots):
+            wave = site_ids[start : start + request.max_concurrent_bots]
+            await asyncio.gather(*(self._delete_site(request, site_id) for site_id in wave))
+        self._totals["sites"] = ServiceProgress(deleted=len(site_ids), total=len(site_ids), done=True)
+        self._publish_details()
+
+    async def _delete_site(self, request: AccountDeletionInput, site_id: str) -> None:
+        workflow_id = site_deletion_id(site_id)
+        try:
+            await workflow.execute_child_workflow(
+                SITE_DELETION_WORKFLOW,
+                SiteDeletionInput(site_id=site_id),
+                id=workflow_id,
+                id_reuse_policy=ON_REUSE,
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                search_attributes=site_search_attributes(request.account_id, site_id, "deleting"),
+                static_summary=f"Delete site {site_id}",
+                static_details=f"Part of deleting account {request.account_id}.",
+            )
+        except WorkflowAlreadyStartedError:
+            await workflow.execute_activity(
+                "await_site_deletion",
+                workflow_id,
+                start_to_close_timeout=policies.AWAIT_DELETION_TIMEOUT,
+                heartbeat_timeout=policies.AWAIT_DELETION_HEARTBEAT,
+                retry_policy=policies.STEP_RETRY,
+                summary=f"wait for the running deletion of site {site_id}",
             )
 
     def _continue_as_new_if_long(self, request: AccountDeletionInput) -> None:

@@ -22,8 +22,8 @@ with workflow.unsafe.imports_passed_through():
         FinishBotDeletionInput,
         ServiceProgress,
     )
-    from lifecycle.deletion_starts import BOT_DELETION_WORKFLOW
     from lifecycle.search_attributes import LIFECYCLE_STATUS
+    from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
     from workflows import policies
 
 RETRY = "retry"

@@ -6,9 +6,8 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from lifecycle.contracts import ReconcileResult
+    from lifecycle.workflow_types import RECONCILER_WORKFLOW
     from workflows import policies
-
-RECONCILER_WORKFLOW = "DeletionReconciler"
 
 
 @workflow.defn(name=RECONCILER_WORKFLOW)

@@ -15,6 +15,7 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from lifecycle.contracts import SITE_STEPS, SiteCreationInput, SiteProgress, SiteRef, SiteRollbackInput
     from lifecycle.search_attributes import LIFECYCLE_STATUS
+    from lifecycle.workflow_types import SITE_CREATION_WORKFLOW
     from workflows import site_policies as policies
     from workflows.site_shield import uninterruptible
 
@@ -32,7 +33,7 @@ DATABASE = _Step("database", "create_site_database", "drop_site_database")
 BOOTSTRAP = _Step("bootstrap", "bootstrap_site", "drop_site_tables")
 
 
-@workflow.defn(name="SiteCreationWorkflow")
+@workflow.defn(name=SITE_CREATION_WORKFLOW)
 class SiteCreationWorkflow:
     def __init__(self) -> None:
         self._status = "provisioning"
@@ -59,9 +60,7 @@ class SiteCreationWorkflow:
             await uninterruptible(self._roll_back(site, reason))
             if cancelled:
                 raise
-            raise ApplicationError(
-                f"site rolled back: {reason}", type="SiteRolledBack", non_retryable=True
-            ) from err
+            raise ApplicationError(f"site rolled back: {reason}", type="SiteRolledBack", non_retryable=True) from err
         # The site exists in full from here on: a late cancellation no longer undoes it.
         await uninterruptible(self._finish(site))
         return self.progress()
@@ -144,9 +143,7 @@ class SiteCreationWorkflow:
 
     def _publish(self) -> None:
         steps = "; ".join(f"{name}: {status}" for name, status in self._steps.items())
-        workflow.set_current_details(
-            f"{self._status}. {steps}" + (f". error: {self._error}" if self._error else "")
-        )
+        workflow.set_current_details(f"{self._status}. {steps}" + (f". error: {self._error}" if self._error else ""))
 
 
 def _cause(err: BaseException) -> str:

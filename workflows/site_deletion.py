@@ -7,6 +7,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from lifecycle.contracts import SiteDeletionInput, SiteProgress, SiteRef
     from lifecycle.search_attributes import LIFECYCLE_STATUS
+    from lifecycle.workflow_types import SITE_DELETION_WORKFLOW
     from workflows import site_policies as policies
     from workflows.site_shield import uninterruptible
 
@@ -17,7 +18,7 @@ TEARDOWN = (
 )
 
 
-@workflow.defn(name="SiteDeletionWorkflow")
+@workflow.defn(name=SITE_DELETION_WORKFLOW)
 class SiteDeletionWorkflow:
     def __init__(self) -> None:
         self._status = "deleting"

@@ -22,9 +22,7 @@ router = APIRouter(tags=["accounts"])
 async def delete_account(
     caller: CallerDep, session: SessionDep, client: TemporalDep, settings: SettingsDep
 ) -> DeletionAccepted:
-    accepted = await request_account_deletion(
-        session, client, settings.task_queue, account_id=caller.account_id
-    )
+    accepted = await request_account_deletion(session, client, settings.task_queue, account_id=caller.account_id)
     # The caller is signed out, so there is no status URL it could read; a confirmation email follows.
     return DeletionAccepted(
         workflow_id=accepted.workflow_id,

@@ -34,9 +34,7 @@ async def create_bot(body: BotCreate, caller: CallerDep, session: SessionDep) ->
     return BotOut(id=bot.id, name=bot.name)
 
 
-@router.get(
-    "/bots", response_model=list[BotOut], summary="The account's bots", responses=problem_responses(401)
-)
+@router.get("/bots", response_model=list[BotOut], summary="The account's bots", responses=problem_responses(401))
 async def list_bots(caller: CallerDep, session: SessionDep) -> list[BotOut]:
     rows = await session.execute(
         select(Bot)

@@ -11,8 +11,6 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
@@ -24,8 +22,9 @@ from api.problems import ProblemError, problem_responses
 from api.schemas.sites import SiteAccepted, SiteCreate, SiteOut, SiteSteps
 from lifecycle.contracts import SITE_STEPS, SiteCreationInput, SiteDeletionInput
 from lifecycle.db.models import Site
-from lifecycle.search_attributes import ACCOUNT_ID, LIFECYCLE_STATUS, SITE_ID
+from lifecycle.search_attributes import site_search_attributes
 from lifecycle.workflow_ids import site_creation_id, site_deletion_id
+from lifecycle.workflow_types import SITE_CREATION_WORKFLOW, SITE_DELETION_WORKFLOW
 
 router = APIRouter(tags=["sites"])
 
@@ -50,28 +49,18 @@ def _accepted(site: Site, response: Response, status_override: str | None = None
     return SiteAccepted(id=site.id, status=status_override or site.status, status_url=_status_url(site.id))
 
 
-def _search_attributes(site: Site, lifecycle_status: str) -> TypedSearchAttributes:
-    return TypedSearchAttributes(
-        [
-            SearchAttributePair(ACCOUNT_ID, str(site.account_id)),
-            SearchAttributePair(SITE_ID, str(site.id)),
-            SearchAttributePair(LIFECYCLE_STATUS, lifecycle_status),
-        ]
-    )
-
-
 async def _start_creation(client: Client, task_queue: str, site: Site) -> None:
     """Start the creation, or find it started: a repeated request must never run a second creation."""
     with contextlib.suppress(WorkflowAlreadyStartedError):
         await client.start_workflow(
-            "SiteCreationWorkflow",
+            SITE_CREATION_WORKFLOW,
             SiteCreationInput(site_id=str(site.id), account_id=str(site.account_id)),
             id=site_creation_id(site.id),
             task_queue=task_queue,
             # A repeat while it runs attaches to it; once closed, the id is never reused for this site.
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            search_attributes=_search_attributes(site, "provisioning"),
+            search_attributes=site_search_attributes(str(site.account_id), str(site.id), "provisioning"),
             static_summary=f"Create site {site.id}",
             static_details=f"Provision site {site.id} for account {site.account_id}: metadata, files, "
             "database, WordPress; rolls back on failure or cancellation.",
@@ -81,29 +70,25 @@ async def _start_creation(client: Client, task_queue: str, site: Site) -> None:
 async def _start_deletion(client: Client, task_queue: str, site: Site) -> None:
     with contextlib.suppress(WorkflowAlreadyStartedError):
         await client.start_workflow(
-            "SiteDeletionWorkflow",
+            SITE_DELETION_WORKFLOW,
             SiteDeletionInput(site_id=str(site.id)),
             id=site_deletion_id(site.id),
             task_queue=task_queue,
             # A site is deleted once: repeats attach to the running teardown or are refused after it.
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            search_attributes=_search_attributes(site, "deleting"),
+            search_attributes=site_search_attributes(str(site.account_id), str(site.id), "deleting"),
             static_summary=f"Delete site {site.id}",
             static_details=f"Tear down site {site.id} of account {site.account_id}: database and role, "
             "files, metadata; frees the domain.",
         )
 
 
-async def _same_request(
-    session: SessionDep, caller: CallerDep, body: SiteCreate, key: str | None
-) -> Site | None:
+async def _same_request(session: SessionDep, caller: CallerDep, body: SiteCreate, key: str | None) -> Site | None:
     """The site an earlier identical request created: by idempotency key, or still provisioning."""
     if key is not None:
         site = (
-            await session.execute(
-                select(Site).where(Site.account_id == caller.account_id, Site.idempotency_key == key)
-            )
+            await session.execute(select(Site).where(Site.account_id == caller.account_id, Site.idempotency_key == key))
         ).scalar_one_or_none()
         if site is not None:
             if (site.name, site.tagline, site.domain) != (body.name, body.tagline, body.domain):
@@ -157,9 +142,7 @@ async def create_site(
             await session.rollback()
             site = await _same_request(session, caller, body, idempotency_key)
             if site is None:
-                raise ProblemError(
-                    409, f"The domain {body.domain} is already in use by another site."
-                ) from None
+                raise ProblemError(409, f"The domain {body.domain} is already in use by another site.") from None
     if site.status == "provisioning":
         # Also on a repeat: it starts the workflow if the first request died between commit and start.
         await _start_creation(temporal, settings.task_queue, site)
@@ -186,14 +169,10 @@ async def _own_site(session: SessionDep, caller: CallerDep, site_id: uuid.UUID) 
     return site
 
 
-@router.get(
-    "/sites", response_model=list[SiteOut], summary="The account's sites", responses=problem_responses(401)
-)
+@router.get("/sites", response_model=list[SiteOut], summary="The account's sites", responses=problem_responses(401))
 async def list_sites(caller: CallerDep, session: SessionDep) -> list[SiteOut]:
     sites = (
-        await session.execute(
-            select(Site).where(Site.account_id == caller.account_id).order_by(Site.created_at)
-        )
+        await session.execute(select(Site).where(Site.account_id == caller.account_id).order_by(Site.created_at))
     ).scalars()
     return [_site_out(site) for site in sites]
 
@@ -229,9 +208,7 @@ async def delete_site(
         return _accepted(site, response)
     if site.status == "active":
         # Compare-and-set, so only one request moves the site on, whatever the races.
-        await session.execute(
-            update(Site).where(Site.id == site.id, Site.status == "active").values(status="deleting")
-        )
+        await session.execute(update(Site).where(Site.id == site.id, Site.status == "active").values(status="deleting"))
         await session.commit()
         await session.refresh(site)
     if site.status == "deleting":

@@ -21,9 +21,7 @@ async def time_skipping_env(time_skipping_env: WorkflowEnvironment) -> WorkflowE
     await client.operator_service.add_search_attributes(
         AddSearchAttributesRequest(
             namespace=client.namespace,
-            search_attributes={
-                key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for key in search_attributes.ALL
-            },
+            search_attributes={key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for key in search_attributes.ALL},
         )
     )
     return time_skipping_env

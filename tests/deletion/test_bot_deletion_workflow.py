@@ -41,9 +41,7 @@ def services() -> FakeBotServices:
 
 
 @pytest_asyncio.fixture
-async def harness(
-    time_skipping_env: WorkflowEnvironment, services: FakeBotServices
-) -> AsyncIterator[Harness]:
+async def harness(time_skipping_env: WorkflowEnvironment, services: FakeBotServices) -> AsyncIterator[Harness]:
     task_queue = f"bot-deletion-{uuid.uuid4().hex[:8]}"
     async with Worker(
         time_skipping_env.client,
@@ -81,9 +79,7 @@ async def test_pause_stops_after_the_current_call_and_resume_continues_with_a_ne
     await handle.signal(BotDeletionWorkflow.pause)
     assert (await progress(handle)).status == "paused"
     services.gate.set()
-    await eventually(
-        lambda: _first_slice_recorded(handle), "the running call finishes and its progress is recorded"
-    )
+    await eventually(lambda: _first_slice_recorded(handle), "the running call finishes and its progress is recorded")
     await asyncio.sleep(0.5)
     assert len(services.calls) == 1, "a paused deletion must not start another call"
 

@@ -32,9 +32,7 @@ def site_worker(settings: Settings) -> WorkerFactory:
 
     @asynccontextmanager
     async def start(client: Client, faults: str | None = None) -> AsyncIterator[tuple[Worker, Settings]]:
-        own = settings.model_copy(
-            update={"fault_injection": faults, "task_queue": f"sites-{uuid.uuid4().hex[:8]}"}
-        )
+        own = settings.model_copy(update={"fault_injection": faults, "task_queue": f"sites-{uuid.uuid4().hex[:8]}"})
         resources = ActivityResources.create(own, client)
         try:
             async with build_worker(client, resources, own) as running:

@@ -55,12 +55,28 @@ class SiteState:
     options: dict[str, str]
 
 
-async def site_state(settings: Settings, site_id: str) -> SiteState:
+@dataclass
+class SiteResources:
+    database: bool
+    role: bool
+    directory: bool
+
+
+async def site_resources(settings: Settings, site_id: str) -> SiteResources:
+    """What a site holds outside its row: its database, its role, its directory."""
     server = SiteDatabaseServer(settings.site_admin_database_url)
     name = site_database_name(site_id)
     async with server.connect() as admin:
         database = bool(await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name))
         role = bool(await admin.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", name))
+    return SiteResources(database, role, site_directory(settings.sites_path, site_id).exists())
+
+
+async def site_state(settings: Settings, site_id: str) -> SiteState:
+    server = SiteDatabaseServer(settings.site_admin_database_url)
+    name = site_database_name(site_id)
+    resources = await site_resources(settings, site_id)
+    database, role = resources.database, resources.role
     async with server.connect(settings_database(settings)) as app:
         row = await app.fetchrow("SELECT status, steps, error FROM sites WHERE id = $1", uuid.UUID(site_id))
     options: dict[str, str] = {}
@@ -77,7 +93,7 @@ async def site_state(settings: Settings, site_id: str) -> SiteState:
         error=row["error"],
         database=database,
         role=role,
-        directory=site_directory(settings.sites_path, site_id).exists(),
+        directory=resources.directory,
         options=options,
     )
 

@@ -18,9 +18,7 @@ STEP_ACTIVITIES = dict(zip(["metadata", "filesystem", "database", "bootstrap"], 
 ALL_UNDOS = ["drop_site_tables", "drop_site_database", "remove_site_filesystem", "release_site_domain"]
 
 
-async def test_happy_path(
-    skipping_env: WorkflowEnvironment, site_worker: WorkerFactory, site_id: str
-) -> None:
+async def test_happy_path(skipping_env: WorkflowEnvironment, site_worker: WorkerFactory, site_id: str) -> None:
     async with site_worker(skipping_env.client) as (worker, settings):
         handle = await start_creation(skipping_env.client, worker.task_queue, site_id)
         progress = await handle.result()

@@ -86,18 +86,12 @@ async def test_invalid_domains_are_422(api: httpx.AsyncClient, account: ApiAccou
     "body",
     [{"name": "x" * 10_000}, {"name": ""}, {"tagline": "t" * 201}, {"name": "bad\x00name"}, {"extra": 1}],
 )
-async def test_invalid_fields_are_422(
-    api: httpx.AsyncClient, account: ApiAccount, body: dict[str, Any]
-) -> None:
-    response = await api.post(
-        "/sites", json={"name": "ok", "domain": _domain(), **body}, headers=account.headers
-    )
+async def test_invalid_fields_are_422(api: httpx.AsyncClient, account: ApiAccount, body: dict[str, Any]) -> None:
+    response = await api.post("/sites", json={"name": "ok", "domain": _domain(), **body}, headers=account.headers)
     assert response.status_code == 422
 
 
-async def test_concurrent_posts_for_one_domain_make_one_site(
-    api: httpx.AsyncClient, app: Any, worker: Worker
-) -> None:
+async def test_concurrent_posts_for_one_domain_make_one_site(api: httpx.AsyncClient, app: Any, worker: Worker) -> None:
     domain = _domain()
     accounts = []
     for index in range(8):
@@ -109,9 +103,7 @@ async def test_concurrent_posts_for_one_domain_make_one_site(
         accounts.append(created.json()["api_key"])
     responses = await asyncio.gather(
         *(
-            api.post(
-                "/sites", json={"name": "Race", "domain": domain}, headers={"Authorization": f"Bearer {key}"}
-            )
+            api.post("/sites", json={"name": "Race", "domain": domain}, headers={"Authorization": f"Bearer {key}"})
             for key in accounts
         )
     )
@@ -119,9 +111,7 @@ async def test_concurrent_posts_for_one_domain_make_one_site(
     assert statuses == [202] + [409] * 7, [r.text for r in responses]
 
 
-async def test_retries_return_the_same_site(
-    api: httpx.AsyncClient, account: ApiAccount, worker: Worker
-) -> None:
+async def test_retries_return_the_same_site(api: httpx.AsyncClient, account: ApiAccount, worker: Worker) -> None:
     body = {"name": "Once", "domain": _domain()}
     headers = {**account.headers, "Idempotency-Key": "create-once-1"}
     first, second = await asyncio.gather(
@@ -141,9 +131,7 @@ async def test_retries_return_the_same_site(
     assert reused.status_code == 409
 
 
-async def test_other_accounts_site_is_404(
-    api: httpx.AsyncClient, account: ApiAccount, worker: Worker
-) -> None:
+async def test_other_accounts_site_is_404(api: httpx.AsyncClient, account: ApiAccount, worker: Worker) -> None:
     created = await api.post("/sites", json={"name": "Mine", "domain": _domain()}, headers=account.headers)
     site_id = created.json()["id"]
     stranger = await api.post(

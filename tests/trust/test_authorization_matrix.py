@@ -57,14 +57,10 @@ async def test_every_protected_operation_refuses_without_a_valid_key(
         assert response.json()["detail"]
 
 
-async def test_revoked_key_is_refused_everywhere(
-    api: httpx.AsyncClient, app: FastAPI, account: ApiAccount
-) -> None:
+async def test_revoked_key_is_refused_everywhere(api: httpx.AsyncClient, app: FastAPI, account: ApiAccount) -> None:
     async with app.state.sessionmaker() as session:
         await session.execute(
-            update(ApiKey)
-            .where(ApiKey.account_id == uuid.UUID(account.id))
-            .values(revoked_at=ApiKey.created_at)
+            update(ApiKey).where(ApiKey.account_id == uuid.UUID(account.id)).values(revoked_at=ApiKey.created_at)
         )
         await session.commit()
     for method, path in _operations(app):

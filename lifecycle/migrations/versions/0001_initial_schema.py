@@ -43,16 +43,12 @@ def upgrade() -> None:
         sa.Column("kind", sa.String(length=20), nullable=False),
         sa.Column("account_id", sa.Uuid(), nullable=False),
         sa.Column("bot_id", sa.Uuid(), nullable=True),
-        sa.Column(
-            "requested_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False
-        ),
+        sa.Column("requested_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
         sa.Column("completed_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("notify_email", sa.String(length=320), nullable=True),
         sa.PrimaryKeyConstraint("workflow_id"),
     )
-    op.create_index(
-        op.f("ix_deletion_requests_account_id"), "deletion_requests", ["account_id"], unique=False
-    )
+    op.create_index(op.f("ix_deletion_requests_account_id"), "deletion_requests", ["account_id"], unique=False)
     op.create_table(
         "sent_notifications",
         sa.Column("key", sa.String(length=200), nullable=False),

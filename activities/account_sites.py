@@ -1,0 +1,72 @@
+"""The sites side of an account deletion: stop creations in flight, list sites, await teardowns."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from sqlalchemy import text
+from temporalio import activity
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.resources import ActivityResources
+from lifecycle.workflow_ids import site_creation_id
+
+# How often a waiting activity looks again, and so how often it heartbeats.
+_POLL_SECONDS = 1.0
+_GONE = (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION)
+
+
+class AccountSites:
+    def __init__(self, resources: ActivityResources) -> None:
+        self._resources = resources
+
+    async def _site_ids(self, account_id: str, statuses: tuple[str, ...]) -> list[str]:
+        async with self._resources.engine.connect() as conn:
+            rows = await conn.execute(
+                text("SELECT id FROM sites WHERE account_id = :account AND status = ANY(:statuses) ORDER BY id"),
+                {"account": uuid.UUID(account_id), "statuses": list(statuses)},
+            )
+            return [str(site_id) for (site_id,) in rows]
+
+    @activity.defn(name="stop_account_site_creations")
+    async def stop_account_site_creations(self, account_id: str) -> int:
+        """Cancel every creation in flight (each rolls itself back) and wait until all have closed."""
+        handles = [
+            self._resources.client.get_workflow_handle(site_creation_id(site_id))
+            for site_id in await self._site_ids(account_id, ("provisioning", "rolling_back"))
+        ]
+        for handle in handles:
+            try:
+                await handle.cancel()
+            except RPCError as err:
+                if err.status not in _GONE:
+                    raise
+        for handle in handles:
+            while await _is_running(handle.id, self._resources):
+                activity.heartbeat()
+                await asyncio.sleep(_POLL_SECONDS)
+        return len(handles)
+
+    @activity.defn(name="list_account_sites")
+    async def list_account_sites(self, account_id: str) -> list[str]:
+        """Sites that still hold a database, files or a domain once no creation is in flight."""
+        return await self._site_ids(account_id, ("active", "deleting"))
+
+    @activity.defn(name="await_site_deletion")
+    async def await_site_deletion(self, workflow_id: str) -> None:
+        """Wait for a teardown that a DELETE /sites started; a workflow cannot await a non-child."""
+        while await _is_running(workflow_id, self._resources):
+            activity.heartbeat()
+            await asyncio.sleep(_POLL_SECONDS)
+
+
+async def _is_running(workflow_id: str, resources: ActivityResources) -> bool:
+    try:
+        description = await resources.client.get_workflow_handle(workflow_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return description.status == WorkflowExecutionStatus.RUNNING
