@@ -1,4 +1,4 @@
-"""An account deletion takes its sites with it: live ones torn down, provisioning ones rolled back."""
+"""An account deletion takes its sites with it: every live site torn down before the account row goes."""
 
 from __future__ import annotations
 
