@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from devstack.local_env import StackPorts, stack_environment
@@ -92,18 +94,25 @@ class Stack:
         return 0
 
     def stop(self) -> None:
-        for name in ("api", "worker"):
-            process = self.apps.get(name)
-            if process is not None and process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-        self.smtp.stop()
-        self.temporal.stop()
-        self.postgres.stop()
+        """Stop in reverse order; each step runs even if an earlier one failed, so nothing is orphaned."""
+        apps = [process for process in (self.apps.get("api"), self.apps.get("worker")) if process is not None]
+        steps: list[Callable[[], None]] = [partial(_terminate, process) for process in apps]
+        steps += [self.smtp.stop, self.temporal.stop, self.postgres.stop]
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:
+                print(f"[stack] while stopping: {exc!r}", flush=True)
         print("[stack] stopped", flush=True)
+
+
+def _terminate(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def run(settings: Settings, *, with_apps: bool) -> int:

@@ -82,13 +82,13 @@ class TemporalDevServer:
             pool.submit(asyncio.run, asyncio.wait_for(self._register_search_attributes(), timeout)).result()
 
     async def _register_search_attributes(self) -> None:
-        client = await Client.connect(self.address)
         while True:
             try:
+                client = await Client.connect(self.address)
                 await search_attributes.register(client)
                 return
-            except RPCError:
-                # The frontend accepts connections a moment before the namespace is ready.
+            except (RPCError, RuntimeError):
+                # The frontend accepts connections a moment before it reports healthy.
                 await asyncio.sleep(0.2)
 
     def stop(self, timeout: float = 30.0) -> None:
