@@ -1,4 +1,4 @@
-"""`python -m bench.deletion --rows N`: a bot deleted through the API and a worker process, against raw DELETEs.
+"""`python -m bench.deletion --rows N`: a bot deleted via the API and a worker process, vs raw DELETEs.
 
 Prints rows/s of each, their ratio (target >= 0.8) and the worker's peak RSS (target < 300 MB).
 """
@@ -45,6 +45,11 @@ async def _peak_rss(pid: int, peak: list[int], stop: asyncio.Event) -> None:
         await asyncio.sleep(0.1)
 
 
+async def _until_completed(api: httpx.AsyncClient, url: str, headers: dict[str, str]) -> None:
+    while (await api.get(url, headers=headers)).json()["status"] != "completed":  # noqa: ASYNC110
+        await asyncio.sleep(0.1)
+
+
 async def _delete_through_api(settings: Settings, rows: int, peak: list[int]) -> float:
     seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=rows)
     bot_id = seeded.bot_ids[0]
@@ -61,10 +66,7 @@ async def _delete_through_api(settings: Settings, rows: int, peak: list[int]) ->
                 started = time.perf_counter()
                 response = await api.delete(f"/bots/{bot_id}", headers=headers)
                 response.raise_for_status()
-                while (await api.get(f"/bots/{bot_id}/deletion", headers=headers)).json()[
-                    "status"
-                ] != "completed":
-                    await asyncio.sleep(0.1)
+                await _until_completed(api, f"/bots/{bot_id}/deletion", headers)
                 return time.perf_counter() - started
     finally:
         stop.set()

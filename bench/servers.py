@@ -1,4 +1,4 @@
-"""Servers of a benchmark run: its own PostgreSQL (migrated) and Temporal dev server, in a temporary directory."""
+"""A benchmark run's own servers: PostgreSQL (migrated) and a Temporal dev server, in a temp directory."""
 
 from __future__ import annotations
 
