@@ -85,7 +85,7 @@ async def test_pause_stops_after_the_current_call_and_resume_continues_with_a_ne
 
     with pytest.raises(WorkflowUpdateFailedError) as rejected:
         await handle.execute_update(BotDeletionWorkflow.set_batch_size, 10)
-    assert "between 100 and 50000" in str(rejected.value.cause)
+    assert "between 100 and 100000" in str(rejected.value.cause)
     assert await handle.execute_update(BotDeletionWorkflow.set_batch_size, 1_000) == 1_000
 
     await handle.signal(BotDeletionWorkflow.resume)
