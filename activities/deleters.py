@@ -51,9 +51,7 @@ class TableDeleter:
     ) -> tuple[int, int]:
         """Delete up to `limit` rows above `cursor`; return (rows deleted, new cursor)."""
         result = await conn.execute(
-            text(
-                f"WITH gone AS ({_range_delete(self.table)} RETURNING id) SELECT count(*), max(id) FROM gone"
-            ),
+            text(f"WITH gone AS ({_range_delete(self.table)} RETURNING id) SELECT count(*), max(id) FROM gone"),
             {"bot": bot_id, "cursor": cursor, "limit": limit},
         )
         deleted, new_cursor = result.one()

@@ -15,6 +15,11 @@ from lifecycle.contracts import (
     FinishBotDeletionInput,
 )
 
+# Idempotent: a retry or a reset keeps the first completion time.
+_MARK_COMPLETED = text(
+    "UPDATE deletion_requests SET completed_at = coalesce(completed_at, now()) WHERE workflow_id = :workflow_id"
+)
+
 # How often a waiting activity says it is alive while another run deletes a bot.
 _AWAIT_HEARTBEAT_SECONDS = 10
 
@@ -37,13 +42,7 @@ class DeletionRecords:
         async with self._resources.engine.begin() as conn:
             if request.delete_bot_row:
                 await conn.execute(text("DELETE FROM bots WHERE id = :bot"), {"bot": request.bot_id})
-            await conn.execute(
-                text(
-                    "UPDATE deletion_requests SET completed_at = coalesce(completed_at, now()) "
-                    "WHERE workflow_id = :workflow_id"
-                ),
-                {"workflow_id": request.workflow_id},
-            )
+            await conn.execute(_MARK_COMPLETED, {"workflow_id": request.workflow_id})
 
     @activity.defn(name="finish_account_deletion")
     async def finish_account_deletion(self, request: FinishAccountDeletionInput) -> bool:
@@ -67,13 +66,7 @@ class DeletionRecords:
                 text("DELETE FROM api_keys WHERE account_id = :account"), {"account": request.account_id}
             )
             await conn.execute(text("DELETE FROM accounts WHERE id = :account"), {"account": request.account_id})
-            await conn.execute(
-                text(
-                    "UPDATE deletion_requests SET completed_at = coalesce(completed_at, now()) "
-                    "WHERE workflow_id = :workflow_id"
-                ),
-                {"workflow_id": request.workflow_id},
-            )
+            await conn.execute(_MARK_COMPLETED, {"workflow_id": request.workflow_id})
             return True
 
     @activity.defn(name="await_bot_deletion")

@@ -26,31 +26,23 @@ REQUIRED_KEYS = {
 }
 
 
+def _devstack_env(env: dict[str, str], project_root: Path) -> str:
+    return subprocess.run(
+        [sys.executable, "-m", "devstack", "env"], env=env, cwd=project_root, capture_output=True, text=True, check=True
+    ).stdout
+
+
 def test_env_prints_the_worker_and_api_environment(tmp_path: Path, project_root: Path) -> None:
     env = {**os.environ, "DATA_DIR": str(tmp_path)}
     env.pop("ADMIN_TOKEN", None)
-    output = subprocess.run(
-        [sys.executable, "-m", "devstack", "env"],
-        env=env,
-        cwd=project_root,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    output = _devstack_env(env, project_root)
     values = dict(line.split("=", 1) for line in output.splitlines())
     assert set(values) >= REQUIRED_KEYS
     assert values["DATABASE_URL"].startswith("postgresql+asyncpg://")
     assert values["MAIL_DIR"] == str(tmp_path / "mail")
     # Generated once, kept in the data directory, and the same on the next call.
     assert (tmp_path / "admin_token").read_text().strip() == values["ADMIN_TOKEN"]
-    again = subprocess.run(
-        [sys.executable, "-m", "devstack", "env"],
-        env=env,
-        cwd=project_root,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    again = _devstack_env(env, project_root)
     assert again == output
 
 
