@@ -8,7 +8,7 @@ import json
 import sys
 from dataclasses import asdict
 
-from devstack import stack
+from devstack import record_histories, stack
 from devstack.local_env import StackPorts, stack_environment
 from devstack.seed import seed
 from lifecycle.migrate import upgrade
@@ -22,11 +22,17 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("infra", help="only Temporal, PostgreSQL (migrated) and the SMTP sink")
     commands.add_parser("env", help="print the environment the worker and API use, KEY=value a line")
     commands.add_parser("migrate", help="apply migrations to DATABASE_URL")
+    commands.add_parser(
+        "record-histories", help="re-record tests/replay/histories on a throwaway stack (replay test input)"
+    )
     seeding = commands.add_parser("seed", help="a new account with bots full of rows; prints its ids and key")
     seeding.add_argument("--bots", type=int, default=1)
     seeding.add_argument("--rows", type=int, default=100_000, help="rows per bot, spread over the services")
     args = parser.parse_args(argv)
 
+    if args.command == "record-histories":
+        asyncio.run(record_histories.record())
+        return 0
     settings = Settings()
     if args.command == "env":
         for key, value in stack_environment(settings, StackPorts.from_environ()).items():

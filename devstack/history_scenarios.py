@@ -1,0 +1,244 @@
+"""The runs `record-histories` records: per workflow type a happy path and an operator or compensation path.
+
+Each scenario drives the system as a user or an operator would and returns the workflow id to export.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import httpx
+from temporalio.client import Client, WorkflowHandle
+
+from devstack.seed import seed
+from lifecycle.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus, SiteProgress
+from lifecycle.deletion_starts import BOT_DELETION_WORKFLOW, deletion_search_attributes
+from lifecycle.settings import Settings
+from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id, site_creation_id, site_deletion_id
+from workflows.reconciler import RECONCILER_WORKFLOW
+
+
+@dataclass
+class Context:
+    client: Client
+    api: httpx.AsyncClient
+    settings: Settings
+    admin_headers: dict[str, str]
+    # `temporal workflow reset --type FirstWorkflowTask` on a closed run; returns when the new run closes.
+    reset: Callable[[str], Awaitable[None]]
+
+
+Scenario = Callable[[Context], Awaitable[str]]
+
+
+async def _account(ctx: Context) -> dict[str, str]:
+    suffix = uuid.uuid4().hex[:8]
+    created = await ctx.api.post(
+        "/accounts",
+        json={"name": f"Recorder {suffix}", "email": f"recorder-{suffix}@example.com"},
+        headers=ctx.admin_headers,
+    )
+    created.raise_for_status()
+    return {"Authorization": f"Bearer {created.json()['api_key']}"}
+
+
+async def _start_bot_deletion(ctx: Context, bot_id: str, account_id: str, *, paused: bool) -> WorkflowHandle:
+    return await ctx.client.start_workflow(
+        BOT_DELETION_WORKFLOW,
+        BotDeletionInput(bot_id=bot_id, account_id=account_id, paused=paused),
+        id=bot_deletion_id(bot_id),
+        task_queue=ctx.settings.task_queue,
+        result_type=BotDeletionResult,
+        search_attributes=deletion_search_attributes(account_id, bot_id),
+        static_summary=f"Delete bot {bot_id}",
+    )
+
+
+async def _query_until(handle: WorkflowHandle, done: Callable[[DeletionStatus], bool]) -> DeletionStatus:
+    while True:
+        status = await handle.query("progress", result_type=DeletionStatus)
+        if done(status):
+            return status
+        await asyncio.sleep(0.1)
+
+
+# Happy paths: run on a worker without faults.
+
+
+async def bot_deletion_happy(ctx: Context) -> str:
+    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=500)
+    response = await ctx.api.delete(
+        f"/bots/{seeded.bot_ids[0]}", headers={"Authorization": f"Bearer {seeded.api_key}"}
+    )
+    response.raise_for_status()
+    workflow_id = response.json()["workflow_id"]
+    await ctx.client.get_workflow_handle(workflow_id).result()
+    return str(workflow_id)
+
+
+async def account_deletion_happy(ctx: Context) -> str:
+    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=2, rows=200)
+    response = await ctx.api.delete("/account", headers={"Authorization": f"Bearer {seeded.api_key}"})
+    response.raise_for_status()
+    await ctx.client.get_workflow_handle(account_deletion_id(seeded.account_id)).result()
+    return account_deletion_id(seeded.account_id)
+
+
+async def account_deletion_joins_paused_bot(ctx: Context) -> str:
+    """A bot's own deletion, paused by an operator, is running when its account is deleted: the account
+    deletion waits for it (await_bot_deletion) instead of starting a second one."""
+    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=200)
+    bot = await _start_bot_deletion(ctx, seeded.bot_ids[0], seeded.account_id, paused=True)
+    await _query_until(bot, lambda s: s.status == "paused")
+    response = await ctx.api.delete("/account", headers={"Authorization": f"Bearer {seeded.api_key}"})
+    response.raise_for_status()
+    account = ctx.client.get_workflow_handle(account_deletion_id(seeded.account_id))
+    await _await_activity(account, "await_bot_deletion")
+    await bot.signal("resume")
+    await account.result()
+    return account.id
+
+
+async def _await_activity(handle: WorkflowHandle, activity: str) -> None:
+    # Polling the history, as an operator's script would; the runs are on another process's server.
+    while not await _scheduled(handle, activity):  # noqa: ASYNC110
+        await asyncio.sleep(0.1)
+
+
+async def _scheduled(handle: WorkflowHandle, activity: str) -> int:
+    """How many times the run has scheduled `activity` so far."""
+    return sum(
+        [
+            event.activity_task_scheduled_event_attributes.activity_type.name == activity
+            async for event in handle.fetch_history_events()
+        ]
+    )
+
+
+async def reconciler_happy(ctx: Context) -> str:
+    workflow_id = f"reconciler-{uuid.uuid4().hex[:8]}"
+    await ctx.client.execute_workflow(RECONCILER_WORKFLOW, id=workflow_id, task_queue=ctx.settings.task_queue)
+    return workflow_id
+
+
+async def reconciler_reset(ctx: Context) -> str:
+    workflow_id = await reconciler_happy(ctx)
+    await ctx.reset(workflow_id)
+    return workflow_id
+
+
+async def _active_site(ctx: Context, headers: dict[str, str]) -> str:
+    created = await ctx.api.post(
+        "/sites",
+        json={"name": "Recorded", "domain": f"rec-{uuid.uuid4().hex[:10]}.example.com"},
+        headers=headers,
+    )
+    created.raise_for_status()
+    site_id = str(created.json()["id"])
+    await ctx.client.get_workflow_handle(site_creation_id(site_id)).result()
+    return site_id
+
+
+async def site_creation_happy(ctx: Context) -> str:
+    return site_creation_id(await _active_site(ctx, await _account(ctx)))
+
+
+async def site_creation_cancelled(ctx: Context) -> str:
+    """DELETE /sites while provisioning requests cancellation. Whether it lands mid-flight (roll back) or
+    after the last step (the site stays) depends on timing; either history must replay."""
+    headers = await _account(ctx)
+    created = await ctx.api.post(
+        "/sites",
+        json={"name": "Cancelled", "domain": f"can-{uuid.uuid4().hex[:10]}.example.com"},
+        headers=headers,
+    )
+    created.raise_for_status()
+    site_id = str(created.json()["id"])
+    handle = ctx.client.get_workflow_handle(site_creation_id(site_id), result_type=SiteProgress)
+    (await ctx.api.delete(f"/sites/{site_id}", headers=headers)).raise_for_status()
+    await _closed(handle)
+    return handle.id
+
+
+async def _closed(handle: WorkflowHandle) -> None:
+    while (await handle.describe()).close_time is None:  # noqa: ASYNC110
+        await asyncio.sleep(0.1)
+
+
+async def site_deletion_happy(ctx: Context) -> str:
+    headers = await _account(ctx)
+    site_id = await _active_site(ctx, headers)
+    (await ctx.api.delete(f"/sites/{site_id}", headers=headers)).raise_for_status()
+    await ctx.client.get_workflow_handle(site_deletion_id(site_id)).result()
+    return site_deletion_id(site_id)
+
+
+async def site_deletion_reset(ctx: Context) -> str:
+    """An operator resets a finished teardown: every step runs again, idempotently."""
+    workflow_id = await site_deletion_happy(ctx)
+    await ctx.reset(workflow_id)
+    return workflow_id
+
+
+# Compensation and operator paths: run on a worker with FAULTS.
+
+FAULTS = "delete_bot_service=permanent,bootstrap_site=permanent"
+
+
+async def bot_deletion_operator(ctx: Context) -> str:
+    """Paused, resized, resumed; every service then fails for good: retried once, then each skipped."""
+    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=200)
+    handle = await _start_bot_deletion(ctx, seeded.bot_ids[0], seeded.account_id, paused=True)
+    await _query_until(handle, lambda s: s.status == "paused")
+    await handle.execute_update("set_batch_size", 2_000)
+    await handle.signal("resume")
+    alerts = 0
+    while await _next_alert(handle, alerts):
+        await handle.signal("retry" if alerts == 0 else "skip")
+        alerts += 1
+    return handle.id
+
+
+async def _next_alert(handle: WorkflowHandle, seen: int) -> bool:
+    """Wait until the run waits on an operator after a new alert (True) or completes (False)."""
+    while True:
+        status = await handle.query("progress", result_type=DeletionStatus)
+        if status.status == "completed":
+            return False
+        if status.waiting_on is not None and await _scheduled(handle, "raise_alert") > seen:
+            return True
+        await asyncio.sleep(0.1)
+
+
+async def site_creation_rolled_back(ctx: Context) -> str:
+    headers = await _account(ctx)
+    created = await ctx.api.post(
+        "/sites",
+        json={"name": "Doomed", "domain": f"doom-{uuid.uuid4().hex[:10]}.example.com"},
+        headers=headers,
+    )
+    created.raise_for_status()
+    handle = ctx.client.get_workflow_handle(site_creation_id(str(created.json()["id"])))
+    await _closed(handle)
+    return handle.id
+
+
+# (scenario, run): the file is named <WorkflowType>-<scenario>.json.
+HAPPY: list[tuple[str, Scenario]] = [
+    ("happy", bot_deletion_happy),
+    ("happy", account_deletion_happy),
+    ("joins-paused-bot", account_deletion_joins_paused_bot),
+    ("happy", reconciler_happy),
+    ("reset", reconciler_reset),
+    ("happy", site_creation_happy),
+    ("cancel-requested", site_creation_cancelled),
+    ("happy", site_deletion_happy),
+    ("reset", site_deletion_reset),
+]
+FAULTY: list[tuple[str, Scenario]] = [
+    ("operator-retry-skip", bot_deletion_operator),
+    ("rolled-back", site_creation_rolled_back),
+]

@@ -1,0 +1,122 @@
+"""`temporal workflow reset`, in its three forms, on finished runs: the new run completes and repeats no
+side effect (one email, no second database, no failure on rows already deleted)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.worker import Worker
+
+from devstack.seed import seed
+from devstack.smtp_sink import SmtpSink
+from lifecycle.settings import Settings
+from lifecycle.workflow_ids import account_deletion_id, site_creation_id
+from tests.conftest import ApiAccount
+from tests.deletion.helpers import eventually, remaining_rows
+from tests.operators.cli import AsyncCli
+from tests.operators.starts import start_bot_deletion
+from tests.sites.helpers import scheduled_activities, site_state
+
+
+async def _reset_and_finish(
+    cli: AsyncCli, client: Client, handle: WorkflowHandle[Any, Any], *how: str
+) -> Any:
+    """Reset the finished run, then wait for the run the reset started."""
+    first_run = (await handle.describe()).run_id
+    await cli.run("workflow", "reset", "--workflow-id", handle.id, *how, "--reason", "operator test")
+    latest = client.get_workflow_handle(handle.id)
+    described = await latest.describe()
+    assert described.run_id != first_run
+    result = await latest.result()
+    assert (await latest.describe()).status == WorkflowExecutionStatus.COMPLETED
+    return result
+
+
+def _mails_to(sink: SmtpSink, address: str) -> int:
+    return sum(1 for path in sink.messages() if f"To: {address}" in path.read_text(errors="replace"))
+
+
+async def test_reset_account_deletion_to_first_task_sends_no_second_email(
+    cli: AsyncCli,
+    api: httpx.AsyncClient,
+    account: ApiAccount,
+    temporal_client: Client,
+    smtp_sink: SmtpSink,
+    worker: Worker,
+) -> None:
+    assert (await api.post("/bots", json={"name": "helper"}, headers=account.headers)).status_code == 201
+    assert (await api.delete("/account", headers=account.headers)).status_code == 202
+    handle = temporal_client.get_workflow_handle(account_deletion_id(account.id))
+    await handle.result()
+    assert _mails_to(smtp_sink, account.email) == 1
+
+    # Everything runs again: listing the (now gone) bots, the account row, the email activity.
+    result = await _reset_and_finish(cli, temporal_client, handle, "--type", "FirstWorkflowTask")
+    assert result["account_row_deleted"] is True
+    latest = temporal_client.get_workflow_handle(handle.id)
+    assert "send_deletion_confirmation" in await scheduled_activities(latest)
+    assert _mails_to(smtp_sink, account.email) == 1
+
+
+async def test_reset_bot_deletion_to_last_task_completes_on_deleted_rows(
+    cli: AsyncCli, temporal_client: Client, settings: Settings, worker: Worker
+) -> None:
+    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=200)
+    bot_id = seeded.bot_ids[0]
+    handle = await start_bot_deletion(
+        temporal_client, settings.task_queue, bot_id=bot_id, account_id=seeded.account_id
+    )
+    await handle.result()
+    result = await _reset_and_finish(cli, temporal_client, handle, "--type", "LastWorkflowTask")
+    assert all(service["done"] for service in result["services"].values())
+    assert set((await remaining_rows(settings.database_url, bot_id)).values()) == {0}
+
+
+async def _task_completed_after(handle: WorkflowHandle[Any, Any], activity: str) -> int:
+    """The id of the WorkflowTaskCompleted event that follows `activity`'s completion."""
+    scheduled: dict[int, str] = {}
+    done = False
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            scheduled[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            attributes = event.activity_task_completed_event_attributes
+            done = done or scheduled[attributes.scheduled_event_id] == activity
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED and done:
+            return event.event_id
+    raise AssertionError(f"{activity} never completed")
+
+
+async def test_reset_site_creation_to_an_event_makes_no_second_database(
+    cli: AsyncCli,
+    api: httpx.AsyncClient,
+    account: ApiAccount,
+    temporal_client: Client,
+    settings: Settings,
+    smtp_sink: SmtpSink,
+    worker: Worker,
+) -> None:
+    body = {"name": "Reset me", "domain": f"reset-{account.id[:8]}.example.com"}
+    created = await api.post("/sites", json=body, headers=account.headers)
+    assert created.status_code == 202, created.text
+    site_id = created.json()["id"]
+    handle = temporal_client.get_workflow_handle(site_creation_id(site_id))
+    await handle.result()
+
+    async def emailed() -> bool:
+        return _mails_to(smtp_sink, account.email) == 1
+
+    await eventually(emailed, "the site-ready email arrives")
+    # From just after the metadata step: files, database, bootstrap, activation and the email run again.
+    event_id = await _task_completed_after(handle, "save_site_metadata")
+    result = await _reset_and_finish(cli, temporal_client, handle, "--event-id", str(event_id))
+    assert result["status"] == "active"
+    latest = temporal_client.get_workflow_handle(handle.id)
+    assert "create_site_database" in await scheduled_activities(latest)
+    state = await site_state(settings, site_id)
+    assert state.status == "active" and state.database and state.role and state.directory
+    assert state.options["blogname"] == "Reset me"
+    assert _mails_to(smtp_sink, account.email) == 1
