@@ -79,7 +79,10 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def _http(request: Request, exc: HTTPException) -> JSONResponse:
-        return problem_response(exc.status_code, str(exc.detail), request=request, headers=dict(exc.headers or {}))
+        headers = dict(exc.headers or {})
+        return problem_response(
+            exc.status_code, _routing_detail(request, exc, headers), request=request, headers=headers
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -95,28 +98,30 @@ def install_problem_handlers(app: FastAPI) -> None:
         if isinstance(exc, DBAPIError) and not _is_unavailable_database(exc):
             return _internal_error(request, exc)
         logger.warning("dependency unavailable: %s", exc)
-        return problem_response(
-            503,
-            "A backing service is unavailable; retry shortly.",
-            request=request,
-            headers={"Retry-After": "5"},
-        )
+        return _unavailable(request, "A backing service is unavailable; retry shortly.")
 
     @app.exception_handler(RPCError)
     async def _temporal_down(request: Request, exc: RPCError) -> JSONResponse:
         if exc.status not in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
             return _internal_error(request, exc)
         logger.warning("Temporal unavailable: %s", exc)
-        return problem_response(
-            503,
-            "The workflow service is unavailable; retry shortly.",
-            request=request,
-            headers={"Retry-After": "5"},
-        )
+        return _unavailable(request, "The workflow service is unavailable; retry shortly.")
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         return _internal_error(request, exc)
+
+
+def _routing_detail(request: Request, exc: HTTPException, headers: dict[str, str]) -> str:
+    """Starlette's own 404/405 say only "Not Found"; say what to change instead."""
+    if str(exc.detail) != HTTPStatus(exc.status_code).phrase:
+        return str(exc.detail)
+    if exc.status_code == 404:
+        return f"No operation at {request.url.path}; the API's paths are listed at /docs."
+    if exc.status_code == 405:
+        allowed = headers.get("allow", "another method")
+        return f"{request.method} is not allowed on {request.url.path}; use {allowed}."
+    return str(exc.detail)
 
 
 def _unavailable(request: Request, detail: str) -> JSONResponse:

@@ -70,9 +70,7 @@ async def _query_until(handle: WorkflowHandle, done: Callable[[DeletionStatus], 
 
 async def bot_deletion_happy(ctx: Context) -> str:
     seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=500)
-    response = await ctx.api.delete(
-        f"/bots/{seeded.bot_ids[0]}", headers={"Authorization": f"Bearer {seeded.api_key}"}
-    )
+    response = await ctx.api.delete(f"/bots/{seeded.bot_ids[0]}", headers={"Authorization": f"Bearer {seeded.api_key}"})
     response.raise_for_status()
     workflow_id = response.json()["workflow_id"]
     await ctx.client.get_workflow_handle(workflow_id).result()

@@ -19,9 +19,7 @@ async def test_resume_every_paused_deletion_of_an_account(
 ) -> None:
     seeded = await seed(settings.database_url, settings.storage_path, bots=2, rows=200)
     handles = [
-        await start_bot_deletion(
-            temporal_client, task_queue, bot_id=bot_id, account_id=seeded.account_id, paused=True
-        )
+        await start_bot_deletion(temporal_client, task_queue, bot_id=bot_id, account_id=seeded.account_id, paused=True)
         for bot_id in seeded.bot_ids
     ]
     query = f'AccountId="{seeded.account_id}" AND LifecycleStatus="paused"'

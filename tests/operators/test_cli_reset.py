@@ -21,9 +21,7 @@ from tests.operators.starts import start_bot_deletion
 from tests.sites.helpers import scheduled_activities, site_state
 
 
-async def _reset_and_finish(
-    cli: AsyncCli, client: Client, handle: WorkflowHandle[Any, Any], *how: str
-) -> Any:
+async def _reset_and_finish(cli: AsyncCli, client: Client, handle: WorkflowHandle[Any, Any], *how: str) -> Any:
     """Reset the finished run, then wait for the run the reset started."""
     first_run = (await handle.describe()).run_id
     await cli.run("workflow", "reset", "--workflow-id", handle.id, *how, "--reason", "operator test")
@@ -66,9 +64,7 @@ async def test_reset_bot_deletion_to_last_task_completes_on_deleted_rows(
 ) -> None:
     seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=200)
     bot_id = seeded.bot_ids[0]
-    handle = await start_bot_deletion(
-        temporal_client, settings.task_queue, bot_id=bot_id, account_id=seeded.account_id
-    )
+    handle = await start_bot_deletion(temporal_client, settings.task_queue, bot_id=bot_id, account_id=seeded.account_id)
     await handle.result()
     result = await _reset_and_finish(cli, temporal_client, handle, "--type", "LastWorkflowTask")
     assert all(service["done"] for service in result["services"].values())

@@ -1,0 +1,102 @@
+"""What the drills watch while they break things: rows left, workflow progress, mail received."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from email import message_from_bytes
+from itertools import pairwise
+from typing import Any
+
+import asyncpg
+from temporalio.client import Client
+
+from activities.deleters import SERVICES
+from devstack.seed import asyncpg_dsn
+from devstack.smtp_sink import SmtpSink
+from lifecycle.contracts import DeletionStatus
+from lifecycle.workflow_ids import bot_deletion_id
+
+# Generous: the machine is shared; drills report durations and assert only that things happen at all.
+LIMIT_SECONDS = 120.0
+
+
+async def rows_left(database_url: str, bot_ids: list[str]) -> int:
+    conn = await asyncpg.connect(asyncpg_dsn(database_url))
+    try:
+        total = 0
+        for service in SERVICES:
+            total += await conn.fetchval(f"SELECT count(*) FROM {service} WHERE bot_id = ANY($1::uuid[])", bot_ids)
+        return int(total)
+    finally:
+        await conn.close()
+
+
+async def fetchval(database_url: str, sql: str, *args: Any) -> Any:
+    conn = await asyncpg.connect(asyncpg_dsn(database_url))
+    try:
+        return await conn.fetchval(sql, *args)
+    finally:
+        await conn.close()
+
+
+async def wait_until(probe: Callable[[], Awaitable[Any]], what: str, limit: float = LIMIT_SECONDS) -> float:
+    """Poll `probe` until truthy; return the seconds it took."""
+    started = time.monotonic()
+    while not await probe():
+        if time.monotonic() - started > limit:
+            raise AssertionError(f"never happened within {limit:.0f} s: {what}")
+        await asyncio.sleep(0.1)
+    return time.monotonic() - started
+
+
+async def bot_progress(client: Client, bot_id: str) -> int | None:
+    """Rows the bot's deletion workflow says it deleted, or None while no worker answers queries."""
+    handle = client.get_workflow_handle(bot_deletion_id(bot_id))
+    try:
+        status = await asyncio.wait_for(handle.query("progress", result_type=DeletionStatus), timeout=2)
+    except Exception:  # no worker, or the server restarting: no sample this time
+        return None
+    return sum(p.deleted for p in status.services.values())
+
+
+class ProgressRecorder:
+    """Samples every bot's query progress in the background, to check it never goes backwards."""
+
+    def __init__(self, client: Client, bot_ids: list[str]) -> None:
+        self._client = client
+        self.samples: dict[str, list[int]] = {bot_id: [] for bot_id in bot_ids}
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        while True:
+            for bot_id, samples in self.samples.items():
+                value = await bot_progress(self._client, bot_id)
+                if value is not None:
+                    samples.append(value)
+            await asyncio.sleep(0.2)
+
+    def __enter__(self) -> ProgressRecorder:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+    def assert_never_went_backwards(self) -> None:
+        for bot_id, samples in self.samples.items():
+            assert samples, f"no progress sample for bot {bot_id}"
+            drops = [(a, b) for a, b in pairwise(samples) if b < a]
+            assert not drops, f"progress of bot {bot_id} went backwards: {drops}"
+
+
+def mail_to(sink: SmtpSink, address: str, subject_contains: str = "") -> list[str]:
+    """Subjects of the messages the sink received for `address`."""
+    subjects = []
+    for path in sink.messages():
+        message = message_from_bytes(path.read_bytes())
+        if message["To"] == address and subject_contains in (message["Subject"] or ""):
+            subjects.append(str(message["Subject"]))
+    return subjects

@@ -1,0 +1,132 @@
+"""kill -9 the worker mid-run: a new worker finishes the job, nothing twice, nothing left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import httpx
+from temporalio.api.enums.v1 import EventType
+
+from activities.site_database import site_database_name
+from devstack.seed import rows_per_service, seed
+from lifecycle.workflow_ids import account_deletion_id, site_creation_id
+from tests.conftest import ADMIN_TOKEN
+from tests.deletion.helpers import remaining_files
+from tests.drills import figures
+from tests.drills.conftest import DrillStack
+from tests.drills.probes import ProgressRecorder, fetchval, mail_to, rows_left, wait_until
+
+# Large enough that the deletion is mid-way when the worker dies, small enough to seed in seconds.
+ROWS_PER_BOT = 150_000
+BOTS = 2
+
+
+async def test_worker_killed_during_account_deletion(drill_stack: DrillStack) -> None:
+    settings = drill_stack.settings
+    seeded = await seed(settings.database_url, settings.storage_path, bots=BOTS, rows=ROWS_PER_BOT)
+    email = await fetchval(settings.database_url, "SELECT email FROM accounts WHERE id = $1::uuid", seeded.account_id)
+    total = BOTS * sum(rows_per_service(ROWS_PER_BOT).values())
+    api = drill_stack.api()
+    first = drill_stack.worker("killed")
+    try:
+        async with httpx.AsyncClient(base_url=api.url) as http:
+            headers = {"Authorization": f"Bearer {seeded.api_key}"}
+            accepted = await http.delete("/account", headers=headers)
+            assert accepted.status_code == 202, accepted.text
+            # Signed out before anything else runs.
+            assert (await http.get("/account", headers=headers)).status_code == 401
+
+        async def deleted() -> int:
+            return total - await rows_left(settings.database_url, seeded.bot_ids)
+
+        async def deleted_past(threshold: int) -> bool:
+            return await deleted() > threshold
+
+        with ProgressRecorder(drill_stack.client, seeded.bot_ids) as recorder:
+            await wait_until(lambda: deleted_past(total // 10), "deletion got under way")
+            first.kill()
+            # Rows of the batch in flight roll back with the dead connection: this count is what survived.
+            before_kill = await deleted()
+            assert before_kill < total, "the deletion finished before the kill; seed more rows"
+
+            second = drill_stack.worker("successor")
+            try:
+                resumed = await wait_until(lambda: deleted_past(before_kill), "deletion resumed")
+                handle = drill_stack.client.get_workflow_handle(account_deletion_id(seeded.account_id))
+                await asyncio.wait_for(handle.result(), timeout=120)
+            finally:
+                assert second.terminate() == 0, second.log()[-2000:]
+        recorder.assert_never_went_backwards()
+    finally:
+        first.kill()
+        api.terminate()
+
+    figures.record(
+        "worker kill -9 mid account deletion -> new worker deleting again", resumed, f"{total:,} rows, 2 bots"
+    )
+    assert await rows_left(settings.database_url, seeded.bot_ids) == 0
+    assert all(remaining_files(settings.storage_path, bot_id) == 0 for bot_id in seeded.bot_ids)
+    assert await fetchval(settings.database_url, "SELECT count(*) FROM accounts WHERE email = $1", email) == 0
+    assert len(mail_to(drill_stack.smtp, email)) == 1
+
+
+async def test_worker_killed_during_site_provisioning(drill_stack: DrillStack) -> None:
+    # The bootstrap step fails its first attempts, so the run waits in backoff where the kill lands.
+    first = drill_stack.worker("faulty", FAULT_INJECTION="bootstrap_site=transient:3")
+    api = drill_stack.api()
+    domain = f"drill-{uuid.uuid4().hex[:10]}.example.com"
+    try:
+        async with httpx.AsyncClient(base_url=api.url) as http:
+            email = f"site-owner-{uuid.uuid4().hex[:8]}@example.com"
+            owner = await http.post(
+                "/accounts",
+                json={"name": "Site owner", "email": email},
+                headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            )
+            headers = {"Authorization": f"Bearer {owner.json()['api_key']}"}
+            created = await http.post("/sites", json={"name": "Drill", "domain": domain}, headers=headers)
+            assert created.status_code == 202, created.text
+            site_id = created.json()["id"]
+            handle = drill_stack.client.get_workflow_handle(site_creation_id(site_id))
+
+            async def bootstrapping() -> bool:
+                progress = await handle.query("progress")
+                return bool(progress["steps"]["bootstrap"] == "running")
+
+            await wait_until(bootstrapping, "site reached the bootstrap step")
+            first.kill()
+
+            second = drill_stack.worker("clean")
+            started = time.monotonic()
+            try:
+
+                async def active() -> bool:
+                    site = (await http.get(f"/sites/{site_id}", headers=headers)).json()
+                    assert site["status"] in ("provisioning", "active"), site
+                    return bool(site["status"] == "active")
+
+                await wait_until(active, "site became active")
+                resumed = time.monotonic() - started
+                await asyncio.wait_for(handle.result(), timeout=120)
+            finally:
+                assert second.terminate() == 0, second.log()[-2000:]
+    finally:
+        first.kill()
+        api.terminate()
+
+    figures.record("worker kill -9 mid site provisioning -> site active under new worker", resumed)
+    name = site_database_name(site_id)
+    databases = await fetchval(
+        drill_stack.settings.database_url, "SELECT count(*) FROM pg_database WHERE datname = $1", name
+    )
+    assert databases == 1
+    created_db = [
+        event
+        async for event in handle.fetch_history_events()
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and event.activity_task_scheduled_event_attributes.activity_type.name == "create_site_database"
+    ]
+    assert len(created_db) == 1
+    assert len(mail_to(drill_stack.smtp, email, "is ready")) == 1

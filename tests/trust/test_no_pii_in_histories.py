@@ -1,0 +1,96 @@
+"""Histories outlive a deletion until retention expires, so they must hold ids only: no email, no name.
+
+A site creation and an account deletion (with child bot deletions) run through the API on a real worker;
+every history and description is exported with the real `temporal` binary and searched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import asyncpg
+import httpx
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from devstack.seed import asyncpg_dsn
+from lifecycle.settings import Settings
+from lifecycle.workflow_ids import account_deletion_id
+from tests.conftest import ADMIN_HEADERS
+from tests.temporal_cli import TemporalCli
+
+
+async def _account(api: httpx.AsyncClient, name: str, email: str) -> tuple[str, dict[str, str]]:
+    created = await api.post("/accounts", json={"name": name, "email": email}, headers=ADMIN_HEADERS)
+    assert created.status_code == 201, created.text
+    body = created.json()
+    return body["id"], {"Authorization": f"Bearer {body['api_key']}"}
+
+
+async def _add_rows(settings: Settings, bot_id: str) -> None:
+    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+    try:
+        await conn.execute(
+            "INSERT INTO messages (bot_id, conversation_ref, body) "
+            "SELECT $1, g, 'hello ' || g FROM generate_series(1, 500) g",
+            uuid.UUID(bot_id),
+        )
+        await conn.execute(
+            "INSERT INTO conversations (bot_id, title) SELECT $1, 'c' || g FROM generate_series(1, 50) g",
+            uuid.UUID(bot_id),
+        )
+    finally:
+        await conn.close()
+
+
+async def _site_active(api: httpx.AsyncClient, headers: dict[str, str], site_id: str) -> None:
+    for _ in range(600):
+        site: dict[str, Any] = (await api.get(f"/sites/{site_id}", headers=headers)).json()
+        if site["status"] == "active":
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"site never became active: {site}")
+
+
+async def test_histories_hold_no_email_and_no_name(
+    api: httpx.AsyncClient, worker: Worker, temporal_client: Client, settings: Settings
+) -> None:
+    marker = uuid.uuid4().hex[:8]
+    people = {
+        f"Quillfeather Zyxwvut {marker}": f"quill.{marker}@pii-probe.example",
+        f"Marigold Vantablack {marker}": f"marigold.{marker}@pii-probe.example",
+    }
+    (site_owner_name, site_owner_email), (leaver_name, leaver_email) = people.items()
+
+    site_owner, site_headers = await _account(api, site_owner_name, site_owner_email)
+    created = await api.post(
+        "/sites", json={"name": "Blog", "domain": f"pii-{marker}.example.com"}, headers=site_headers
+    )
+    assert created.status_code == 202, created.text
+    await _site_active(api, site_headers, created.json()["id"])
+
+    leaver, leaver_headers = await _account(api, leaver_name, leaver_email)
+    for n in range(2):
+        bot = (await api.post("/bots", json={"name": f"bot {n}"}, headers=leaver_headers)).json()
+        await _add_rows(settings, bot["id"])
+    assert (await api.delete("/account", headers=leaver_headers)).status_code == 202
+    await asyncio.wait_for(temporal_client.get_workflow_handle(account_deletion_id(leaver)).result(), 90)
+
+    cli = TemporalCli(temporal_client.service_client.config.target_host)
+    query = f'AccountId="{site_owner}" OR AccountId="{leaver}"'
+    workflow_ids = {run["execution"]["workflowId"] for run in cli.jsonl("workflow", "list", "--query", query)}
+    # The site creation, the account deletion and its two child bot deletions.
+    assert len(workflow_ids) == 4, workflow_ids
+    exported = []
+    for workflow_id in sorted(workflow_ids):
+        exported.append(cli.run("workflow", "show", "--workflow-id", workflow_id, "--output", "json").stdout)
+        exported.append(cli.run("workflow", "describe", "--workflow-id", workflow_id, "--output", "json").stdout)
+    text = "\n".join(exported).lower()
+    # Payloads are decoded, not base64: the deleters' inputs and results read as plain JSON.
+    assert '"messages"' in text, text[:2000]
+
+    for name, email in people.items():
+        for secret in (name, email, email.split("@")[0]):
+            assert secret.lower() not in text, f"{secret!r} appears in a workflow history or description"
