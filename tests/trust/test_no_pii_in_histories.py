@@ -1,7 +1,7 @@
 """Histories outlive a deletion until retention expires, so they must hold ids only: no email, no name.
 
-A site creation and an account deletion (with child bot deletions) run through the API on a real worker;
-every history and description is exported with the real `temporal` binary and searched.
+A site creation and an account deletion (with child bot deletions and a site teardown) run through the API
+on a real worker; every history and description is exported with the real `temporal` binary and searched.
 """
 
 from __future__ import annotations
@@ -72,6 +72,10 @@ async def test_histories_hold_no_email_and_no_name(
     await _site_active(api, site_headers, created.json()["id"])
 
     leaver, leaver_headers = await _account(api, leaver_name, leaver_email)
+    leaver_site = await api.post(
+        "/sites", json={"name": "Shop", "domain": f"pii-shop-{marker}.example.com"}, headers=leaver_headers
+    )
+    await _site_active(api, leaver_headers, leaver_site.json()["id"])
     for n in range(2):
         bot = (await api.post("/bots", json={"name": f"bot {n}"}, headers=leaver_headers)).json()
         await _add_rows(settings, bot["id"])
@@ -81,8 +85,8 @@ async def test_histories_hold_no_email_and_no_name(
     cli = TemporalCli(temporal_client.service_client.config.target_host)
     query = f'AccountId="{site_owner}" OR AccountId="{leaver}"'
     workflow_ids = {run["execution"]["workflowId"] for run in cli.jsonl("workflow", "list", "--query", query)}
-    # The site creation, the account deletion and its two child bot deletions.
-    assert len(workflow_ids) == 4, workflow_ids
+    # Two site creations; the account deletion with its two bot deletions and its site teardown.
+    assert len(workflow_ids) == 6, workflow_ids
     exported = []
     for workflow_id in sorted(workflow_ids):
         exported.append(cli.run("workflow", "show", "--workflow-id", workflow_id, "--output", "json").stdout)
