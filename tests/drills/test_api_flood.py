@@ -32,7 +32,8 @@ async def test_flood_of_identical_requests(drill_stack: DrillStack) -> None:
     api = drill_stack.api()
     limits = httpx.Limits(max_connections=CONNECTIONS)
     try:
-        async with httpx.AsyncClient(base_url=api.url, limits=limits, timeout=60) as http:
+        # Generous: on two shared cores the last of 200 queued requests can wait a long time for a connection.
+        async with httpx.AsyncClient(base_url=api.url, limits=limits, timeout=180) as http:
             run = await start_bot_deletion(drill_stack, api.url, rows=1_000)
             started = time.monotonic()
             deletes = await asyncio.gather(

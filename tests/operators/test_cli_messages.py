@@ -7,7 +7,7 @@ from typing import Any
 from temporalio.client import Client
 
 from devstack.seed import rows_per_service, seed
-from lifecycle.contracts import MAX_BATCH_SIZE, MIN_BATCH_SIZE
+from lifecycle.contracts import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, MIN_BATCH_SIZE
 from lifecycle.settings import Settings
 from tests.deletion.helpers import eventually, remaining_rows
 from tests.operators.cli import AsyncCli
@@ -36,7 +36,7 @@ async def test_pause_query_update_list_resume(
             return progress if progress["status"] == "paused" else None
 
         progress = await eventually(paused, "the query reports the deletion paused")
-        assert progress["batch_size"] == 5_000
+        assert progress["batch_size"] == DEFAULT_BATCH_SIZE
         assert await remaining_rows(settings.database_url, bot_id) == rows_per_service(ROWS)
 
         assert await cli.workflow_ids(f'BotId="{bot_id}"') == {wid}
