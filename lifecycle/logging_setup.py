@@ -34,7 +34,15 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
-_KEPT_CONTEXT_KEYS = {"workflow_id", "workflow_type", "run_id", "activity_id", "activity_type", "attempt"}
+_KEPT_CONTEXT_KEYS = {
+    "workflow_id",
+    "workflow_type",
+    "run_id",
+    "workflow_run_id",
+    "activity_id",
+    "activity_type",
+    "attempt",
+}
 
 
 def configure_logging(component: str, level: int = logging.INFO) -> None:
