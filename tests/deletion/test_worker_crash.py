@@ -58,9 +58,7 @@ async def sample(client: Client, bot_ids: list[str], seen: dict[str, list[dict[s
     for bot_id in bot_ids:
         handle = client.get_workflow_handle(bot_deletion_id(bot_id))
         try:
-            status = await handle.query(
-                "progress", result_type=DeletionStatus, rpc_timeout=timedelta(seconds=2)
-            )
+            status = await handle.query("progress", result_type=DeletionStatus, rpc_timeout=timedelta(seconds=2))
         except Exception:
             continue
         seen.setdefault(bot_id, []).append({s: p.deleted for s, p in status.services.items()})
@@ -95,9 +93,7 @@ async def test_account_deletion_survives_a_killed_worker(
         assert remaining_after_kill > 0, "the worker must die mid-deletion for this test to mean anything"
 
         with worker_process(settings, task_queue):
-            handle = temporal_client.get_workflow_handle(
-                accepted.workflow_id, result_type=AccountDeletionResult
-            )
+            handle = temporal_client.get_workflow_handle(accepted.workflow_id, result_type=AccountDeletionResult)
 
             async def finished() -> AccountDeletionResult | None:
                 await sample(temporal_client, seeded.bot_ids, seen)
@@ -111,15 +107,8 @@ async def test_account_deletion_survives_a_killed_worker(
         for bot_id in seeded.bot_ids:
             assert set((await remaining_rows(settings.database_url, bot_id)).values()) == {0}
             assert remaining_files(settings.storage_path, bot_id) == 0
-        assert (
-            await conn.fetchval("SELECT count(*) FROM accounts WHERE id = $1::uuid", seeded.account_id) == 0
-        )
-        assert (
-            await conn.fetchval(
-                "SELECT count(*) FROM api_keys WHERE account_id = $1::uuid", seeded.account_id
-            )
-            == 0
-        )
+        assert await conn.fetchval("SELECT count(*) FROM accounts WHERE id = $1::uuid", seeded.account_id) == 0
+        assert await conn.fetchval("SELECT count(*) FROM api_keys WHERE account_id = $1::uuid", seeded.account_id) == 0
         for runs in seen.values():
             for service in SERVICES:
                 counts = [run.get(service, 0) for run in runs]
