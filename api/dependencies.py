@@ -11,7 +11,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from temporalio.client import Client
 
 from api.problems import ProblemError
@@ -52,6 +52,11 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
         yield session
 
 
+def get_engine(request: Request) -> AsyncEngine:
+    engine: AsyncEngine = request.app.state.engine
+    return engine
+
+
 async def get_temporal(request: Request) -> Client:
     connection: TemporalConnection = request.app.state.temporal
     return await connection.get()
@@ -59,6 +64,7 @@ async def get_temporal(request: Request) -> Client:
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[AsyncSession, Depends(get_session)]
+EngineDep = Annotated[AsyncEngine, Depends(get_engine)]
 TemporalDep = Annotated[Client, Depends(get_temporal)]
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
@@ -81,12 +87,20 @@ async def _account_for_key(session: AsyncSession, key: str) -> uuid.UUID | None:
     return row.scalar_one_or_none()
 
 
-async def require_account(credentials: Credentials, session: SessionDep) -> Caller:
+def api_key_of(credentials: HTTPAuthorizationCredentials | None) -> str:
     if credentials is None:
         raise ProblemError(401, "Send an API key as `Authorization: Bearer <key>`.", headers=_UNAUTHORIZED_HEADERS)
-    account_id = await _account_for_key(session, credentials.credentials)
+    return credentials.credentials
+
+
+def unknown_api_key() -> ProblemError:
+    return ProblemError(401, "The API key is unknown or revoked.", headers=_UNAUTHORIZED_HEADERS)
+
+
+async def require_account(credentials: Credentials, session: SessionDep) -> Caller:
+    account_id = await _account_for_key(session, api_key_of(credentials))
     if account_id is None:
-        raise ProblemError(401, "The API key is unknown or revoked.", headers=_UNAUTHORIZED_HEADERS)
+        raise unknown_api_key()
     return Caller(account_id=account_id)
 
 

@@ -36,7 +36,9 @@ from worker import build_worker
 ROUNDS = 15
 CONCURRENT = 100
 ADMIN = "bench-admin-token"
-POLL_SECONDS = 0.005
+# Only tells the bench when to read the activation time; the time itself is the one the database recorded,
+# so a slower poll costs no accuracy, and a 5 ms poll sharing the worker's event loop slowed what it measured.
+POLL_SECONDS = 0.05
 
 
 def _domain() -> str:
@@ -49,11 +51,19 @@ async def _until_active(api: httpx.AsyncClient, headers: dict[str, str], site_id
         await asyncio.sleep(POLL_SECONDS)
 
 
-async def _end_to_end(api: httpx.AsyncClient, headers: dict[str, str]) -> float:
-    started = time.perf_counter()
+async def _end_to_end(resources: ActivityResources, api: httpx.AsyncClient, headers: dict[str, str]) -> float:
+    """From sending the POST until activate_site's transaction set the row active (its updated_at)."""
+    started = time.time()  # the wall clock, as PostgreSQL's now() on this machine
     response = await api.post("/sites", json={"name": "Bench", "domain": _domain()}, headers=headers)
-    await _until_active(api, headers, response.json()["id"])
-    return time.perf_counter() - started
+    site_id = response.json()["id"]
+    await _until_active(api, headers, site_id)
+    async with resources.sessionmaker() as session:
+        activated = (
+            await session.execute(
+                text("SELECT extract(epoch FROM updated_at) FROM sites WHERE id = :id"), {"id": uuid.UUID(site_id)}
+            )
+        ).scalar_one()
+    return float(activated) - started
 
 
 async def _direct(resources: ActivityResources, activities: SiteActivities, account_id: str) -> float:
@@ -134,9 +144,9 @@ async def main() -> None:
                 account = created.json()
                 headers = {"Authorization": f"Bearer {account['api_key']}"}
                 activities = SiteActivities(resources)
-                await _end_to_end(api, headers)  # warm-up: connections, worker caches
+                await _end_to_end(resources, api, headers)  # warm-up: connections, worker caches
                 await _direct(resources, activities, account["id"])
-                e2e = [await _end_to_end(api, headers) for _ in range(ROUNDS)]
+                e2e = [await _end_to_end(resources, api, headers) for _ in range(ROUNDS)]
                 direct = [await _direct(resources, activities, account["id"]) for _ in range(ROUNDS)]
                 e2e_median, direct_median = statistics.median(e2e), statistics.median(direct)
                 print(f"end to end (POST until active), median of {ROUNDS}: {e2e_median * 1000:.1f} ms")

@@ -9,12 +9,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from temporalio.client import Client
 
-from lifecycle.db.models import Account, ApiKey, Bot, DeletionRequest
+from lifecycle.db.models import Account, ApiKey, DeletionRequest
 from lifecycle.deletion_starts import start_account_deletion, start_bot_deletion
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 
@@ -25,30 +25,56 @@ class Accepted:
     finished: bool
 
 
+# The caller's key check, the bot's mark and the request record in one statement: one round trip and one
+# implicit transaction instead of four, on the API's busiest write path (bench.api). The key is still checked
+# against the database on every request, and the record still commits before the workflow starts.
+_AUTHORIZE_MARK_RECORD = text(
+    """
+    WITH caller AS (
+        SELECT k.account_id FROM api_keys k JOIN accounts a ON a.id = k.account_id
+        WHERE k.key_hash = :key_hash AND k.revoked_at IS NULL AND a.deletion_requested_at IS NULL
+    ), marked AS (
+        UPDATE bots SET deletion_requested_at = coalesce(deletion_requested_at, now())
+        WHERE id = :bot_id AND account_id = (SELECT account_id FROM caller)
+        RETURNING account_id
+    ), recorded AS (
+        INSERT INTO deletion_requests (workflow_id, kind, account_id, bot_id)
+        SELECT :workflow_id, 'bot', account_id, :bot_id FROM marked
+        ON CONFLICT (workflow_id) DO NOTHING
+    )
+    SELECT (SELECT account_id FROM caller) AS account_id, EXISTS (SELECT FROM marked) AS marked,
+        (SELECT account_id FROM deletion_requests WHERE workflow_id = :workflow_id) AS recorded_for,
+        (SELECT completed_at IS NOT NULL FROM deletion_requests WHERE workflow_id = :workflow_id) AS finished
+    """
+)
+
+
+class Unauthorized(Exception):
+    """The API key is unknown or revoked, or its account is being deleted."""
+
+
 async def request_bot_deletion(
-    session: AsyncSession, client: Client, task_queue: str, *, account_id: uuid.UUID, bot_id: uuid.UUID
+    engine: AsyncEngine, client: Client, task_queue: str, *, key_hash: str, bot_id: uuid.UUID
 ) -> Accepted | None:
-    """Mark, record and start the bot's deletion; None if the account has no such bot (nor had)."""
+    """Authorize, mark, record and start the bot's deletion; None if the account has no such bot (nor had).
+
+    Raises Unauthorized for a key that does not (or no longer) open an account.
+    """
     workflow_id = bot_deletion_id(bot_id)
-    marked = await session.execute(
-        update(Bot)
-        .where(Bot.id == bot_id, Bot.account_id == account_id)
-        .values(deletion_requested_at=func.coalesce(Bot.deletion_requested_at, func.now()))
-        .returning(Bot.id)
-    )
-    if marked.first() is None:
+    async with engine.begin() as conn:
+        row = (
+            await conn.execute(
+                _AUTHORIZE_MARK_RECORD, {"key_hash": key_hash, "bot_id": bot_id, "workflow_id": workflow_id}
+            )
+        ).one()
+    if row.account_id is None:
+        raise Unauthorized
+    if not row.marked:
         # The bot row goes when its deletion completes; the request record says whether it was ours.
-        record = await session.get(DeletionRequest, workflow_id)
-        if record is None or record.account_id != account_id:
+        if row.recorded_for != row.account_id:
             return None
-        return Accepted(workflow_id, finished=record.completed_at is not None)
-    await session.execute(
-        insert(DeletionRequest)
-        .values(workflow_id=workflow_id, kind="bot", account_id=account_id, bot_id=bot_id)
-        .on_conflict_do_nothing(index_elements=[DeletionRequest.workflow_id])
-    )
-    await session.commit()
-    going = await start_bot_deletion(client, task_queue, bot_id=str(bot_id), account_id=str(account_id))
+        return Accepted(workflow_id, finished=bool(row.finished))
+    going = await start_bot_deletion(client, task_queue, bot_id=str(bot_id), account_id=str(row.account_id))
     return Accepted(workflow_id, finished=not going)
 
 

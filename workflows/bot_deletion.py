@@ -1,4 +1,4 @@
-"""Deleting one bot: each service's rows in slices of batches, pausable, with an operator path."""
+"""Deleting one bot: every service's rows at once, each in slices of batches, pausable, with an operator path."""
 
 from __future__ import annotations
 
@@ -55,16 +55,17 @@ class BotDeletionWorkflow:
         self._status = ""
         self._waiting_on: str | None = None
         self._decision: str | None = None
+        self._operator = asyncio.Lock()
 
     @workflow.run
     async def run(self, request: BotDeletionInput) -> BotDeletionResult:
         self._set_status("paused" if self._paused else "running")
         try:
-            for service in SERVICES:
-                while not self._progress[service].done:
-                    await workflow.wait_condition(lambda: not self._paused)
-                    self._continue_as_new_if_long(request)
-                    await self._delete_slice(request, service)
+            # The services share nothing, so they are deleted side by side: one service's file unlinks
+            # and another's DELETEs use the machine at once.
+            await asyncio.gather(*(self._delete_service(request, service) for service in SERVICES))
+            if not all(p.done for p in self._progress.values()):
+                self._continue_as_new(request)
             await workflow.execute_activity(
                 "finish_bot_deletion",
                 FinishBotDeletionInput(
@@ -81,6 +82,14 @@ class BotDeletionWorkflow:
             raise
         self._set_status("completed")
         return BotDeletionResult(bot_id=request.bot_id, services=self._progress)
+
+    async def _delete_service(self, request: BotDeletionInput, service: str) -> None:
+        """Slices until the service is done, or until the history is long enough to continue as new."""
+        while not self._progress[service].done:
+            await workflow.wait_condition(lambda: not self._paused)
+            if self._history_is_long(request):
+                return
+            await self._delete_slice(request, service)
 
     async def _delete_slice(self, request: BotDeletionInput, service: str) -> None:
         try:
@@ -107,7 +116,9 @@ class BotDeletionWorkflow:
                 # Another round of backoff: transient failures retry without end.
                 workflow.logger.warning("transient failure deleting %s; retrying: %s", service, err.cause)
                 return
-            await self._wait_for_operator(service, err)
+            # One operator question at a time: the signals act on the single service in `waiting_on`.
+            async with self._operator:
+                await self._wait_for_operator(service, err)
         self._publish_details()
 
     async def _wait_for_operator(self, service: str, err: ActivityError) -> None:
@@ -131,12 +142,16 @@ class BotDeletionWorkflow:
         self._waiting_on = None
         self._set_status("paused" if self._paused else "running")
 
-    def _continue_as_new_if_long(self, request: BotDeletionInput) -> None:
+    @staticmethod
+    def _history_is_long(request: BotDeletionInput) -> bool:
         info = workflow.info()
-        if info.get_current_history_length() < request.continue_as_new_after_events and not (
-            info.is_continue_as_new_suggested()
-        ):
-            return
+        return (
+            info.get_current_history_length() >= request.continue_as_new_after_events
+            or info.is_continue_as_new_suggested()
+        )
+
+    def _continue_as_new(self, request: BotDeletionInput) -> None:
+        """Called once every service has stopped at a slice boundary, so no deleter call is in flight."""
         workflow.continue_as_new(
             replace(request, batch_size=self._batch_size, progress=self._progress, paused=self._paused)
         )

@@ -7,11 +7,21 @@ import uuid
 from fastapi import APIRouter, Response, status
 from sqlalchemy import select
 
-from api.dependencies import CallerDep, SessionDep, SettingsDep, TemporalDep
+from api.dependencies import (
+    CallerDep,
+    Credentials,
+    EngineDep,
+    SessionDep,
+    SettingsDep,
+    TemporalDep,
+    api_key_of,
+    unknown_api_key,
+)
 from api.problems import ProblemError, problem_responses
 from api.schemas.bots import BotCreate, BotOut, DeletionAccepted, DeletionOut, ServiceCount
+from api.security import hash_api_key
 from lifecycle.db.models import Bot, DeletionRequest
-from lifecycle.deletion_requests import request_bot_deletion
+from lifecycle.deletion_requests import Unauthorized, request_bot_deletion
 from lifecycle.deletion_status import bot_deletion_status
 from lifecycle.workflow_ids import bot_deletion_id
 
@@ -67,15 +77,18 @@ async def get_bot(bot_id: uuid.UUID, caller: CallerDep, session: SessionDep) -> 
 )
 async def delete_bot(
     bot_id: uuid.UUID,
-    caller: CallerDep,
-    session: SessionDep,
+    credentials: Credentials,
+    engine: EngineDep,
     client: TemporalDep,
     settings: SettingsDep,
     response: Response,
 ) -> DeletionAccepted:
-    accepted = await request_bot_deletion(
-        session, client, settings.task_queue, account_id=caller.account_id, bot_id=bot_id
-    )
+    # Authorizes inside the deletion's own statement rather than through CallerDep: one round trip, not two.
+    key_hash = hash_api_key(api_key_of(credentials))
+    try:
+        accepted = await request_bot_deletion(engine, client, settings.task_queue, key_hash=key_hash, bot_id=bot_id)
+    except Unauthorized:
+        raise unknown_api_key() from None
     if accepted is None:
         raise ProblemError(404, _NOT_FOUND)
     status_url = f"/bots/{bot_id}/deletion"
