@@ -118,6 +118,13 @@ class BotDataDeleters:
                 if progress.total == 0 and progress.deleted == 0:
                     progress.total = await deleter.count(conn, request.bot_id)
                     await conn.commit()
+                else:
+                    # A failed or killed call may have committed batches after its last recorded heartbeat
+                    # (heartbeats are throttled; a transient failure restarts from the workflow's progress):
+                    # count what is left rather than under-report what was deleted. One count per slice.
+                    remaining = await deleter.count(conn, request.bot_id)
+                    await conn.commit()
+                    progress.deleted = max(progress.deleted, progress.total - remaining)
                 while time.monotonic() < deadline:
                     deleted, progress.cursor = await deleter.delete_batch(
                         conn,
@@ -136,7 +143,7 @@ class BotDataDeleters:
                         break
         except Exception as exc:
             if is_transient(exc):
-                raise as_transient(exc) from exc
+                raise as_transient(exc, progress) from exc
             raise
         # New rows may have arrived after counting; the total is never below what was deleted.
         progress.total = max(progress.total, progress.deleted)

@@ -15,5 +15,6 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, DBAPIError) and exc.connection_invalidated
 
 
-def as_transient(exc: BaseException) -> ApplicationError:
-    return ApplicationError(f"{type(exc).__name__}: {exc}", type=TRANSIENT_ERROR)
+def as_transient(exc: BaseException, *details: object) -> ApplicationError:
+    """`details` travel with the failure, e.g. how far a deleter got, so the next call counts from there."""
+    return ApplicationError(f"{type(exc).__name__}: {exc}", *details, type=TRANSIENT_ERROR)

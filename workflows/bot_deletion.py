@@ -35,6 +35,19 @@ def is_transient(err: ActivityError) -> bool:
     return isinstance(cause, ApplicationError) and cause.type == TRANSIENT_ERROR and not cause.non_retryable
 
 
+def _progress_carried_by(err: ActivityError, known: ServiceProgress) -> ServiceProgress:
+    """A deleter that failed transiently reports how far it got; never step back from what is known."""
+    cause = err.cause
+    if not isinstance(cause, ApplicationError) or not cause.details:
+        return known
+    reported = cause.details[0]
+    if isinstance(reported, dict):
+        reported = ServiceProgress(**reported)
+    if not isinstance(reported, ServiceProgress) or reported.deleted < known.deleted:
+        return known
+    return reported
+
+
 def describe_progress(services: dict[str, ServiceProgress], status: str) -> str:
     """One line for the UI's current details, e.g. 'messages: 420,000 of 1,000,000 deleted; paused'."""
     current = next((name for name, p in services.items() if not p.done), None)
@@ -113,8 +126,9 @@ class BotDeletionWorkflow:
                 # The workflow itself is being cancelled: end as cancelled, not as a poison pill.
                 raise asyncio.CancelledError() from err
             if is_transient(err):
-                # Another round of backoff: transient failures retry without end.
+                # Another round of backoff: transient failures retry without end, from where the call got to.
                 workflow.logger.warning("transient failure deleting %s; retrying: %s", service, err.cause)
+                self._progress[service] = _progress_carried_by(err, self._progress[service])
                 return
             # One operator question at a time: the signals act on the single service in `waiting_on`.
             async with self._operator:

@@ -6,17 +6,23 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
-from lifecycle.contracts import BotDeletionInput, BotDeletionResult
+from lifecycle.contracts import DEFAULT_BATCH_SIZE, BotDeletionInput, BotDeletionResult
 from lifecycle.deletion_starts import BOT_DELETION_WORKFLOW, deletion_search_attributes
 from lifecycle.workflow_ids import bot_deletion_id
 
 
 async def start_bot_deletion(
-    client: Client, task_queue: str, *, bot_id: str, account_id: str, paused: bool = False
+    client: Client,
+    task_queue: str,
+    *,
+    bot_id: str,
+    account_id: str,
+    paused: bool = False,
+    batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> WorkflowHandle[Any, BotDeletionResult]:
     return await client.start_workflow(
         BOT_DELETION_WORKFLOW,
-        BotDeletionInput(bot_id=bot_id, account_id=account_id, paused=paused),
+        BotDeletionInput(bot_id=bot_id, account_id=account_id, paused=paused, batch_size=batch_size),
         id=bot_deletion_id(bot_id),
         task_queue=task_queue,
         result_type=BotDeletionResult,
