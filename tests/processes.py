@@ -85,4 +85,5 @@ class ApiProcess(ChildProcess):
                     return
             except httpx.HTTPError:
                 time.sleep(0.1)
+        self.kill()  # a fixture that fails here never reaches its teardown
         raise AssertionError(f"API did not start:\n{self.log()[-2000:]}")
