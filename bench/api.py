@@ -16,8 +16,8 @@ import httpx
 from temporalio.client import Client
 
 from api.app import create_app
-from bench.servers import bench_servers
 from devstack.seed import seed
+from devstack.throwaway import throwaway_stack
 from lifecycle.deletion_starts import start_bot_deletion
 
 CONCURRENCY = 20
@@ -46,7 +46,8 @@ def _report(name: str, rate: float, latencies: list[float]) -> None:
 
 
 async def main(bots: int) -> None:
-    async with bench_servers() as (settings, env):
+    async with throwaway_stack("bench", durable=True) as stack:
+        settings, env = stack.settings, stack.env
         client: Client = env.client
         seeded = await seed(settings.database_url, settings.storage_path, bots=bots, rows=5)
         headers = {"Authorization": f"Bearer {seeded.api_key}"}

@@ -19,8 +19,8 @@ import psutil
 
 from activities.deleters import SERVICES
 from api.app import create_app
-from bench.servers import bench_servers
 from devstack.seed import asyncpg_dsn, seed
+from devstack.throwaway import throwaway_stack
 from lifecycle.settings import Settings
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -88,7 +88,8 @@ async def _delete_raw(settings: Settings, rows: int) -> float:
 
 
 async def main(rows: int) -> None:
-    async with bench_servers() as (settings, _env):
+    async with throwaway_stack("bench", durable=True) as stack:
+        settings, _env = stack.settings, stack.env
         peak = [0]
         workflow_seconds = await _delete_through_api(settings, rows, peak)
         raw_seconds = await _delete_raw(settings, rows)

@@ -9,23 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import tempfile
 from pathlib import Path
 
 import httpx
 from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
 
 from activities.resources import ActivityResources
 from api.app import create_app
 from devstack.binaries import temporal_cli
 from devstack.history_scenarios import FAULTS, FAULTY, HAPPY, Context, Scenario
-from devstack.ports import free_port
-from devstack.postgres import PostgresServer
-from devstack.smtp_sink import SmtpSink
-from devstack.temporal_server import DEV_SERVER_TUNING
-from lifecycle import search_attributes
-from lifecycle.migrate import upgrade_async
+from devstack.throwaway import throwaway_stack
 from lifecycle.settings import Settings
 from worker import build_worker
 
@@ -70,35 +63,8 @@ async def _run(ctx: Context, address: str, scenarios: list[tuple[str, Scenario]]
 
 async def record(out: Path = HISTORIES) -> None:
     await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="record-histories-") as scratch:
-        root = Path(scratch)
-        postgres = PostgresServer(root / "postgres", free_port(), durable=False)
-        postgres.start()
-        mail = SmtpSink(root / "mail", free_port())
-        mail.start()
-        env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=temporal_cli(),
-            search_attributes=search_attributes.ALL,
-            dev_server_extra_args=DEV_SERVER_TUNING,
-        )
-        try:
-            postgres.create_database("lifecycle")
-            address = env.client.service_client.config.target_host
-            settings = Settings(
-                data_dir=root / "data",
-                database_url=postgres.url("lifecycle"),
-                temporal_address=address,
-                task_queue="record-histories",
-                admin_token=ADMIN,
-                smtp_port=mail.port,
-                mail_dir=mail.directory,
-            )
-            await upgrade_async(settings.database_url)
-            await _record_all(env.client, address, settings, out)
-        finally:
-            await env.shutdown()
-            postgres.stop()
-            mail.stop()
+    async with throwaway_stack("record-histories", admin_token=ADMIN) as stack:
+        await _record_all(stack.env.client, stack.address, stack.settings, out)
 
 
 async def _record_all(client: Client, address: str, settings: Settings, out: Path) -> None:
