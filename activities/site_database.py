@@ -56,10 +56,15 @@ class SiteDatabaseServer:
 
     async def create(self, name: str, password: str) -> None:
         async with self.connect() as admin:
-            if not await admin.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", name):
+            role, database = await admin.fetchrow(
+                "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1),"
+                " EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)",
+                name,
+            )
+            if not role:
                 # DDL takes no bind parameters; the password is URL-safe base64, so it needs no escaping.
                 await admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{password}'")
-            if not await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+            if not database:
                 await admin.execute(f"CREATE DATABASE {name} OWNER {name}")
 
     async def drop(self, name: str) -> None:

@@ -62,9 +62,11 @@ class SiteActivities:
     # --- Bookkeeping
 
     async def _execute(self, sql: str, **params: Any) -> int:
-        async with self._resources.sessionmaker.begin() as session:
-            result = await session.execute(text(sql), params)
-            return int(result.rowcount)  # type: ignore[attr-defined]
+        # One statement is its own transaction: autocommit spares the BEGIN and COMMIT round trips.
+        async with self._resources.engine.connect() as connection:
+            autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
+            result = await autocommit.execute(text(sql), params)
+            return int(result.rowcount)
 
     async def _set_step(self, site_id: str, step: str, status: str) -> None:
         updated = await self._execute(
@@ -97,12 +99,17 @@ class SiteActivities:
 
     @activity.defn(name="save_site_metadata")
     async def save_site_metadata(self, site: SiteRef) -> None:
-        row = await self._site_row(site.site_id)
-        if row.status != "provisioning":
+        # Check and record in one statement; only a refusal reads the row again, to say why.
+        confirmed = await self._execute(
+            'UPDATE sites SET updated_at = now(), steps = steps || \'{"metadata": "done"}\'::jsonb'
+            " WHERE id = :id AND status = 'provisioning'",
+            id=uuid.UUID(site.site_id),
+        )
+        if not confirmed:
+            row = await self._site_row(site.site_id)
             raise ApplicationError(
                 f"site is {row.status}, not provisioning", type="SiteNotProvisioning", non_retryable=True
             )
-        await self._set_step(site.site_id, "metadata", "done")
 
     @activity.defn(name="release_site_domain")
     async def release_site_domain(self, site: SiteRef) -> None:
@@ -155,8 +162,22 @@ class SiteActivities:
 
     @activity.defn(name="bootstrap_site")
     async def bootstrap_site(self, site: SiteRef) -> None:
-        await self._set_step(site.site_id, "bootstrap", "running")
-        row = await self._site_row(site.site_id)
+        # Record the step as running and read what WordPress needs in one round trip.
+        async with self._resources.engine.connect() as connection:
+            autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
+            row = (
+                await autocommit.execute(
+                    text(
+                        "UPDATE sites s SET updated_at = now(),"
+                        ' steps = s.steps || \'{"bootstrap": "running"}\'::jsonb'
+                        " FROM accounts a WHERE a.id = s.account_id AND s.id = :id"
+                        " RETURNING s.name, s.tagline, s.domain, a.email"
+                    ),
+                    {"id": uuid.UUID(site.site_id)},
+                )
+            ).one_or_none()
+        if row is None:
+            raise SiteNotFoundError(site.site_id)
         name = site_database_name(site.site_id)
         install = wordpress_schema.Install(name=row.name, tagline=row.tagline, domain=row.domain, admin_email=row.email)
         async with self._server.connect(name) as connection:

@@ -61,7 +61,10 @@ async def request_bot_deletion(
     Raises Unauthorized for a key that does not (or no longer) open an account.
     """
     workflow_id = bot_deletion_id(bot_id)
-    async with engine.begin() as conn:
+    # A single statement commits on its own: autocommit spares the BEGIN and COMMIT round trips, and the record
+    # is still committed before the workflow starts.
+    async with engine.connect() as connection:
+        conn = await connection.execution_options(isolation_level="AUTOCOMMIT")
         row = (
             await conn.execute(
                 _AUTHORIZE_MARK_RECORD, {"key_hash": key_hash, "bot_id": bot_id, "workflow_id": workflow_id}
