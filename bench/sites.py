@@ -10,27 +10,17 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
-import tempfile
 import time
 import uuid
-from pathlib import Path
 
 import httpx
 from sqlalchemy import text
-from temporalio.testing import WorkflowEnvironment
 
 from activities.resources import ActivityResources
 from activities.sites import SiteActivities
 from api.app import create_app
-from devstack.binaries import temporal_cli
-from devstack.ports import free_port
-from devstack.postgres import PostgresServer
-from devstack.smtp_sink import SmtpSink
-from devstack.temporal_server import DEV_SERVER_TUNING
-from lifecycle import search_attributes
+from devstack.throwaway import throwaway_stack
 from lifecycle.contracts import SITE_STEPS, SiteRef
-from lifecycle.migrate import upgrade_async
-from lifecycle.settings import Settings
 from worker import build_worker
 
 ROUNDS = 15
@@ -106,68 +96,43 @@ async def _all_active(resources: ActivityResources, ids: list[str]) -> None:
 
 
 async def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="bench-sites-") as scratch:
-        root = Path(scratch)
-        postgres = PostgresServer(root / "postgres", free_port(), durable=False)
-        postgres.start()
-        mail = SmtpSink(root / "mail", free_port())
-        mail.start()
-        env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=temporal_cli(),
-            search_attributes=search_attributes.ALL,
-            dev_server_extra_args=DEV_SERVER_TUNING,
-        )
-        try:
-            postgres.create_database("lifecycle")
-            settings = Settings(
-                data_dir=root / "data",
-                database_url=postgres.url("lifecycle"),
-                temporal_address=env.client.service_client.config.target_host,
-                task_queue="bench-sites",
-                admin_token=ADMIN,
-                smtp_port=mail.port,
-                mail_dir=mail.directory,
+    async with throwaway_stack("bench-sites", admin_token=ADMIN) as stack:
+        settings, env = stack.settings, stack.env
+        resources = ActivityResources.create(settings, env.client)
+        app = create_app(settings, temporal_client=env.client)
+        async with (
+            build_worker(env.client, resources, settings),
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bench") as api,
+        ):
+            created = await api.post(
+                "/accounts",
+                json={"name": "Bench", "email": "bench@example.com"},
+                headers={"Authorization": f"Bearer {ADMIN}"},
             )
-            await upgrade_async(settings.database_url)
-            resources = ActivityResources.create(settings, env.client)
-            app = create_app(settings, temporal_client=env.client)
-            async with (
-                build_worker(env.client, resources, settings),
-                app.router.lifespan_context(app),
-                httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bench") as api,
-            ):
-                created = await api.post(
-                    "/accounts",
-                    json={"name": "Bench", "email": "bench@example.com"},
-                    headers={"Authorization": f"Bearer {ADMIN}"},
-                )
-                account = created.json()
-                headers = {"Authorization": f"Bearer {account['api_key']}"}
-                activities = SiteActivities(resources)
-                await _end_to_end(resources, api, headers)  # warm-up: connections, worker caches
-                await _direct(resources, activities, account["id"])
-                e2e = [await _end_to_end(resources, api, headers) for _ in range(ROUNDS)]
-                direct = [await _direct(resources, activities, account["id"]) for _ in range(ROUNDS)]
-                e2e_median, direct_median = statistics.median(e2e), statistics.median(direct)
-                print(f"end to end (POST until active), median of {ROUNDS}: {e2e_median * 1000:.1f} ms")
-                print(f"same four steps in one process, median of {ROUNDS}: {direct_median * 1000:.1f} ms")
-                print(f"overhead ratio: {e2e_median / direct_median:.2f}")
+            account = created.json()
+            headers = {"Authorization": f"Bearer {account['api_key']}"}
+            activities = SiteActivities(resources)
+            await _end_to_end(resources, api, headers)  # warm-up: connections, worker caches
+            await _direct(resources, activities, account["id"])
+            e2e = [await _end_to_end(resources, api, headers) for _ in range(ROUNDS)]
+            direct = [await _direct(resources, activities, account["id"]) for _ in range(ROUNDS)]
+            e2e_median, direct_median = statistics.median(e2e), statistics.median(direct)
+            print(f"end to end (POST until active), median of {ROUNDS}: {e2e_median * 1000:.1f} ms")
+            print(f"same four steps in one process, median of {ROUNDS}: {direct_median * 1000:.1f} ms")
+            print(f"overhead ratio: {e2e_median / direct_median:.2f}")
 
-                started = time.perf_counter()
-                responses = await asyncio.gather(
-                    *(
-                        api.post("/sites", json={"name": "Crowd", "domain": _domain()}, headers=headers)
-                        for _ in range(CONCURRENT)
-                    )
+            started = time.perf_counter()
+            responses = await asyncio.gather(
+                *(
+                    api.post("/sites", json={"name": "Crowd", "domain": _domain()}, headers=headers)
+                    for _ in range(CONCURRENT)
                 )
-                await _all_active(resources, [r.json()["id"] for r in responses])
-                elapsed = time.perf_counter() - started
-                print(f"{CONCURRENT} sites started at once: all active after {elapsed:.2f} s")
-            await resources.engine.dispose()
-        finally:
-            await env.shutdown()
-            postgres.stop()
-            mail.stop()
+            )
+            await _all_active(resources, [r.json()["id"] for r in responses])
+            elapsed = time.perf_counter() - started
+            print(f"{CONCURRENT} sites started at once: all active after {elapsed:.2f} s")
+        await resources.engine.dispose()
 
 
 if __name__ == "__main__":
