@@ -21,11 +21,16 @@ class Alerts:
     @activity.defn(name="raise_alert")
     async def raise_alert(self, alert: AlertInput) -> None:
         body = {"workflow_id": alert.workflow_id, "subject": alert.subject, "reason": alert.reason}
+        info = activity.info()
         async with self._resources.engine.begin() as conn:
             await conn.execute(
-                text("INSERT INTO alerts (workflow_id, subject, reason) VALUES (:workflow_id, :subject, :reason)"),
-                body,
+                text(
+                    "INSERT INTO alerts (workflow_id, subject, reason, raised_by)"
+                    " VALUES (:workflow_id, :subject, :reason, :raised_by) ON CONFLICT (raised_by) DO NOTHING"
+                ),
+                {**body, "raised_by": f"{info.workflow_run_id}/{info.activity_id}"},
             )
+        # Logged and posted on every attempt: a retry after a failed POST must still reach the webhook.
         logger.error("ALERT %s [%s]: %s", alert.workflow_id, alert.subject, alert.reason)
         url = self._resources.settings.alert_webhook_url
         if url:

@@ -146,6 +146,8 @@ class Alert(Base):
     workflow_id: Mapped[str] = mapped_column(String(100), index=True)
     subject: Mapped[str] = mapped_column(String(100))
     reason: Mapped[str] = mapped_column(Text)
+    # The activity that raised it (run and activity id): its retries record one alert, not one per attempt.
+    raised_by: Mapped[str] = mapped_column(String(250), unique=True)
     created_at: Mapped[datetime] = _now_column()
 
 

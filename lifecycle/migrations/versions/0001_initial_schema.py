@@ -33,8 +33,10 @@ def upgrade() -> None:
         sa.Column("workflow_id", sa.String(length=100), nullable=False),
         sa.Column("subject", sa.String(length=100), nullable=False),
         sa.Column("reason", sa.Text(), nullable=False),
+        sa.Column("raised_by", sa.String(length=250), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
         sa.PrimaryKeyConstraint("id"),
+        sa.UniqueConstraint("raised_by"),
     )
     op.create_index(op.f("ix_alerts_workflow_id"), "alerts", ["workflow_id"], unique=False)
     op.create_table(
