@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 
 from sqlalchemy import text
 from temporalio import activity
@@ -39,6 +41,10 @@ class DeletionRecords:
     @activity.defn(name="finish_bot_deletion")
     async def finish_bot_deletion(self, request: FinishBotDeletionInput) -> None:
         """Remove the bot row (if its data is all gone) and record completion; idempotent."""
+        if request.delete_bot_row:
+            # The documents' files are gone by now; their directory goes too (kept if anything is left in it).
+            with contextlib.suppress(OSError):
+                await asyncio.to_thread(os.rmdir, self._resources.settings.storage_path / request.bot_id)
         async with self._resources.engine.begin() as conn:
             if request.delete_bot_row:
                 await conn.execute(text("DELETE FROM bots WHERE id = :bot"), {"bot": request.bot_id})

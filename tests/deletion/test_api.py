@@ -66,6 +66,7 @@ async def test_delete_bot_removes_everything_and_repeats_return_the_same_deletio
     assert status["completed_at"] is not None
     assert set((await remaining_rows(settings.database_url, bot_id)).values()) == {0}
     assert remaining_files(settings.storage_path, bot_id) == 0
+    assert not (settings.storage_path / bot_id).exists()
 
     again = await api.delete(f"/bots/{bot_id}", headers=headers)
     assert again.status_code == 202
