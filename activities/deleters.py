@@ -18,8 +18,7 @@ from temporalio import activity
 
 from activities.errors import as_transient, is_transient
 from activities.resources import ActivityResources
-from lifecycle.contracts import DeleteServiceInput, ServiceProgress
-from workflows.policies import DELETER_SLICE
+from lifecycle.contracts import DELETER_SLICE, DELETION_SERVICES, DeleteServiceInput, ServiceProgress
 
 DELETE_SERVICE_ACTIVITY = "delete_bot_service"
 
@@ -100,7 +99,8 @@ DELETERS: dict[str, TableDeleter] = {
     "knowledge_documents": DocumentDeleter("knowledge_documents"),
     "integrations": TableDeleter("integrations"),
 }
-SERVICES: tuple[str, ...] = tuple(DELETERS)
+# The workflows know the services by name only; the two lists must agree.
+assert tuple(DELETERS) == DELETION_SERVICES, "register every deleter under lifecycle.contracts.DELETION_SERVICES"
 
 
 class BotDataDeleters:

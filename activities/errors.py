@@ -5,8 +5,7 @@ from __future__ import annotations
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from temporalio.exceptions import ApplicationError
 
-# The ApplicationError type the workflows retry without end.
-TRANSIENT_ERROR = "TransientError"
+from lifecycle.contracts import TRANSIENT_ERROR
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -17,10 +17,10 @@ import asyncpg
 import httpx
 import psutil
 
-from activities.deleters import SERVICES
 from api.app import create_app
 from devstack.seed import asyncpg_dsn, seed
 from devstack.throwaway import throwaway_stack
+from lifecycle.contracts import DELETION_SERVICES as SERVICES
 from lifecycle.settings import Settings
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

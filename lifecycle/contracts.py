@@ -3,8 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 # Deletion
+
+# The services a bot owns data in, one deleter each (activities/deleters.py registers them under these names).
+DELETION_SERVICES: tuple[str, ...] = (
+    "conversations",
+    "messages",
+    "analytics_events",
+    "knowledge_documents",
+    "integrations",
+)
+# A deleter call works for at most this long, then returns so the workflow can pause or resize batches.
+DELETER_SLICE = timedelta(seconds=5)
+# The ApplicationError type of infrastructure failures (database down, connection lost): the workflows retry
+# these without end, while anything else that exhausts its retries is a poison pill for an operator.
+TRANSIENT_ERROR = "TransientError"
 
 # Rows per DELETE statement. Measured with the key-range DELETE of activities/deleters.py on the embedded
 # PostgreSQL (2 shared cores, fsync on), 300k messages: 5,000 -> 378k rows/s, 20,000 -> 505k rows/s,

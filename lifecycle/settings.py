@@ -25,7 +25,10 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".data")
     temporal_address: str = f"127.0.0.1:{LOCAL_TEMPORAL_PORT}"
     temporal_namespace: str = "default"
+    # Background work (deletions, the reconciler) and customer-facing work (sites) poll separate task queues,
+    # each with its own worker slots, so a deletion backlog never delays a site someone is waiting for.
     task_queue: str = "lifecycle"
+    site_task_queue: str = "lifecycle-sites"
     database_url: str = f"postgresql+asyncpg://postgres@127.0.0.1:{LOCAL_POSTGRES_PORT}/{LOCAL_DATABASE}"
     # Server on which each site gets its own database and role; the app's own server unless set.
     site_database_url: str | None = None

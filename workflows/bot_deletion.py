@@ -9,11 +9,11 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.deleters import DELETE_SERVICE_ACTIVITY, SERVICES
-    from activities.errors import TRANSIENT_ERROR
     from lifecycle.contracts import (
+        DELETION_SERVICES,
         MAX_BATCH_SIZE,
         MIN_BATCH_SIZE,
+        TRANSIENT_ERROR,
         AlertInput,
         BotDeletionInput,
         BotDeletionResult,
@@ -62,7 +62,7 @@ def describe_progress(services: dict[str, ServiceProgress], status: str) -> str:
 class BotDeletionWorkflow:
     @workflow.init
     def __init__(self, request: BotDeletionInput) -> None:
-        self._progress = {s: replace(request.progress.get(s, ServiceProgress())) for s in SERVICES}
+        self._progress = {s: replace(request.progress.get(s, ServiceProgress())) for s in DELETION_SERVICES}
         self._paused = request.paused
         self._batch_size = request.batch_size
         self._status = ""
@@ -76,7 +76,7 @@ class BotDeletionWorkflow:
         try:
             # The services share nothing, so they are deleted side by side: one service's file unlinks
             # and another's DELETEs use the machine at once.
-            await asyncio.gather(*(self._delete_service(request, service) for service in SERVICES))
+            await asyncio.gather(*(self._delete_service(request, service) for service in DELETION_SERVICES))
             if not all(p.done for p in self._progress.values()):
                 self._continue_as_new(request)
             await workflow.execute_activity(
@@ -107,7 +107,7 @@ class BotDeletionWorkflow:
     async def _delete_slice(self, request: BotDeletionInput, service: str) -> None:
         try:
             self._progress[service] = await workflow.execute_activity(
-                DELETE_SERVICE_ACTIVITY,
+                "delete_bot_service",
                 DeleteServiceInput(
                     workflow_id=workflow.info().workflow_id,
                     bot_id=request.bot_id,
@@ -181,7 +181,7 @@ class BotDeletionWorkflow:
 
     @workflow.signal
     def pause(self) -> None:
-        """Stop after the current slice of batches (at most policies.DELETER_SLICE)."""
+        """Stop after the current slice of batches (at most DELETER_SLICE)."""
         self._paused = True
         if self._waiting_on is None:
             self._set_status("paused")

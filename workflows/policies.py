@@ -18,8 +18,6 @@ DELETER_RETRY = RetryPolicy(
     maximum_interval=timedelta(minutes=1),
     maximum_attempts=POISON_PILL_ATTEMPTS,
 )
-# A deleter call works for at most DELETER_SLICE, then returns so the workflow can pause or resize batches.
-DELETER_SLICE = timedelta(seconds=5)
 # One batch plus the slice; a call running longer than this is stuck, not slow.
 DELETER_START_TO_CLOSE = timedelta(minutes=2)
 # Deleters heartbeat after every batch (tens of ms); 10 s of silence means the worker died, so retry soon.

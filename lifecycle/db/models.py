@@ -8,6 +8,8 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
+    CheckConstraint,
     DateTime,
     ForeignKey,
     Identity,
@@ -20,6 +22,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, AlertDelivery, NotificationState, SiteStatus
 
 
 class Base(DeclarativeBase):
@@ -149,18 +153,45 @@ class Alert(Base):
     # The activity that raised it (run and activity id): its retries record one alert, not one per attempt.
     raised_by: Mapped[str] = mapped_column(String(250), unique=True)
     created_at: Mapped[datetime] = _now_column()
+    # Webhook delivery is best-effort: its outcome is recorded, and it never holds up the operator path.
+    delivery: Mapped[str] = mapped_column(String(20), server_default=AlertDelivery.PENDING.value)
+    delivery_attempts: Mapped[int] = mapped_column(Integer, server_default="0")
+    delivery_error: Mapped[str | None] = mapped_column(Text)
+
+
+class DeletionProgress(Base):
+    """Per-service progress of a deletion, committed with each batch: the API reads it, never a worker."""
+
+    __tablename__ = "deletion_progress"
+
+    workflow_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    service: Mapped[str] = mapped_column(String(50), primary_key=True)
+    deleted: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    total: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    done: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    skipped: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    updated_at: Mapped[datetime] = _now_column()
 
 
 class SentNotification(Base):
-    """One row per notification ever sent, keyed so that retries and resets cannot send it twice."""
+    """One row per notification, keyed so that retries and resets share it.
+
+    Claimed as `sending` before the SMTP call and marked `sent` after it, with no transaction open in
+    between: a crash in that window repeats the send, always with the same `message_id`.
+    """
 
     __tablename__ = "sent_notifications"
+    __table_args__ = (CheckConstraint("state IN ('sending', 'sent')", name="ck_sent_notifications_state"),)
 
     key: Mapped[str] = mapped_column(String(200), primary_key=True)
-    sent_at: Mapped[datetime] = _now_column()
+    message_id: Mapped[str | None] = mapped_column(String(250))
+    state: Mapped[str] = mapped_column(String(20), server_default=NotificationState.SENT.value)
+    claimed_at: Mapped[datetime] = _now_column()
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
-HELD_DOMAIN_STATUSES = ("provisioning", "active", "rolling_back", "deleting")
+def _sql_in(values: tuple[SiteStatus, ...]) -> str:
+    return ", ".join(f"'{value}'" for value in values)
 
 
 class Site(Base):
@@ -171,7 +202,7 @@ class Site(Base):
             "uq_sites_domain_held",
             "domain",
             unique=True,
-            postgresql_where=text("status IN ('provisioning', 'active', 'rolling_back', 'deleting')"),
+            postgresql_where=text(f"status IN ({_sql_in(DOMAIN_HOLDING_SITE_STATUSES)})"),
         ),
         Index(
             "uq_sites_account_idempotency_key",
@@ -180,6 +211,7 @@ class Site(Base):
             unique=True,
             postgresql_where=text("idempotency_key IS NOT NULL"),
         ),
+        CheckConstraint(f"status IN ({_sql_in(tuple(SiteStatus))})", name="ck_sites_status"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
@@ -191,6 +223,8 @@ class Site(Base):
     steps: Mapped[dict[str, str]] = mapped_column(JSONB)
     error: Mapped[str | None] = mapped_column(Text)
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    # Set by DELETE /sites/{id} before anything else: the site ends deleted whatever the creation does.
+    deletion_requested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = _now_column()
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now(), nullable=False

@@ -9,8 +9,8 @@ from typing import TypeVar
 
 import asyncpg
 
-from activities.deleters import SERVICES
 from devstack.seed import asyncpg_dsn
+from lifecycle.contracts import DELETION_SERVICES as SERVICES
 
 T = TypeVar("T")
 

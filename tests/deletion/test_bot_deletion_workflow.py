@@ -14,7 +14,7 @@ from temporalio.exceptions import CancelledError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.deleters import SERVICES
+from lifecycle.contracts import DELETION_SERVICES as SERVICES
 from lifecycle.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
 from tests.deletion.fakes import ROWS_PER_SERVICE, FakeBotServices
 from tests.deletion.helpers import eventually

@@ -1,0 +1,71 @@
+"""Every status the service knows, as StrEnums shared by the SQL, the API schemas and the workflows.
+
+A value is written to `sites.status`, a search attribute or a JSON answer as its plain string, so the
+enum member and the stored text are the same thing; CHECK constraints in the migrations list the same values.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class DeletionState(StrEnum):
+    """A bot or account deletion, as the API and the `LifecycleStatus` search attribute show it."""
+
+    RUNNING = "running"
+    PAUSED = "paused"
+    WAITING_FOR_OPERATOR = "waiting_for_operator"
+    COMPLETED = "completed"
+    # Completed, but an operator skipped a service, so some data (and the bot or account row) remains.
+    INCOMPLETE = "incomplete"
+    # Closed without completing; the data stands where the run left it, and a repeat finishes it.
+    CANCELLED = "cancelled"
+    TERMINATED = "terminated"
+    FAILED = "failed"
+
+
+class SiteStatus(StrEnum):
+    PROVISIONING = "provisioning"
+    ACTIVE = "active"
+    ROLLING_BACK = "rolling_back"
+    ROLLED_BACK = "rolled_back"
+    # An undo failed for good: the site keeps its domain and waits for an operator's `retry`.
+    ROLLBACK_FAILED = "rollback_failed"
+    DELETING = "deleting"
+    DELETED = "deleted"
+
+
+# Statuses in which a site still holds its domain (and possibly a database, role and files).
+DOMAIN_HOLDING_SITE_STATUSES = (
+    SiteStatus.PROVISIONING,
+    SiteStatus.ACTIVE,
+    SiteStatus.ROLLING_BACK,
+    SiteStatus.ROLLBACK_FAILED,
+    SiteStatus.DELETING,
+)
+
+
+class StepStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    COMPENSATING = "compensating"
+    COMPENSATED = "compensated"
+    # The undo failed for good; an operator's `retry` runs it again.
+    COMPENSATION_FAILED = "compensation_failed"
+
+
+class NotificationState(StrEnum):
+    """A claimed notification: `sending` until the SMTP server took it, then `sent`."""
+
+    SENDING = "sending"
+    SENT = "sent"
+
+
+class AlertDelivery(StrEnum):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    # No ALERT_WEBHOOK_URL: the row and the log line are the alert.
+    NOT_CONFIGURED = "not_configured"
