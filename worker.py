@@ -6,12 +6,13 @@ import asyncio
 import logging
 import signal
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
 from datetime import timedelta
+from types import TracebackType
 
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Interceptor, Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.fault_injection import FaultInjectionInterceptor
 from activities.registry import build_activities
@@ -26,11 +27,6 @@ logger = logging.getLogger("worker")
 # Long enough for a deleter to finish its current batch and heartbeat it, so the next worker resumes there.
 GRACEFUL_SHUTDOWN = timedelta(seconds=30)
 
-# The sandbox still blocks non-deterministic calls, but imports every module from outside instead of
-# re-executing it for each new run: the first workflow task of a site creation took 15-20 ms, mostly
-# re-importing the workflow modules (bench.sites). The workflow modules hold only immutable constants.
-WORKFLOW_RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_all_modules())
-
 
 def interceptors_for(settings: Settings) -> Sequence[Interceptor]:
     # An invalid rule raises here, at worker start, rather than when the activity first runs.
@@ -39,15 +35,54 @@ def interceptors_for(settings: Settings) -> Sequence[Interceptor]:
     return []
 
 
-def build_worker(client: Client, resources: ActivityResources, settings: Settings) -> Worker:
-    return Worker(
-        client,
-        task_queue=settings.task_queue,
-        workflows=WORKFLOWS,
-        workflow_runner=WORKFLOW_RUNNER,
-        activities=build_activities(resources),
-        interceptors=interceptors_for(settings),
-        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+def task_queues(settings: Settings) -> list[str]:
+    """The queues this process polls: background work and customer-facing work, each with its own slots."""
+    return list(dict.fromkeys([settings.task_queue, settings.site_task_queue]))
+
+
+class LifecycleWorkers:
+    """One Temporal Worker per task queue in this process, started and stopped together.
+
+    Every worker registers every workflow and activity, so a run works on whichever queue it was started
+    on; what separates the work is which queue the starter chose, and each queue's own worker slots.
+    """
+
+    def __init__(self, workers: list[Worker]) -> None:
+        self.workers = workers
+        self._stack = AsyncExitStack()
+
+    @property
+    def task_queue(self) -> str:
+        """The first queue polled: the one a test or script starts its runs on when it does not care."""
+        return self.workers[0].task_queue
+
+    async def __aenter__(self) -> LifecycleWorkers:
+        async with AsyncExitStack() as stack:
+            for worker in self.workers:
+                await stack.enter_async_context(worker)
+            self._stack = stack.pop_all()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self._stack.aclose()
+
+
+def build_worker(client: Client, resources: ActivityResources, settings: Settings) -> LifecycleWorkers:
+    activities = build_activities(resources)
+    return LifecycleWorkers(
+        [
+            Worker(
+                client,
+                task_queue=queue,
+                workflows=WORKFLOWS,
+                activities=activities,
+                interceptors=interceptors_for(settings),
+                graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+            )
+            for queue in task_queues(settings)
+        ]
     )
 
 
@@ -73,7 +108,7 @@ async def main() -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     worker = build_worker(client, resources, settings)
-    logger.info("worker polling task queue %s", settings.task_queue)
+    logger.info("worker polling task queues %s", ", ".join(task_queues(settings)))
     try:
         async with worker:
             await stop.wait()

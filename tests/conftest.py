@@ -13,7 +13,6 @@ import pytest_asyncio
 from fastapi import FastAPI
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.resources import ActivityResources
 from api.app import create_app
@@ -25,7 +24,7 @@ from devstack.temporal_server import DEV_SERVER_TUNING
 from lifecycle import search_attributes
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
-from worker import build_worker
+from worker import LifecycleWorkers, build_worker
 
 ADMIN_TOKEN = "test-admin-token"
 
@@ -90,6 +89,7 @@ def settings(
         database_url=database_url,
         temporal_address=temporal_client.service_client.config.target_host,
         task_queue=f"test-{uuid.uuid4().hex[:8]}",
+        site_task_queue=f"test-sites-{uuid.uuid4().hex[:8]}",
         smtp_port=smtp_sink.port,
         mail_dir=smtp_sink.directory,
         admin_token=ADMIN_TOKEN,
@@ -97,7 +97,7 @@ def settings(
 
 
 @pytest_asyncio.fixture(scope="session")
-async def worker(settings: Settings, temporal_client: Client) -> AsyncIterator[Worker]:
+async def worker(settings: Settings, temporal_client: Client) -> AsyncIterator[LifecycleWorkers]:
     """A real worker on the session's task queue, polling the dev server for the whole session."""
     resources = ActivityResources.create(settings, temporal_client)
     running = build_worker(temporal_client, resources, settings)

@@ -145,7 +145,7 @@ async def create_site(
                 raise ProblemError(409, f"The domain {body.domain} is already in use by another site.") from None
     if site.status == "provisioning":
         # Also on a repeat: it starts the workflow if the first request died between commit and start.
-        await _start_creation(temporal, settings.task_queue, site)
+        await _start_creation(temporal, settings.site_task_queue, site)
     return _accepted(site, response)
 
 
@@ -213,7 +213,7 @@ async def delete_site(
         await session.refresh(site)
     if site.status == "deleting":
         # Also on a repeat: it starts the teardown if the first request died between commit and start.
-        await _start_deletion(temporal, settings.task_queue, site)
+        await _start_deletion(temporal, settings.site_task_queue, site)
     # Rolling back, rolled back or deleted: nothing left to do.
     return _accepted(site, response)
 

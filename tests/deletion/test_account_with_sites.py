@@ -10,7 +10,6 @@ import httpx
 from fastapi import FastAPI
 from sqlalchemy import text
 from temporalio.client import Client
-from temporalio.worker import Worker
 
 from devstack.smtp_sink import SmtpSink
 from lifecycle.contracts import AccountDeletionResult
@@ -19,6 +18,7 @@ from lifecycle.workflow_ids import account_deletion_id
 from tests.conftest import ApiAccount
 from tests.deletion.helpers import eventually
 from tests.sites.helpers import SiteResources, site_resources
+from worker import LifecycleWorkers
 
 
 async def _active_site(api: httpx.AsyncClient, account: ApiAccount) -> str:
@@ -45,7 +45,7 @@ async def _active_site(api: httpx.AsyncClient, account: ApiAccount) -> str:
 async def test_account_deletion_tears_down_sites_and_mails_counts(
     api: httpx.AsyncClient,
     account: ApiAccount,
-    worker: Worker,
+    worker: LifecycleWorkers,
     temporal_client: Client,
     settings: Settings,
     smtp_sink: SmtpSink,

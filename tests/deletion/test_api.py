@@ -7,12 +7,12 @@ from typing import Any
 
 import httpx
 from temporalio.client import Client
-from temporalio.worker import Worker
 
 from devstack.seed import rows_per_service, seed
 from lifecycle.settings import Settings
 from tests.conftest import ApiAccount
 from tests.deletion.helpers import eventually, remaining_files, remaining_rows
+from worker import LifecycleWorkers
 
 
 async def test_bot_crud_and_isolation(api: httpx.AsyncClient, account: ApiAccount) -> None:
@@ -41,7 +41,7 @@ async def seed_account(api: httpx.AsyncClient) -> dict[str, str]:
 
 
 async def test_delete_bot_removes_everything_and_repeats_return_the_same_deletion(
-    api: httpx.AsyncClient, settings: Settings, worker: Worker, temporal_client: Client
+    api: httpx.AsyncClient, settings: Settings, worker: LifecycleWorkers, temporal_client: Client
 ) -> None:
     seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=3_000)
     headers = {"Authorization": f"Bearer {seeded.api_key}"}

@@ -10,7 +10,6 @@ import httpx
 from fastapi import FastAPI
 from sqlalchemy import text
 from temporalio.client import Client
-from temporalio.worker import Worker
 
 from devstack.smtp_sink import SmtpSink
 from lifecycle.contracts import ReconcileResult
@@ -18,6 +17,7 @@ from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from lifecycle.workflow_types import RECONCILER_WORKFLOW
 from tests.conftest import ApiAccount
+from worker import LifecycleWorkers
 
 CONFIRMATION = "Your account has been deleted"
 
@@ -61,7 +61,7 @@ async def test_reconciler_starts_what_the_api_recorded_but_never_started(
     api: httpx.AsyncClient,
     app: FastAPI,
     account: ApiAccount,
-    worker: Worker,
+    worker: LifecycleWorkers,
     temporal_client: Client,
     settings: Settings,
     smtp_sink: SmtpSink,

@@ -8,7 +8,6 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import pytest
 from temporalio.client import Client
-from temporalio.worker import Worker
 
 from activities.resources import ActivityResources
 from lifecycle.settings import Settings
@@ -16,9 +15,9 @@ from tests.operators.cli import AsyncCli
 
 # A site row as the API records it, for runs started directly.
 from tests.sites.conftest import site_id  # noqa: F401
-from worker import build_worker
+from worker import LifecycleWorkers, build_worker
 
-QueueWorker = Callable[..., AbstractAsyncContextManager[Worker]]
+QueueWorker = Callable[..., AbstractAsyncContextManager[LifecycleWorkers]]
 
 
 @pytest.fixture(scope="session")
@@ -37,8 +36,10 @@ def queue_worker(settings: Settings, temporal_client: Client, task_queue: str) -
     """`async with queue_worker("x=permanent")`: a real worker on `task_queue`, optionally with faults."""
 
     @asynccontextmanager
-    async def start(faults: str | None = None) -> AsyncIterator[Worker]:
-        own = settings.model_copy(update={"fault_injection": faults, "task_queue": task_queue})
+    async def start(faults: str | None = None) -> AsyncIterator[LifecycleWorkers]:
+        own = settings.model_copy(
+            update={"fault_injection": faults, "task_queue": task_queue, "site_task_queue": task_queue}
+        )
         resources = ActivityResources.create(own, temporal_client)
         try:
             async with build_worker(temporal_client, resources, own) as running:

@@ -8,7 +8,6 @@ from typing import Any
 import httpx
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.worker import Worker
 
 from devstack.seed import seed
 from devstack.smtp_sink import SmtpSink
@@ -19,6 +18,7 @@ from tests.deletion.helpers import eventually, remaining_rows
 from tests.operators.cli import AsyncCli
 from tests.operators.starts import start_bot_deletion
 from tests.sites.helpers import scheduled_activities, site_state
+from worker import LifecycleWorkers
 
 
 async def _reset_and_finish(cli: AsyncCli, client: Client, handle: WorkflowHandle[Any, Any], *how: str) -> Any:
@@ -43,7 +43,7 @@ async def test_reset_account_deletion_to_first_task_sends_no_second_email(
     account: ApiAccount,
     temporal_client: Client,
     smtp_sink: SmtpSink,
-    worker: Worker,
+    worker: LifecycleWorkers,
 ) -> None:
     assert (await api.post("/bots", json={"name": "helper"}, headers=account.headers)).status_code == 201
     assert (await api.delete("/account", headers=account.headers)).status_code == 202
@@ -60,7 +60,7 @@ async def test_reset_account_deletion_to_first_task_sends_no_second_email(
 
 
 async def test_reset_bot_deletion_to_last_task_completes_on_deleted_rows(
-    cli: AsyncCli, temporal_client: Client, settings: Settings, worker: Worker
+    cli: AsyncCli, temporal_client: Client, settings: Settings, worker: LifecycleWorkers
 ) -> None:
     seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=200)
     bot_id = seeded.bot_ids[0]
@@ -93,7 +93,7 @@ async def test_reset_site_creation_to_an_event_makes_no_second_database(
     temporal_client: Client,
     settings: Settings,
     smtp_sink: SmtpSink,
-    worker: Worker,
+    worker: LifecycleWorkers,
 ) -> None:
     body = {"name": "Reset me", "domain": f"reset-{account.id[:8]}.example.com"}
     created = await api.post("/sites", json=body, headers=account.headers)

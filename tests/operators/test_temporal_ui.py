@@ -58,7 +58,8 @@ async def _shows(page: Page, text: str) -> bool:
 
 async def test_ui_shows_summary_and_current_details(ui_server: TemporalDevServer, settings: Settings) -> None:
     client = await Client.connect(ui_server.address)
-    own = settings.model_copy(update={"task_queue": f"ui-{uuid.uuid4().hex[:8]}"})
+    queue = f"ui-{uuid.uuid4().hex[:8]}"
+    own = settings.model_copy(update={"task_queue": queue, "site_task_queue": queue})
     seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=100)
     bot_id = seeded.bot_ids[0]
     resources = ActivityResources.create(own, client)

@@ -14,16 +14,15 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.resources import ActivityResources
 from lifecycle.contracts import SITE_STEPS
 from lifecycle.db.engine import make_engine
 from lifecycle.search_attributes import ALL
 from lifecycle.settings import Settings
-from worker import build_worker
+from worker import LifecycleWorkers, build_worker
 
-WorkerFactory = Callable[..., AbstractAsyncContextManager[tuple[Worker, Settings]]]
+WorkerFactory = Callable[..., AbstractAsyncContextManager[tuple[LifecycleWorkers, Settings]]]
 
 
 @pytest.fixture
@@ -31,8 +30,9 @@ def site_worker(settings: Settings) -> WorkerFactory:
     """`async with site_worker(client, "x=permanent") as (worker, settings)`: a worker on its own queue."""
 
     @asynccontextmanager
-    async def start(client: Client, faults: str | None = None) -> AsyncIterator[tuple[Worker, Settings]]:
+    async def start(client: Client, faults: str | None = None) -> AsyncIterator[tuple[LifecycleWorkers, Settings]]:
         own = settings.model_copy(update={"fault_injection": faults, "task_queue": f"sites-{uuid.uuid4().hex[:8]}"})
+        own = own.model_copy(update={"site_task_queue": own.task_queue})
         resources = ActivityResources.create(own, client)
         try:
             async with build_worker(client, resources, own) as running:

@@ -8,11 +8,11 @@ from typing import Any
 
 import httpx
 import pytest
-from temporalio.worker import Worker
 
 from lifecycle.settings import Settings
 from tests.conftest import ApiAccount
 from tests.sites.helpers import site_state
+from worker import LifecycleWorkers
 
 
 def _domain() -> str:
@@ -29,7 +29,7 @@ async def _wait_for(api: httpx.AsyncClient, account: ApiAccount, site_id: str, s
 
 
 async def test_create_then_delete_leaves_nothing(
-    api: httpx.AsyncClient, account: ApiAccount, worker: Worker, settings: Settings
+    api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers, settings: Settings
 ) -> None:
     domain = _domain()
     created = await api.post(
@@ -91,7 +91,9 @@ async def test_invalid_fields_are_422(api: httpx.AsyncClient, account: ApiAccoun
     assert response.status_code == 422
 
 
-async def test_concurrent_posts_for_one_domain_make_one_site(api: httpx.AsyncClient, app: Any, worker: Worker) -> None:
+async def test_concurrent_posts_for_one_domain_make_one_site(
+    api: httpx.AsyncClient, app: Any, worker: LifecycleWorkers
+) -> None:
     domain = _domain()
     accounts = []
     for index in range(8):
@@ -111,7 +113,9 @@ async def test_concurrent_posts_for_one_domain_make_one_site(api: httpx.AsyncCli
     assert statuses == [202] + [409] * 7, [r.text for r in responses]
 
 
-async def test_retries_return_the_same_site(api: httpx.AsyncClient, account: ApiAccount, worker: Worker) -> None:
+async def test_retries_return_the_same_site(
+    api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers
+) -> None:
     body = {"name": "Once", "domain": _domain()}
     headers = {**account.headers, "Idempotency-Key": "create-once-1"}
     first, second = await asyncio.gather(
@@ -131,7 +135,9 @@ async def test_retries_return_the_same_site(api: httpx.AsyncClient, account: Api
     assert reused.status_code == 409
 
 
-async def test_other_accounts_site_is_404(api: httpx.AsyncClient, account: ApiAccount, worker: Worker) -> None:
+async def test_other_accounts_site_is_404(
+    api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers
+) -> None:
     created = await api.post("/sites", json={"name": "Mine", "domain": _domain()}, headers=account.headers)
     site_id = created.json()["id"]
     stranger = await api.post(

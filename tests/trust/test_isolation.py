@@ -11,12 +11,12 @@ import httpx
 import pytest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import Worker
 
 from devstack.seed import asyncpg_dsn
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id, site_deletion_id
 from tests.conftest import ADMIN_HEADERS, ApiAccount
+from worker import LifecycleWorkers
 
 
 async def _stranger(api: httpx.AsyncClient) -> dict[str, str]:
@@ -86,7 +86,9 @@ async def test_other_accounts_bot_is_404_and_untouched(
     assert not await _exists(temporal_client, bot_deletion_id(bot["id"]))
 
 
-async def test_other_accounts_deletion_is_404(api: httpx.AsyncClient, account: ApiAccount, worker: Worker) -> None:
+async def test_other_accounts_deletion_is_404(
+    api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers
+) -> None:
     bot = (await api.post("/bots", json={"name": "doomed"}, headers=account.headers)).json()
     assert (await api.delete(f"/bots/{bot['id']}", headers=account.headers)).status_code == 202
     stranger = await _stranger(api)
@@ -100,7 +102,7 @@ async def test_other_accounts_deletion_is_404(api: httpx.AsyncClient, account: A
 
 
 async def test_other_accounts_site_is_404_and_untouched(
-    api: httpx.AsyncClient, account: ApiAccount, worker: Worker, temporal_client: Client
+    api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers, temporal_client: Client
 ) -> None:
     site = await _active_site(api, account)
     stranger = await _stranger(api)

@@ -13,13 +13,13 @@ from typing import Any
 import asyncpg
 import httpx
 from temporalio.client import Client
-from temporalio.worker import Worker
 
 from devstack.seed import asyncpg_dsn
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id
 from tests.conftest import ADMIN_HEADERS
 from tests.temporal_cli import TemporalCli
+from worker import LifecycleWorkers
 
 
 async def _account(api: httpx.AsyncClient, name: str, email: str) -> tuple[str, dict[str, str]]:
@@ -55,7 +55,7 @@ async def _site_active(api: httpx.AsyncClient, headers: dict[str, str], site_id:
 
 
 async def test_histories_hold_no_email_and_no_name(
-    api: httpx.AsyncClient, worker: Worker, temporal_client: Client, settings: Settings
+    api: httpx.AsyncClient, worker: LifecycleWorkers, temporal_client: Client, settings: Settings
 ) -> None:
     marker = uuid.uuid4().hex[:8]
     people = {
