@@ -2,11 +2,14 @@
 
 `FAULT_INJECTION="bootstrap_site=permanent,create_site_database=transient:3"`:
 - `permanent`: every attempt fails with a non-retryable error;
-- `transient:N`: the first N attempts fail with a retryable error, later ones run normally.
+- `transient:N`: the first N attempts fail with a retryable error, later ones run normally;
+- `delay:S` or `delay:S:N`: every attempt (or the first N) works S seconds longer, heartbeating meanwhile,
+  so that a drill's kill lands inside the step.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +22,12 @@ from temporalio.worker import (
     Interceptor,
 )
 
-_RULE = re.compile(r"^(?P<activity>[A-Za-z_][A-Za-z0-9_]*)=(?:permanent|transient:(?P<count>[0-9]+))$")
+from activities.heartbeat import heartbeating
+
+_RULE = re.compile(
+    r"^(?P<activity>[A-Za-z_][A-Za-z0-9_]*)="
+    r"(?:permanent|transient:(?P<count>[0-9]+)|delay:(?P<seconds>[0-9]+(?:\.[0-9]+)?)(?::(?P<delayed>[0-9]+))?)$"
+)
 
 
 class FaultSpecError(ValueError):
@@ -31,6 +39,17 @@ class FaultRule:
     activity: str
     # None means every attempt fails, without retries.
     failing_attempts: int | None
+    # A `delay` rule: extra seconds of work, on every attempt (delayed_attempts None) or the first N.
+    delay_seconds: float = 0.0
+    delayed_attempts: int | None = None
+
+    async def apply(self, attempt: int) -> None:
+        if self.delay_seconds:
+            if self.delayed_attempts is None or attempt <= self.delayed_attempts:
+                async with heartbeating():
+                    await asyncio.sleep(self.delay_seconds)
+            return
+        self.check(attempt)
 
     def check(self, attempt: int) -> None:
         if self.failing_attempts is None:
@@ -53,14 +72,17 @@ def parse_fault_spec(spec: str) -> dict[str, FaultRule]:
         match = _RULE.match(text)
         if match is None:
             raise FaultSpecError(
-                f"invalid FAULT_INJECTION rule {text!r}: expected `<activity>=permanent` "
-                "or `<activity>=transient:<attempts>`, comma-separated"
+                f"invalid FAULT_INJECTION rule {text!r}: expected `<activity>=permanent`, "
+                "`<activity>=transient:<attempts>` or `<activity>=delay:<seconds>[:<attempts>]`, comma-separated"
             )
         name = match["activity"]
         if name in rules:
             raise FaultSpecError(f"FAULT_INJECTION names {name!r} twice")
-        count = match["count"]
-        rules[name] = FaultRule(name, None if count is None else int(count))
+        count, seconds, delayed = match["count"], match["seconds"], match["delayed"]
+        if seconds is not None:
+            rules[name] = FaultRule(name, 0, float(seconds), None if delayed is None else int(delayed))
+        else:
+            rules[name] = FaultRule(name, None if count is None else int(count))
     if not rules:
         raise FaultSpecError("FAULT_INJECTION is set but holds no rule")
     return rules
@@ -87,5 +109,5 @@ class _FaultyActivities(ActivityInboundInterceptor):
         info = activity.info()
         rule = self._rules.get(info.activity_type)
         if rule is not None:
-            rule.check(info.attempt)
+            await rule.apply(info.attempt)
         return await super().execute_activity(input)

@@ -1,0 +1,38 @@
+"""Heartbeating while a step works, so that what Temporal times is the worker's liveness, not the step's length.
+
+A site step usually takes milliseconds but can block for minutes on a lock or a slow CREATE DATABASE; with
+a heartbeat timeout of a few seconds, a killed worker is noticed in seconds instead of at start-to-close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+
+from temporalio import activity
+
+# Steps and undos heartbeat this often; their heartbeat timeout (site_policies) is a few times longer.
+HEARTBEAT_EVERY = timedelta(seconds=1)
+
+
+@contextlib.asynccontextmanager
+async def heartbeating(details: Callable[[], object] | None = None) -> AsyncIterator[None]:
+    """Heartbeat from a background task for as long as the block runs; `details()` is sent with each beat."""
+
+    async def beat() -> None:
+        while True:
+            if details is None:
+                activity.heartbeat()
+            else:
+                activity.heartbeat(details())
+            await asyncio.sleep(HEARTBEAT_EVERY.total_seconds())
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
