@@ -14,11 +14,18 @@ from api.body_limit import BodySizeLimit
 from api.dependencies import TemporalConnection
 from api.metrics import install_metrics
 from api.problems import document_problems, install_problem_handlers
-from api.routers import account_deletion, accounts, bots, health, sites
+from api.routers import account_deletion, accounts, bots, deletion_status, health, sites
 from lifecycle.db.engine import make_engine, make_sessionmaker
 from lifecycle.settings import Settings, get_settings
 
-ROUTERS = (health.router, accounts.router, bots.router, account_deletion.router, sites.router)
+ROUTERS = (
+    health.router,
+    accounts.router,
+    bots.router,
+    deletion_status.router,
+    account_deletion.router,
+    sites.router,
+)
 
 
 def create_app(settings: Settings | None = None, *, temporal_client: Client | None = None) -> FastAPI:

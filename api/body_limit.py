@@ -1,4 +1,10 @@
-"""Refuse oversized request bodies with 413 before they are read into memory."""
+"""Refuse oversized request bodies with 413 before the application sees them.
+
+A declared Content-Length over the limit is refused at once. Otherwise (chunked bodies included) the body is
+read here, up to the limit, before the application runs: an error raised from inside the application's own
+body parsing would surface as FastAPI's 400, not as a 413. Buffering costs at most the limit (64 KiB by
+default) per request in flight.
+"""
 
 from __future__ import annotations
 
@@ -21,26 +27,37 @@ class BodySizeLimit:
             await self._refuse(scope, receive, send)
             return
 
+        chunks: list[bytes] = []
         received = 0
-
-        async def limited_receive() -> Message:
-            nonlocal received
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise _TooLarge
-            return message
-
-        try:
-            await self.app(scope, limited_receive, send)
-        except _TooLarge:
-            await self._refuse(scope, receive, send)
+            if message["type"] != "http.request":
+                # The client went away before sending the whole body: let the application see that.
+                await self.app(scope, _replay([message], receive), send)
+                return
+            chunk = message.get("body", b"")
+            received += len(chunk)
+            if received > self.max_bytes:
+                await self._refuse(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        await self.app(scope, _replay([body], receive), send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = problem_response(413, f"The request body is larger than {self.max_bytes} bytes.")
         await response(scope, receive, send)
 
 
-class _TooLarge(Exception):
-    pass
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """Hand the buffered messages to the application first, then whatever the server sends next."""
+    pending = list(messages)
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replayed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -13,12 +14,14 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from api.problems import ProblemError
 from api.security import hash_api_key, tokens_equal
 from lifecycle.db.models import Account, ApiKey
+from lifecycle.deletion_status import DESCRIBE_TIMEOUT as STATUS_CONNECT_WAIT
 from lifecycle.settings import Settings
-from lifecycle.temporal_client import connect
+from lifecycle.temporal_client import TemporalUnavailable, connect
 
 _bearer = HTTPBearer(auto_error=False, description="An account API key, or the admin token for admin endpoints.")
 
@@ -26,19 +29,58 @@ _UNAUTHORIZED_HEADERS = {"WWW-Authenticate": "Bearer"}
 
 
 class TemporalConnection:
-    """Connects on first use, so the API starts (and says it is not ready) while Temporal is down."""
+    """Connects on first use and again after a failure, so the API starts (and says it is not ready) while
+    Temporal is down, and recovers by itself once it is back.
+
+    One connection attempt runs at a time, in a task of its own: callers wait for it only as long as they can
+    afford (a status call a few hundred milliseconds, a start a few seconds), and giving up does not abort it.
+    A failure is remembered for RETRY_CONNECT_AFTER, so a flood of requests during an outage does not become
+    a flood of connection attempts.
+    """
+
+    CONNECT_TIMEOUT = 5.0  # seconds an attempt may take before it counts as failed
+    RETRY_CONNECT_AFTER = 1.0  # seconds between attempts while Temporal is down
 
     def __init__(self, settings: Settings, client: Client | None = None) -> None:
         self._settings = settings
         self._client = client
-        self._lock = asyncio.Lock()
+        self._attempt: asyncio.Task[Client] | None = None
+        self._failed_at = 0.0
 
-    async def get(self) -> Client:
-        if self._client is None:
-            async with self._lock:
-                if self._client is None:
-                    self._client = await asyncio.wait_for(connect(self._settings), timeout=5)
-        return self._client
+    async def get(self, wait: float = CONNECT_TIMEOUT) -> Client:
+        if self._client is not None:
+            return self._client
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._current_attempt()), wait)
+        except TimeoutError:
+            raise TemporalUnavailable("still connecting to Temporal") from None
+
+    async def get_or_none(self, wait: float) -> Client | None:
+        """The client if it is (or becomes, within `wait` seconds) connected; None instead of an error."""
+        try:
+            return await self.get(wait)
+        except TemporalUnavailable:
+            return None
+
+    def _current_attempt(self) -> asyncio.Task[Client]:
+        attempt = self._attempt
+        retry_due = time.monotonic() - self._failed_at >= self.RETRY_CONNECT_AFTER
+        if attempt is None or (attempt.done() and attempt.exception() is not None and retry_due):
+            attempt = asyncio.get_running_loop().create_task(self._connect())
+            # Marks the failure as seen even when every caller stopped waiting before it came.
+            attempt.add_done_callback(lambda done: done.cancelled() or done.exception())
+            self._attempt = attempt
+        return attempt
+
+    async def _connect(self) -> Client:
+        try:
+            client = await asyncio.wait_for(connect(self._settings), self.CONNECT_TIMEOUT)
+        except (RuntimeError, OSError, TimeoutError, RPCError) as err:
+            # Client.connect reports a refused or failed connection as a RuntimeError.
+            self._failed_at = time.monotonic()
+            raise TemporalUnavailable(f"cannot connect to Temporal at {self._settings.temporal_address}") from err
+        self._client = client
+        return client
 
 
 def get_settings(request: Request) -> Settings:
@@ -62,10 +104,17 @@ async def get_temporal(request: Request) -> Client:
     return await connection.get()
 
 
+async def get_temporal_if_reachable(request: Request) -> Client | None:
+    """For answers that can do without Temporal: waits for a connection only as long as a status call may."""
+    connection: TemporalConnection = request.app.state.temporal
+    return await connection.get_or_none(wait=STATUS_CONNECT_WAIT.total_seconds())
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[AsyncSession, Depends(get_session)]
 EngineDep = Annotated[AsyncEngine, Depends(get_engine)]
 TemporalDep = Annotated[Client, Depends(get_temporal)]
+ReachableTemporalDep = Annotated[Client | None, Depends(get_temporal_if_reachable)]
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 

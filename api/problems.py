@@ -6,13 +6,17 @@ import logging
 from http import HTTPStatus
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 from temporalio.service import RPCError, RPCStatusCode
+
+from lifecycle.temporal_client import TemporalUnavailable
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 logger = logging.getLogger(__name__)
@@ -59,10 +63,27 @@ def problem_response(
     )
 
 
+# asyncpg's own errors for a server that is unreachable, starting, shutting down or gone mid-query: raised
+# bare by raw asyncpg connections, and wrapped in DBAPIError by SQLAlchemy.
+_DATABASE_DOWN = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.InterfaceError,
+    OSError,
+)
+
+
 def _is_unavailable_database(exc: BaseException) -> bool:
-    if isinstance(exc, OperationalError | InterfaceError):
+    if isinstance(exc, OperationalError | InterfaceError | _DATABASE_DOWN):
         return True
-    return isinstance(exc, DBAPIError) and exc.connection_invalidated
+    if isinstance(exc, DBAPIError):
+        return exc.connection_invalidated or isinstance(exc.orig, _DATABASE_DOWN) or _caused_by_outage(exc.orig)
+    return False
+
+
+def _caused_by_outage(exc: BaseException | None) -> bool:
+    # SQLAlchemy's asyncpg adapter keeps the driver's exception as the cause of `orig`.
+    return exc is not None and isinstance(exc.__cause__, _DATABASE_DOWN)
 
 
 def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
@@ -94,14 +115,24 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(DBAPIError)
     @app.exception_handler(OSError)
     @app.exception_handler(TimeoutError)
+    @app.exception_handler(PoolTimeout)
+    @app.exception_handler(asyncpg.PostgresConnectionError)
+    @app.exception_handler(asyncpg.exceptions.OperatorInterventionError)
+    @app.exception_handler(asyncpg.InterfaceError)
     async def _dependency_down(request: Request, exc: Exception) -> JSONResponse:
         if isinstance(exc, DBAPIError) and not _is_unavailable_database(exc):
             return _internal_error(request, exc)
         logger.warning("dependency unavailable: %s", exc)
         return _unavailable(request, "A backing service is unavailable; retry shortly.")
 
+    @app.exception_handler(TemporalUnavailable)
+    async def _temporal_unreachable(request: Request, exc: TemporalUnavailable) -> JSONResponse:
+        logger.warning("Temporal unavailable: %s", exc)
+        return _unavailable(request, "The workflow service is unavailable; retry shortly.")
+
     @app.exception_handler(RPCError)
     async def _temporal_down(request: Request, exc: RPCError) -> JSONResponse:
+        # UNAVAILABLE: no connection; DEADLINE_EXCEEDED: a connect or call that timed out.
         if exc.status not in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
             return _internal_error(request, exc)
         logger.warning("Temporal unavailable: %s", exc)

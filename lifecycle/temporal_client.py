@@ -5,5 +5,9 @@ from temporalio.client import Client
 from lifecycle.settings import Settings
 
 
+class TemporalUnavailable(Exception):
+    """Temporal cannot be reached right now; the API answers 503 and tries again on a later request."""
+
+
 async def connect(settings: Settings) -> Client:
     return await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)

@@ -18,12 +18,10 @@ from api.dependencies import (
     unknown_api_key,
 )
 from api.problems import ProblemError, problem_responses
-from api.schemas.bots import BotCreate, BotOut, DeletionAccepted, DeletionOut, ServiceCount
+from api.schemas.bots import BotCreate, BotOut, DeletionAccepted
 from api.security import hash_api_key
-from lifecycle.db.models import Bot, DeletionRequest
+from lifecycle.db.models import Bot
 from lifecycle.deletion_requests import Unauthorized, request_bot_deletion
-from lifecycle.deletion_status import bot_deletion_status
-from lifecycle.workflow_ids import bot_deletion_id
 
 router = APIRouter(tags=["bots"])
 
@@ -97,26 +95,4 @@ async def delete_bot(
         workflow_id=accepted.workflow_id,
         status="completed" if accepted.finished else "running",
         status_url=status_url,
-    )
-
-
-@router.get(
-    "/bots/{bot_id}/deletion",
-    response_model=DeletionOut,
-    summary="Progress of a bot's deletion, per service",
-    responses=problem_responses(401, 404),
-)
-async def get_bot_deletion(
-    bot_id: uuid.UUID, caller: CallerDep, session: SessionDep, client: TemporalDep
-) -> DeletionOut:
-    record = await session.get(DeletionRequest, bot_deletion_id(bot_id))
-    if record is None or record.account_id != caller.account_id:
-        raise ProblemError(404, "No deletion was requested for this bot.")
-    view = await bot_deletion_status(client, record.workflow_id)
-    return DeletionOut(
-        workflow_id=record.workflow_id,
-        status=view.status,
-        progress={name: ServiceCount(deleted=p.deleted, total=p.total) for name, p in view.services.items()},
-        requested_at=record.requested_at,
-        completed_at=record.completed_at,
     )

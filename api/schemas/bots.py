@@ -6,6 +6,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.schemas.text import PrintableText
+from lifecycle.deletion_status import ShownStatus
 
 
 class BotCreate(BaseModel):
@@ -31,8 +32,20 @@ class ServiceCount(BaseModel):
 
 
 class DeletionOut(BaseModel):
+    """A deletion as PostgreSQL and the Temporal server know it; no worker is asked."""
+
     workflow_id: str
-    status: str = Field(description="`running`, `paused`, `waiting_for_operator` or `completed`.")
-    progress: dict[str, ServiceCount]
+    status: ShownStatus = Field(
+        description=(
+            "`running`, `paused`, `waiting_for_operator`, `completed`, `incomplete` (an operator skipped a "
+            "service, so some data remains), `cancelled`, `terminated` or `failed`; `unknown` while the "
+            "workflow service does not answer and the deletion has not recorded its completion."
+        )
+    )
+    progress: dict[str, ServiceCount] = Field(description="Rows deleted and found, per service, as committed.")
     requested_at: datetime
     completed_at: datetime | None
+    resume: str | None = Field(
+        description="How to resume a deletion that closed without completing; null otherwise.",
+        examples=["Repeat DELETE /bots/{id} with the account's API key."],
+    )
