@@ -7,6 +7,7 @@ import logging
 import signal
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from datetime import timedelta
 from types import TracebackType
 
@@ -17,6 +18,7 @@ from temporalio.worker import Interceptor, Worker
 from activities.fault_injection import FaultInjectionInterceptor
 from activities.registry import build_activities
 from activities.resources import ActivityResources
+from lifecycle.db.engine import POOL_CAPACITY
 from lifecycle.logging_setup import configure_logging
 from lifecycle.schedules import ensure_reconciler_schedule
 from lifecycle.settings import Settings, get_settings
@@ -33,6 +35,29 @@ def interceptors_for(settings: Settings) -> Sequence[Interceptor]:
     if settings.fault_injection:
         return [FaultInjectionInterceptor.from_spec(settings.fault_injection)]
     return []
+
+
+@dataclass(frozen=True)
+class Slots:
+    workflow_tasks: int
+    activities: int
+
+
+# Every activity holds at most one connection of the process's one SQLAlchemy pool (activities/resources.py)
+# while it runs; site databases are reached over connections of their own. Both queues' activity slots
+# together stay below the pool's capacity, so a backlog of any size waits in Temporal's task queue, where
+# it is visible and fair, rather than in the pool, where a checkout waits 30 s and then fails:
+#   deletions 12 + sites 8 = 20 activity slots  <=  POOL_CAPACITY 30 (pool 10 + overflow 20),
+# and the 10 left over cover the reconciler's and the schedules' short checkouts.
+# Workflow tasks touch no database; their slots bound how much of the one event loop a deletion backlog can
+# take from site work in the same process (300 deletions would otherwise run 100 workflow tasks at once).
+DELETION_SLOTS = Slots(workflow_tasks=10, activities=12)
+SITE_SLOTS = Slots(workflow_tasks=10, activities=8)
+assert DELETION_SLOTS.activities + SITE_SLOTS.activities < POOL_CAPACITY
+
+
+def slots_for(queue: str, settings: Settings) -> Slots:
+    return SITE_SLOTS if queue == settings.site_task_queue else DELETION_SLOTS
 
 
 def task_queues(settings: Settings) -> list[str]:
@@ -80,6 +105,8 @@ def build_worker(client: Client, resources: ActivityResources, settings: Setting
                 activities=activities,
                 interceptors=interceptors_for(settings),
                 graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+                max_concurrent_workflow_tasks=slots_for(queue, settings).workflow_tasks,
+                max_concurrent_activities=slots_for(queue, settings).activities,
             )
             for queue in task_queues(settings)
         ]
