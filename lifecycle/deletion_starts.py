@@ -12,6 +12,7 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from lifecycle.contracts import AccountDeletionInput, BotDeletionInput
+from lifecycle.priorities import deletion_priority
 from lifecycle.search_attributes import ACCOUNT_ID, BOT_ID, LIFECYCLE_STATUS
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from lifecycle.workflow_types import ACCOUNT_DELETION_WORKFLOW, BOT_DELETION_WORKFLOW
@@ -41,6 +42,7 @@ async def start_bot_deletion(client: Client, task_queue: str, *, bot_id: str, ac
             id_conflict_policy=ON_CONFLICT,
             id_reuse_policy=ON_REUSE,
             search_attributes=deletion_search_attributes(account_id, bot_id),
+            priority=deletion_priority(account_id),
             static_summary=f"Delete bot {bot_id}",
             static_details=f"Deletes every row and file of bot {bot_id} (account {account_id}), by service.",
         )
@@ -60,6 +62,7 @@ async def start_account_deletion(client: Client, task_queue: str, *, account_id:
             id_conflict_policy=ON_CONFLICT,
             id_reuse_policy=ON_REUSE,
             search_attributes=deletion_search_attributes(account_id),
+            priority=deletion_priority(account_id),
             static_summary=f"Delete account {account_id}",
             static_details=(
                 f"Deletes every bot of account {account_id} (child workflows), then the account row, "
