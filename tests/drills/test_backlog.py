@@ -1,0 +1,169 @@
+"""A backlog of 300 bot deletions of one account, drained by one worker started after they were all queued.
+
+While it drains: status calls through a real API process stay fast and never answer 5xx (they read PostgreSQL
+and describe, never the worker); a site requested meanwhile becomes active within twice its idle time (sites
+have their own task queue and worker slots); another account's small deletion finishes within a few seconds of
+its idle time (deletions carry their account as fairness key, and the dev server dispatches keys in turn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import httpx
+
+from devstack.seed import seed
+from tests.conftest import ADMIN_TOKEN
+from tests.drills import figures
+from tests.drills.conftest import DrillStack
+from tests.drills.probes import fetchval, rows_left, wait_until
+from tests.processes import ChildProcess
+
+BACKLOG_BOTS = 300
+ROWS_PER_BOT = 20  # small bots: what is measured is dispatch, not deleting
+SMALL_DELETION_ROWS = 300
+# Bounds from issue 10, with absolute slack so that two shared cores do not make the drill flaky.
+SITE_FACTOR, SITE_SLACK_SECONDS = 2.0, 3.0
+SMALL_DELETION_SLACK_SECONDS = 5.0
+# The target is 100 ms; this bound only catches status calls that wait on a worker again (28 s before).
+STATUS_P99_LIMIT_SECONDS = 1.0
+DRAIN_LIMIT_SECONDS = 600.0
+
+
+async def _site_active_seconds(http: httpx.AsyncClient, headers: dict[str, str]) -> float:
+    domain = f"backlog-{uuid.uuid4().hex[:10]}.example.com"
+    started = time.monotonic()
+    created = await http.post("/sites", json={"name": "Backlog", "domain": domain}, headers=headers)
+    assert created.status_code == 202, created.text
+    site_id = created.json()["id"]
+
+    async def active() -> bool:
+        site = (await http.get(f"/sites/{site_id}", headers=headers)).json()
+        assert site["status"] in ("provisioning", "active"), site
+        return bool(site["status"] == "active")
+
+    await wait_until(active, "site became active", limit=DRAIN_LIMIT_SECONDS)
+    return time.monotonic() - started
+
+
+async def _small_deletion_seconds(stack: DrillStack, http: httpx.AsyncClient) -> float:
+    """Another account's 300-row bot, from DELETE until its completion is committed."""
+    small = await seed(stack.settings.database_url, stack.settings.storage_path, bots=1, rows=SMALL_DELETION_ROWS)
+    bot_id = small.bot_ids[0]
+    started = time.monotonic()
+    accepted = await http.delete(f"/bots/{bot_id}", headers={"Authorization": f"Bearer {small.api_key}"})
+    assert accepted.status_code == 202, accepted.text
+
+    async def completed() -> bool:
+        return bool(
+            await fetchval(
+                stack.settings.database_url,
+                "SELECT completed_at IS NOT NULL FROM deletion_requests WHERE workflow_id = $1",
+                accepted.json()["workflow_id"],
+            )
+        )
+
+    await wait_until(completed, "the small deletion completed", limit=DRAIN_LIMIT_SECONDS)
+    return time.monotonic() - started
+
+
+class StatusSampler:
+    """Calls GET /bots/{id}/deletion over the backlog's bots, back to back, recording latency and status."""
+
+    def __init__(self, http: httpx.AsyncClient, headers: dict[str, str], bot_ids: list[str]) -> None:
+        self._http = http
+        self._headers = headers
+        self._bot_ids = bot_ids
+        self.latencies: list[float] = []
+        self.statuses: list[int] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        n = 0
+        while True:
+            bot_id = self._bot_ids[n % len(self._bot_ids)]
+            n += 1
+            started = time.monotonic()
+            response = await self._http.get(f"/bots/{bot_id}/deletion", headers=self._headers)
+            self.latencies.append(time.monotonic() - started)
+            self.statuses.append(response.status_code)
+            await asyncio.sleep(0.02)
+
+    def __enter__(self) -> StatusSampler:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+    def percentile(self, share: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+async def test_backlog_keeps_status_fast_and_other_work_moving(drill_stack: DrillStack) -> None:
+    settings = drill_stack.settings
+    api = drill_stack.api()
+    workers: list[ChildProcess] = [drill_stack.worker("backlog-idle")]
+    try:
+        async with httpx.AsyncClient(base_url=api.url, timeout=60) as http:
+            owner = await http.post(
+                "/accounts",
+                json={"name": "Site owner", "email": f"owner-{uuid.uuid4().hex[:8]}@example.com"},
+                headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            )
+            site_headers = {"Authorization": f"Bearer {owner.json()['api_key']}"}
+            await _site_active_seconds(http, site_headers)  # warm-up: first imports, first site database
+            site_idle = await _site_active_seconds(http, site_headers)
+            small_idle = await _small_deletion_seconds(drill_stack, http)
+            assert workers[0].terminate() == 0, workers[0].log()[-2000:]
+
+            backlog = await seed(settings.database_url, settings.storage_path, bots=BACKLOG_BOTS, rows=ROWS_PER_BOT)
+            headers = {"Authorization": f"Bearer {backlog.api_key}"}
+            for start in range(0, BACKLOG_BOTS, 20):
+                wave = backlog.bot_ids[start : start + 20]
+                answers = await asyncio.gather(*(http.delete(f"/bots/{bot_id}", headers=headers) for bot_id in wave))
+                assert all(answer.status_code == 202 for answer in answers), [a.text for a in answers]
+
+            with StatusSampler(http, headers, backlog.bot_ids) as sampler:
+                drain_started = time.monotonic()
+                workers.append(drill_stack.worker("backlog-drain"))
+                site_busy, small_busy = await asyncio.gather(
+                    _site_active_seconds(http, site_headers), _small_deletion_seconds(drill_stack, http)
+                )
+                left_when_measured = await rows_left(settings.database_url, backlog.bot_ids)
+
+                async def drained() -> bool:
+                    return await rows_left(settings.database_url, backlog.bot_ids) == 0
+
+                await wait_until(drained, "the backlog drained", limit=DRAIN_LIMIT_SECONDS)
+                drain_seconds = time.monotonic() - drain_started
+    finally:
+        for worker in workers:
+            worker.kill()
+        api.terminate()
+
+    p50, p99 = sampler.percentile(0.50), sampler.percentile(0.99)
+    server_errors = [status for status in sampler.statuses if status >= 500]
+    figures.record("backlog of 300 bot deletions drained by one worker", drain_seconds)
+    figures.record(
+        "backlog status call p99",
+        p99,
+        f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {max(sampler.latencies) * 1000:.0f} ms, "
+        f"{len(sampler.latencies)} calls, {len(server_errors)} 5xx",
+    )
+    figures.record("site active during the backlog", site_busy, f"idle {site_idle:.2f} s")
+    figures.record("other account's 300-row deletion during the backlog", small_busy, f"idle {small_idle:.2f} s")
+
+    # The site and the small deletion were measured while the backlog still had rows to delete.
+    assert left_when_measured > 0, "the backlog drained before the measurements ended: nothing was shown"
+    assert not server_errors, f"{len(server_errors)} status calls answered 5xx"
+    assert all(status == 200 for status in sampler.statuses), set(sampler.statuses)
+    assert p99 < STATUS_P99_LIMIT_SECONDS, f"status p99 {p99:.3f} s"
+    assert site_busy <= SITE_FACTOR * site_idle + SITE_SLACK_SECONDS, f"site {site_busy:.2f} s, idle {site_idle:.2f} s"
+    assert small_busy <= small_idle + SMALL_DELETION_SLACK_SECONDS, (
+        f"small deletion {small_busy:.2f} s, idle {small_idle:.2f} s"
+    )
