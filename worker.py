@@ -60,9 +60,17 @@ def slots_for(queue: str, settings: Settings) -> Slots:
     return SITE_SLOTS if queue == settings.site_task_queue else DELETION_SLOTS
 
 
+ROLES = ("deletions", "sites")
+
+
 def task_queues(settings: Settings) -> list[str]:
-    """The queues this process polls: background work and customer-facing work, each with its own slots."""
-    return list(dict.fromkeys([settings.task_queue, settings.site_task_queue]))
+    """The queues this process polls (WORKER_ROLES): background work, customer-facing work, or both."""
+    roles = [role.strip() for role in settings.worker_roles.split(",") if role.strip()]
+    unknown = sorted(set(roles) - set(ROLES))
+    if unknown or not roles:
+        raise ValueError(f"WORKER_ROLES must name deletions, sites or both, got {settings.worker_roles!r}")
+    queues = {"deletions": settings.task_queue, "sites": settings.site_task_queue}
+    return list(dict.fromkeys(queues[role] for role in ROLES if role in roles))
 
 
 class LifecycleWorkers:
@@ -128,7 +136,8 @@ async def main() -> None:
     configure_logging("worker")
     runtime = _runtime(settings)
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace, runtime=runtime)
-    await ensure_reconciler_schedule(client, settings.task_queue)
+    if settings.task_queue in task_queues(settings):
+        await ensure_reconciler_schedule(client, settings.task_queue)
     resources = ActivityResources.create(settings, client)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

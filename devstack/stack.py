@@ -51,9 +51,13 @@ class Stack:
 
     def start_apps(self) -> None:
         child_env = {**os.environ, **self.env}
-        self.apps["worker"] = subprocess.Popen(
-            [sys.executable, str(PROJECT_ROOT / "worker.py")], env=child_env, start_new_session=True
-        )
+        # One worker process per role, as in production: a deletion backlog never takes the sites' CPU.
+        for role in ("deletions", "sites"):
+            self.apps[f"worker-{role}"] = subprocess.Popen(
+                [sys.executable, str(PROJECT_ROOT / "worker.py")],
+                env={**child_env, "WORKER_ROLES": role},
+                start_new_session=True,
+            )
         self.apps["api"] = subprocess.Popen(
             [sys.executable, "-m", "api"], env=child_env, cwd=PROJECT_ROOT, start_new_session=True
         )
@@ -95,7 +99,7 @@ class Stack:
 
     def stop(self) -> None:
         """Stop in reverse order; each step runs even if an earlier one failed, so nothing is orphaned."""
-        apps = [process for process in (self.apps.get("api"), self.apps.get("worker")) if process is not None]
+        apps = [self.apps[name] for name in ("api", "worker-deletions", "worker-sites") if name in self.apps]
         steps: list[Callable[[], None]] = [partial(_terminate, process) for process in apps]
         steps += [self.smtp.stop, self.temporal.stop, self.postgres.stop]
         for step in steps:

@@ -29,6 +29,9 @@ class Settings(BaseSettings):
     # each with its own worker slots, so a deletion backlog never delays a site someone is waiting for.
     task_queue: str = "lifecycle"
     site_task_queue: str = "lifecycle-sites"
+    # Which of the two a worker process polls: `deletions`, `sites`, or both (comma-separated). One process per
+    # role keeps a deletion backlog from taking the CPU of the process that builds the sites people wait for.
+    worker_roles: str = "deletions,sites"
     database_url: str = f"postgresql+asyncpg://postgres@127.0.0.1:{LOCAL_POSTGRES_PORT}/{LOCAL_DATABASE}"
     # Server on which each site gets its own database and role; the app's own server unless set.
     site_database_url: str | None = None

@@ -1,4 +1,4 @@
-"""A backlog of 300 bot deletions of one account, drained by one worker started after they were all queued.
+"""A backlog of 300 bot deletions of one account, drained by workers started after they were all queued.
 
 While it drains: status calls through a real API process stay fast and never answer 5xx (they read PostgreSQL
 and describe, never the worker); a site requested meanwhile becomes active within twice its idle time (sites
@@ -29,7 +29,7 @@ SITE_FACTOR, SITE_SLACK_SECONDS = 2.0, 3.0
 SMALL_DELETION_SLACK_SECONDS = 5.0
 # The target is 100 ms; this bound only catches status calls that wait on a worker again (28 s before).
 STATUS_P99_LIMIT_SECONDS = 1.0
-DRAIN_LIMIT_SECONDS = 600.0
+WAIT_LIMIT_SECONDS = 600.0
 
 
 async def _site_active_seconds(http: httpx.AsyncClient, headers: dict[str, str]) -> float:
@@ -44,7 +44,7 @@ async def _site_active_seconds(http: httpx.AsyncClient, headers: dict[str, str])
         assert site["status"] in ("provisioning", "active"), site
         return bool(site["status"] == "active")
 
-    await wait_until(active, "site became active", limit=DRAIN_LIMIT_SECONDS)
+    await wait_until(active, "site became active", limit=WAIT_LIMIT_SECONDS)
     return time.monotonic() - started
 
 
@@ -65,7 +65,7 @@ async def _small_deletion_seconds(stack: DrillStack, http: httpx.AsyncClient) ->
             )
         )
 
-    await wait_until(completed, "the small deletion completed", limit=DRAIN_LIMIT_SECONDS)
+    await wait_until(completed, "the small deletion completed", limit=WAIT_LIMIT_SECONDS)
     return time.monotonic() - started
 
 
@@ -107,7 +107,11 @@ class StatusSampler:
 async def test_backlog_keeps_status_fast_and_other_work_moving(drill_stack: DrillStack) -> None:
     settings = drill_stack.settings
     api = drill_stack.api()
-    workers: list[ChildProcess] = [drill_stack.worker("backlog-idle")]
+    # One process per role, as `make run` and docker-compose run them.
+    workers: list[ChildProcess] = [
+        drill_stack.worker("backlog-idle-sites", WORKER_ROLES="sites"),
+        drill_stack.worker("backlog-idle-deletions", WORKER_ROLES="deletions"),
+    ]
     try:
         async with httpx.AsyncClient(base_url=api.url, timeout=60) as http:
             owner = await http.post(
@@ -119,7 +123,8 @@ async def test_backlog_keeps_status_fast_and_other_work_moving(drill_stack: Dril
             await _site_active_seconds(http, site_headers)  # warm-up: first imports, first site database
             site_idle = await _site_active_seconds(http, site_headers)
             small_idle = await _small_deletion_seconds(drill_stack, http)
-            assert workers[0].terminate() == 0, workers[0].log()[-2000:]
+            for idle in workers:
+                assert idle.terminate() == 0, idle.log()[-2000:]
 
             backlog = await seed(settings.database_url, settings.storage_path, bots=BACKLOG_BOTS, rows=ROWS_PER_BOT)
             headers = {"Authorization": f"Bearer {backlog.api_key}"}
@@ -129,18 +134,13 @@ async def test_backlog_keeps_status_fast_and_other_work_moving(drill_stack: Dril
                 assert all(answer.status_code == 202 for answer in answers), [a.text for a in answers]
 
             with StatusSampler(http, headers, backlog.bot_ids) as sampler:
-                drain_started = time.monotonic()
-                workers.append(drill_stack.worker("backlog-drain"))
+                rows_before = await rows_left(settings.database_url, backlog.bot_ids)
+                workers.append(drill_stack.worker("backlog-drain-sites", WORKER_ROLES="sites"))
+                workers.append(drill_stack.worker("backlog-drain-deletions", WORKER_ROLES="deletions"))
                 site_busy, small_busy = await asyncio.gather(
                     _site_active_seconds(http, site_headers), _small_deletion_seconds(drill_stack, http)
                 )
                 left_when_measured = await rows_left(settings.database_url, backlog.bot_ids)
-
-                async def drained() -> bool:
-                    return await rows_left(settings.database_url, backlog.bot_ids) == 0
-
-                await wait_until(drained, "the backlog drained", limit=DRAIN_LIMIT_SECONDS)
-                drain_seconds = time.monotonic() - drain_started
     finally:
         for worker in workers:
             worker.kill()
@@ -148,7 +148,7 @@ async def test_backlog_keeps_status_fast_and_other_work_moving(drill_stack: Dril
 
     p50, p99 = sampler.percentile(0.50), sampler.percentile(0.99)
     server_errors = [status for status in sampler.statuses if status >= 500]
-    figures.record("backlog of 300 bot deletions drained by one worker", drain_seconds)
+    figures.record("backlog rows deleted while measured", float(rows_before - left_when_measured), f"of {rows_before}")
     figures.record(
         "backlog status call p99",
         p99,
@@ -158,8 +158,8 @@ async def test_backlog_keeps_status_fast_and_other_work_moving(drill_stack: Dril
     figures.record("site active during the backlog", site_busy, f"idle {site_idle:.2f} s")
     figures.record("other account's 300-row deletion during the backlog", small_busy, f"idle {small_idle:.2f} s")
 
-    # The site and the small deletion were measured while the backlog still had rows to delete.
-    assert left_when_measured > 0, "the backlog drained before the measurements ended: nothing was shown"
+    # The site and the small deletion were measured while the backlog was being drained, not before or after.
+    assert 0 < left_when_measured < rows_before, (left_when_measured, rows_before)
     assert not server_errors, f"{len(server_errors)} status calls answered 5xx"
     assert all(status == 200 for status in sampler.statuses), set(sampler.statuses)
     assert p99 < STATUS_P99_LIMIT_SECONDS, f"status p99 {p99:.3f} s"
