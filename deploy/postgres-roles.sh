@@ -23,6 +23,8 @@ ALTER ROLE temporal WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD :'te
 SELECT format('CREATE DATABASE %I OWNER temporal', name)
   FROM (VALUES ('temporal'), ('temporal_visibility')) AS wanted (name)
   WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = name) \gexec
+-- Only their owner connects: not the application's per-site roles, nor any other role made later.
+REVOKE CONNECT, TEMPORARY ON DATABASE temporal, temporal_visibility FROM PUBLIC;
 SQL
 
 # Temporal's visibility schema needs btree_gin. It is a trusted extension that the owner could create itself,
