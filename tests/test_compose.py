@@ -255,10 +255,16 @@ def test_dynamic_config_enables_fairness(compose_file: dict[str, Any], project_r
     assert dynamic["matching.useNewMatcher"] == [{"value": True}]
 
 
-def test_workers_get_both_task_queues(compose_file: dict[str, Any]) -> None:
-    environment = compose_file["services"]["worker"]["environment"]
-    assert environment["TASK_QUEUE"] == "lifecycle"
-    assert environment["SITE_TASK_QUEUE"] == "lifecycle-sites"
+WORKER_SERVICES = {"worker": "deletions", "site-worker": "sites"}
+
+
+def test_one_worker_service_per_role(compose_file: dict[str, Any]) -> None:
+    for name, role in WORKER_SERVICES.items():
+        environment = compose_file["services"][name]["environment"]
+        assert environment["WORKER_ROLES"] == role
+        assert environment["TASK_QUEUE"] == "lifecycle"
+        assert environment["SITE_TASK_QUEUE"] == "lifecycle-sites"
+    assert compose_file["services"]["api"]["environment"]["SITE_TASK_QUEUE"] == "lifecycle-sites"
     assert "ACCOUNT_DELETION_GRACE" not in json.dumps(compose_file)
 
 
@@ -272,11 +278,12 @@ def test_the_required_services_are_there(compose_file: dict[str, Any]) -> None:
     assert {"api", "worker", "migrate", "mailpit", "prometheus"} <= set(services)
 
 
-def test_worker_scales(compose_file: dict[str, Any]) -> None:
-    worker = compose_file["services"]["worker"]
-    assert "container_name" not in worker
-    assert "ports" not in worker
-    assert worker["command"] == ["python", "worker.py"]
+def test_workers_scale(compose_file: dict[str, Any]) -> None:
+    for name in WORKER_SERVICES:
+        worker = compose_file["services"][name]
+        assert "container_name" not in worker
+        assert "ports" not in worker
+        assert worker["command"] == ["python", "worker.py"]
 
 
 def test_search_attributes_are_registered(compose_file: dict[str, Any], project_root: Path) -> None:
@@ -290,8 +297,9 @@ def test_prometheus_scrapes_api_and_workers(compose_file: dict[str, Any], projec
     config = yaml.safe_load((project_root / mount).read_text())
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
     assert jobs["api"]["static_configs"][0]["targets"] == ["api:8000"]
-    worker_port = int(compose_file["services"]["worker"]["environment"]["WORKER_METRICS_PORT"])
-    assert jobs["worker"]["dns_sd_configs"][0]["port"] == worker_port
+    for name in WORKER_SERVICES:
+        worker_port = int(compose_file["services"][name]["environment"]["WORKER_METRICS_PORT"])
+        assert jobs[name]["dns_sd_configs"][0] == {"names": [name], "type": "A", "port": worker_port}
 
 
 def test_promtool_accepts_the_prometheus_config(project_root: Path) -> None:
