@@ -108,8 +108,10 @@ async def account_deletion_record(session: AsyncSession, account_id: uuid.UUID) 
 async def _view(
     session: AsyncSession, client: Client | None, record: DeletionRequest, *, progress_of: Sequence[str]
 ) -> DeletionView:
-    progress, any_skipped = await _progress(session, progress_of)
-    run = await _run_state(client, record.workflow_id)
+    # The database read and the server's describe are independent: one waits while the other answers.
+    (progress, any_skipped), run = await asyncio.gather(
+        _progress(session, progress_of), _run_state(client, record.workflow_id)
+    )
     if run is _Run.UNANSWERED:
         status: ShownStatus = UNKNOWN
         if record.completed_at is not None:
