@@ -25,9 +25,11 @@ WEBHOOK_ATTEMPTS = 3
 WEBHOOK_BACKOFF_SECONDS = 0.5
 WEBHOOK_TIMEOUT_SECONDS = 5
 
+# Written once per raising activity, whatever its retries; answers whether the webhook already took it.
 _RECORD = text(
     "INSERT INTO alerts (workflow_id, subject, reason, raised_by, delivery)"
-    " VALUES (:workflow_id, :subject, :reason, :raised_by, :delivery) ON CONFLICT (raised_by) DO NOTHING"
+    " VALUES (:workflow_id, :subject, :reason, :raised_by, :delivery)"
+    " ON CONFLICT (raised_by) DO UPDATE SET raised_by = EXCLUDED.raised_by RETURNING delivery"
 )
 _DELIVERY = text(
     "UPDATE alerts SET delivery = :delivery, delivery_attempts = delivery_attempts + :attempts,"
@@ -67,7 +69,7 @@ class Alerts:
         raised_by = f"{info.workflow_run_id}/{info.activity_id}"
         url = self._resources.settings.alert_webhook_url
         async with self._resources.engine.begin() as conn:
-            await conn.execute(
+            recorded = await conn.execute(
                 _RECORD,
                 {
                     **body,
@@ -75,8 +77,9 @@ class Alerts:
                     "delivery": AlertDelivery.PENDING if url else AlertDelivery.NOT_CONFIGURED,
                 },
             )
+            delivered = recorded.scalar_one() == AlertDelivery.DELIVERED
         logger.error("ALERT %s [%s]: %s", alert.workflow_id, alert.subject, alert.reason)
-        if not url:
+        if not url or delivered:
             return
         delivery, attempts, error = await _post(url, body)
         if error is not None:

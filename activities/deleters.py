@@ -108,7 +108,9 @@ assert tuple(DELETERS) == DELETION_SERVICES, "register every deleter under lifec
 _RECORD_PROGRESS = text(
     "INSERT INTO deletion_progress (workflow_id, service, deleted, total, done, skipped)"
     " VALUES (:workflow_id, :service, :deleted, :total, :done, false)"
-    " ON CONFLICT (workflow_id, service) DO UPDATE SET deleted = EXCLUDED.deleted, total = EXCLUDED.total,"
+    # Never backwards: a call of a terminated run may still commit a batch or two before it learns of it.
+    " ON CONFLICT (workflow_id, service) DO UPDATE SET deleted = greatest(deletion_progress.deleted,"
+    " EXCLUDED.deleted), total = greatest(deletion_progress.total, EXCLUDED.total),"
     " done = EXCLUDED.done, skipped = false, updated_at = now()"
 )
 _RECORDED_PROGRESS = text(
@@ -144,6 +146,10 @@ class BotDataDeleters:
                         cursor=cursor,
                         done=deleted < request.batch_size,
                     )
+                    if after.done:
+                        # Nothing of the service is left: every row counted was deleted, by this call or by
+                        # another that overlapped it (a stopped run's last batches).
+                        after.deleted = max(after.deleted, after.total)
                     # New rows may have arrived after counting; the total is never below what was deleted.
                     after.total = max(after.total, after.deleted)
                     await conn.execute(_RECORD_PROGRESS, _progress_row(request, after))

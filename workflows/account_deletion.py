@@ -161,7 +161,6 @@ class AccountDeletionWorkflow:
         self._bots_total = len(set(self._finished) | set(pending))
         self._publish_details()
         for start in range(0, len(pending), request.max_concurrent_bots):
-            await workflow.wait_condition(lambda: not self._paused)
             self._continue_as_new_if_long(request)
             wave = pending[start : start + request.max_concurrent_bots]
             for result in await asyncio.gather(*(self._delete_bot(request, bot_id) for bot_id in wave)):
@@ -300,7 +299,7 @@ class AccountDeletionWorkflow:
 
     @workflow.signal
     async def pause(self) -> None:
-        """No new bot deletions start, and the ones in flight pause after their current slice."""
+        """The bot deletions in flight pause after their current slice, and new ones start paused."""
         self._paused = True
         if self._gate.waiting_on is None:
             self._set_status(DeletionState.PAUSED)
