@@ -125,3 +125,40 @@ async def _status(client: Client, workflow_id: str) -> WorkflowExecutionStatus |
         return (await client.get_workflow_handle(workflow_id).describe()).status
     except Exception:
         return None
+
+
+async def test_a_bot_created_while_the_keys_were_revoked_is_deleted_before_the_account(
+    settings: Settings, temporal_client: Client, smtp_sink: SmtpSink, app: FastAPI
+) -> None:
+    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=100)
+    address = await _fetch(settings, "SELECT email FROM accounts WHERE id = $1::uuid", seeded.account_id)
+    own = own_queue(settings)
+    account = temporal_client.get_workflow_handle(
+        account_deletion_id(seeded.account_id), result_type=AccountDeletionResult
+    )
+    async with app.state.sessionmaker() as session:
+        await request_account_deletion(session, temporal_client, own, account_id=uuid.UUID(seeded.account_id))
+    await account.signal("pause")
+    async with own_worker(own, temporal_client):
+
+        async def listed() -> bool:
+            return await _status(temporal_client, bot_deletion_id(seeded.bot_ids[0])) == WorkflowExecutionStatus.RUNNING
+
+        # The account's bots are listed (its first bot's deletion is open, paused) when the racing
+        # POST /bots commits: it authorized before the keys were revoked.
+        await eventually(listed, "the listed bot's deletion is open")
+        raced = await _fetch(
+            settings,
+            "WITH bot AS (INSERT INTO bots (id, account_id, name) VALUES (gen_random_uuid(), $1::uuid, 'raced')"
+            " RETURNING id), row AS (INSERT INTO messages (bot_id, conversation_ref, body)"
+            " SELECT id, 1, 'hello' FROM bot) SELECT id::text FROM bot",
+            seeded.account_id,
+        )
+        await account.signal("resume")
+        result = await asyncio.wait_for(account.result(), timeout=90)
+
+    assert result.status == "completed" and result.account_row_deleted
+    assert set((await remaining_rows(settings.database_url, str(raced))).values()) == {0}
+    assert await _fetch(settings, "SELECT count(*) FROM bots WHERE account_id = $1::uuid", seeded.account_id) == 0
+    assert await _fetch(settings, "SELECT count(*) FROM accounts WHERE id = $1::uuid", seeded.account_id) == 0
+    assert len(_confirmations(smtp_sink, str(address))) == 1
