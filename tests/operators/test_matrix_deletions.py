@@ -1,7 +1,8 @@
 """The operator-action matrix for deletions (issue 9), driven by the real `temporal` binary.
 
-Bot deletion and account deletion by reset (first task, last task, a task completed in the middle), cancel,
-terminate, by while the run is open and after it finished. Then the API's repeated request, and, where an
+Workflow types (bot deletion, account deletion), crossed with actions (reset to the first task, the last
+task, a task completed in the middle; cancel; terminate), crossed with when (while the run is open, after
+it finished). Then the API's repeated request, and, where an
 operator stopped the run, the reconciler (which must leave a deliberate stop alone). Afterwards nothing of
 the deleted bot or account is left, the account got exactly one confirmation, `deletion_progress` counts
 every seeded row once, and the latest run completed.
