@@ -22,6 +22,7 @@ from lifecycle.contracts import (
     FinishBotDeletionInput,
     FinishBotDeletionResult,
 )
+from lifecycle.statuses import SiteStatus
 
 # The ApplicationError type await_bot_deletion raises when the run it waited for closed without completing
 # (cancelled, terminated, failed): the account deletion then re-drives the bot's deletion.
@@ -103,8 +104,8 @@ class DeletionRecords:
         async with self._resources.engine.begin() as conn:
             # Sites leave tombstones once torn down or rolled back; those go with the account.
             await conn.execute(
-                text("DELETE FROM sites WHERE account_id = :account AND status IN ('deleted', 'rolled_back')"),
-                {"account": request.account_id},
+                text("DELETE FROM sites WHERE account_id = :account AND status = ANY(:tombstones)"),
+                {"account": request.account_id, "tombstones": [SiteStatus.DELETED.value, SiteStatus.ROLLED_BACK.value]},
             )
             # Locks the account row first, so a bot inserted meanwhile (its foreign key takes a share lock
             # on the row) either commits before the count below or fails.
