@@ -11,7 +11,13 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.resources import ActivityResources
+from lifecycle.statuses import SiteStatus
 from lifecycle.workflow_ids import site_creation_id
+
+# Creations still running (an undo is part of the creation's run): cancelled, each rolls itself back.
+_IN_FLIGHT = (SiteStatus.PROVISIONING, SiteStatus.ROLLING_BACK)
+# Once no creation is in flight, the sites that still hold a database, files or a domain.
+_TO_TEAR_DOWN = (SiteStatus.ACTIVE, SiteStatus.DELETING)
 
 # How often a waiting activity looks again, and so how often it heartbeats.
 _POLL_SECONDS = 1.0
@@ -22,11 +28,11 @@ class AccountSites:
     def __init__(self, resources: ActivityResources) -> None:
         self._resources = resources
 
-    async def _site_ids(self, account_id: str, statuses: tuple[str, ...]) -> list[str]:
+    async def _site_ids(self, account_id: str, statuses: tuple[SiteStatus, ...]) -> list[str]:
         async with self._resources.engine.connect() as conn:
             rows = await conn.execute(
                 text("SELECT id FROM sites WHERE account_id = :account AND status = ANY(:statuses) ORDER BY id"),
-                {"account": uuid.UUID(account_id), "statuses": list(statuses)},
+                {"account": uuid.UUID(account_id), "statuses": [status.value for status in statuses]},
             )
             return [str(site_id) for (site_id,) in rows]
 
@@ -35,7 +41,7 @@ class AccountSites:
         """Cancel every creation in flight (each rolls itself back) and wait until all have closed."""
         handles = [
             self._resources.client.get_workflow_handle(site_creation_id(site_id))
-            for site_id in await self._site_ids(account_id, ("provisioning", "rolling_back"))
+            for site_id in await self._site_ids(account_id, _IN_FLIGHT)
         ]
         for handle in handles:
             try:
@@ -52,7 +58,7 @@ class AccountSites:
     @activity.defn(name="list_account_sites")
     async def list_account_sites(self, account_id: str) -> list[str]:
         """Sites that still hold a database, files or a domain once no creation is in flight."""
-        return await self._site_ids(account_id, ("active", "deleting"))
+        return await self._site_ids(account_id, _TO_TEAR_DOWN)
 
     @activity.defn(name="await_site_deletion")
     async def await_site_deletion(self, workflow_id: str) -> None:

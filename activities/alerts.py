@@ -1,7 +1,12 @@
-"""Alerts for operators: a row in `alerts`, an ERROR log line and, if configured, a webhook POST."""
+"""Alerts for operators: a row in `alerts`, an ERROR log line and, if configured, a webhook POST.
+
+The row and the log line are the alert. The webhook is best-effort with bounded retries, and its outcome is
+recorded on the row: a webhook that refuses or is down never holds up the run that is waiting for an operator.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import httpx
@@ -10,8 +15,46 @@ from temporalio import activity
 
 from activities.resources import ActivityResources
 from lifecycle.contracts import AlertInput
+from lifecycle.statuses import AlertDelivery
 
 logger = logging.getLogger("alerts")
+
+# A webhook that fails this often in one activity call (server errors, no connection) is given up on.
+WEBHOOK_ATTEMPTS = 3
+# Pause between attempts, doubled each time: the whole delivery stays within a few seconds.
+WEBHOOK_BACKOFF_SECONDS = 0.5
+WEBHOOK_TIMEOUT_SECONDS = 5
+
+# Written once per raising activity, whatever its retries; answers whether the webhook already took it.
+_RECORD = text(
+    "INSERT INTO alerts (workflow_id, subject, reason, raised_by, delivery)"
+    " VALUES (:workflow_id, :subject, :reason, :raised_by, :delivery)"
+    " ON CONFLICT (raised_by) DO UPDATE SET raised_by = EXCLUDED.raised_by RETURNING delivery"
+)
+_DELIVERY = text(
+    "UPDATE alerts SET delivery = :delivery, delivery_attempts = delivery_attempts + :attempts,"
+    " delivery_error = :error WHERE raised_by = :raised_by"
+)
+
+
+async def _post(url: str, body: dict[str, str]) -> tuple[AlertDelivery, int, str | None]:
+    """(outcome, attempts made, last error). A 4xx is the webhook refusing this alert: not retried."""
+    error: str | None = None
+    async with httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_SECONDS) as client:
+        for attempt in range(1, WEBHOOK_ATTEMPTS + 1):
+            try:
+                response = await client.post(url, json=body)
+            except httpx.HTTPError as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.is_success:
+                    return AlertDelivery.DELIVERED, attempt, None
+                error = f"HTTP {response.status_code}: {response.text[:200]}"
+                if response.is_client_error:
+                    return AlertDelivery.FAILED, attempt, error
+            if attempt < WEBHOOK_ATTEMPTS:
+                await asyncio.sleep(WEBHOOK_BACKOFF_SECONDS * 2 ** (attempt - 1))
+    return AlertDelivery.FAILED, WEBHOOK_ATTEMPTS, error
 
 
 class Alerts:
@@ -20,20 +63,28 @@ class Alerts:
 
     @activity.defn(name="raise_alert")
     async def raise_alert(self, alert: AlertInput) -> None:
+        """Record the alert once per raising activity, log it, then try the webhook; only the database can fail it."""
         body = {"workflow_id": alert.workflow_id, "subject": alert.subject, "reason": alert.reason}
         info = activity.info()
+        raised_by = f"{info.workflow_run_id}/{info.activity_id}"
+        url = self._resources.settings.alert_webhook_url
+        async with self._resources.engine.begin() as conn:
+            recorded = await conn.execute(
+                _RECORD,
+                {
+                    **body,
+                    "raised_by": raised_by,
+                    "delivery": AlertDelivery.PENDING if url else AlertDelivery.NOT_CONFIGURED,
+                },
+            )
+            delivered = recorded.scalar_one() == AlertDelivery.DELIVERED
+        logger.error("ALERT %s [%s]: %s", alert.workflow_id, alert.subject, alert.reason)
+        if not url or delivered:
+            return
+        delivery, attempts, error = await _post(url, body)
+        if error is not None:
+            logger.warning("alert webhook for %s: %s (%s)", alert.workflow_id, error, delivery)
         async with self._resources.engine.begin() as conn:
             await conn.execute(
-                text(
-                    "INSERT INTO alerts (workflow_id, subject, reason, raised_by)"
-                    " VALUES (:workflow_id, :subject, :reason, :raised_by) ON CONFLICT (raised_by) DO NOTHING"
-                ),
-                {**body, "raised_by": f"{info.workflow_run_id}/{info.activity_id}"},
+                _DELIVERY, {"delivery": delivery, "attempts": attempts, "error": error, "raised_by": raised_by}
             )
-        # Logged and posted on every attempt: a retry after a failed POST must still reach the webhook.
-        logger.error("ALERT %s [%s]: %s", alert.workflow_id, alert.subject, alert.reason)
-        url = self._resources.settings.alert_webhook_url
-        if url:
-            async with httpx.AsyncClient(timeout=10) as client:
-                response = await client.post(url, json=body)
-                response.raise_for_status()

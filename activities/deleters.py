@@ -103,51 +103,103 @@ DELETERS: dict[str, TableDeleter] = {
 assert tuple(DELETERS) == DELETION_SERVICES, "register every deleter under lifecycle.contracts.DELETION_SERVICES"
 
 
+# Durable progress, written in the same transaction as each batch's DELETE: the status API reads it without a
+# worker, and a new run of the same workflow id (after a cancel or terminate) counts on from it.
+_RECORD_PROGRESS = text(
+    "INSERT INTO deletion_progress (workflow_id, service, deleted, total, done, skipped)"
+    " VALUES (:workflow_id, :service, :deleted, :total, :done, false)"
+    # Never backwards: a call of a terminated run may still commit a batch or two before it learns of it.
+    " ON CONFLICT (workflow_id, service) DO UPDATE SET deleted = greatest(deletion_progress.deleted,"
+    " EXCLUDED.deleted), total = greatest(deletion_progress.total, EXCLUDED.total),"
+    " done = EXCLUDED.done, skipped = false, updated_at = now()"
+)
+_RECORDED_PROGRESS = text(
+    "SELECT deleted, total FROM deletion_progress WHERE workflow_id = :workflow_id AND service = :service"
+)
+
+
 class BotDataDeleters:
     def __init__(self, resources: ActivityResources) -> None:
         self._resources = resources
 
     @activity.defn(name=DELETE_SERVICE_ACTIVITY)
     async def delete_bot_service(self, request: DeleteServiceInput) -> ServiceProgress:
-        """Delete batches for up to DELETER_SLICE, heartbeating after each; resume from the last heartbeat."""
+        """Delete batches for up to DELETER_SLICE, recording each batch's progress in its own transaction.
+
+        The progress moves on only once its batch has committed, so a failed commit repeats the batch rather
+        than skipping its rows; heartbeats carry a copy of the committed progress.
+        """
         deleter = DELETERS[request.service]
         progress = _resume_point(request.progress)
         deadline = time.monotonic() + DELETER_SLICE.total_seconds()
         try:
             async with self._resources.engine.connect() as conn:
-                if progress.total == 0 and progress.deleted == 0:
-                    progress.total = await deleter.count(conn, request.bot_id)
-                    await conn.commit()
-                else:
-                    # A failed or killed call may have committed batches after its last recorded heartbeat
-                    # (heartbeats are throttled; a transient failure restarts from the workflow's progress):
-                    # count what is left rather than under-report what was deleted. One count per slice.
-                    remaining = await deleter.count(conn, request.bot_id)
-                    await conn.commit()
-                    progress.deleted = max(progress.deleted, progress.total - remaining)
+                progress = await _counted(conn, deleter, request, progress)
+                await conn.commit()
                 while time.monotonic() < deadline:
-                    deleted, progress.cursor = await deleter.delete_batch(
-                        conn,
-                        self._resources.settings.storage_path,
-                        request.bot_id,
-                        progress.cursor,
-                        request.batch_size,
+                    deleted, cursor = await deleter.delete_batch(
+                        conn, self._resources.settings.storage_path, request.bot_id, progress.cursor, request.batch_size
                     )
+                    after = replace(
+                        progress,
+                        deleted=progress.deleted + deleted,
+                        cursor=cursor,
+                        done=deleted < request.batch_size,
+                    )
+                    if after.done:
+                        # Nothing of the service is left: every row counted was deleted, by this call or by
+                        # another that overlapped it (a stopped run's last batches).
+                        after.deleted = max(after.deleted, after.total)
+                    # New rows may have arrived after counting; the total is never below what was deleted.
+                    after.total = max(after.total, after.deleted)
+                    await conn.execute(_RECORD_PROGRESS, _progress_row(request, after))
                     await conn.commit()
-                    progress.deleted += deleted
+                    progress = after
                     # Raises CancelledError here if the workflow cancelled us: the check between batches.
-                    activity.heartbeat(progress)
+                    activity.heartbeat(replace(progress))
                     await asyncio.sleep(0)
-                    if deleted < request.batch_size:
-                        progress.done = True
+                    if progress.done:
                         break
         except Exception as exc:
             if is_transient(exc):
                 raise as_transient(exc, progress) from exc
             raise
-        # New rows may have arrived after counting; the total is never below what was deleted.
-        progress.total = max(progress.total, progress.deleted)
         return progress
+
+
+async def _counted(
+    conn: AsyncConnection, deleter: TableDeleter, request: DeleteServiceInput, given: ServiceProgress
+) -> ServiceProgress:
+    """Where this call starts counting: never below what an earlier run of this workflow id recorded.
+
+    A failed or killed call may have committed batches after its last heartbeat, and a new run after a
+    cancel or terminate starts with no progress at all: the recorded row and a count of what is left
+    settle both. One count per slice.
+    """
+    progress = replace(given)
+    recorded = (
+        await conn.execute(_RECORDED_PROGRESS, {"workflow_id": request.workflow_id, "service": request.service})
+    ).first()
+    if recorded is not None:
+        progress.deleted = max(progress.deleted, int(recorded.deleted))
+        progress.total = max(progress.total, int(recorded.total))
+    remaining = await deleter.count(conn, request.bot_id)
+    if progress.total == 0 and progress.deleted == 0:
+        progress.total = remaining
+    else:
+        progress.deleted = max(progress.deleted, progress.total - remaining)
+        progress.total = max(progress.total, progress.deleted + remaining)
+    return progress
+
+
+def _progress_row(request: DeleteServiceInput, progress: ServiceProgress) -> dict[str, object]:
+    return {
+        "workflow_id": request.workflow_id,
+        "service": request.service,
+        "deleted": progress.deleted,
+        "total": progress.total,
+        "done": progress.done,
+    }
 
 
 def _resume_point(given: ServiceProgress) -> ServiceProgress:

@@ -7,23 +7,50 @@ import contextlib
 import os
 
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
 from temporalio import activity
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 
+from activities.deleters import DELETERS
 from activities.resources import ActivityResources
 from lifecycle.contracts import (
     AwaitBotDeletionInput,
     BotDeletionResult,
     FinishAccountDeletionInput,
     FinishBotDeletionInput,
+    FinishBotDeletionResult,
 )
+from lifecycle.statuses import SiteStatus
+
+# The ApplicationError type await_bot_deletion raises when the run it waited for closed without completing
+# (cancelled, terminated, failed): the account deletion then re-drives the bot's deletion.
+BOT_DELETION_NOT_COMPLETED = "BotDeletionNotCompleted"
 
 # Idempotent: a retry or a reset keeps the first completion time.
 _MARK_COMPLETED = text(
     "UPDATE deletion_requests SET completed_at = coalesce(completed_at, now()) WHERE workflow_id = :workflow_id"
 )
+_RECORD_SKIP = text(
+    "INSERT INTO deletion_progress (workflow_id, service, done, skipped) VALUES (:workflow_id, :service, true, true)"
+    " ON CONFLICT (workflow_id, service) DO UPDATE SET done = true, skipped = true, updated_at = now()"
+)
 
 # How often a waiting activity says it is alive while another run deletes a bot.
 _AWAIT_HEARTBEAT_SECONDS = 10
+
+
+async def _services_with_rows(conn: AsyncConnection, bot_id: str) -> list[str]:
+    """The services that still hold a row of the bot: a writer may have raced the deleters."""
+    found = []
+    for service, deleter in DELETERS.items():
+        row = await conn.execute(
+            text(f"SELECT EXISTS (SELECT FROM {deleter.table} WHERE bot_id = :bot)"), {"bot": bot_id}
+        )
+        if row.scalar_one():
+            found.append(service)
+    return found
 
 
 class DeletionRecords:
@@ -39,26 +66,53 @@ class DeletionRecords:
             return [str(bot_id) for (bot_id,) in rows]
 
     @activity.defn(name="finish_bot_deletion")
-    async def finish_bot_deletion(self, request: FinishBotDeletionInput) -> None:
-        """Remove the bot row (if its data is all gone) and record completion; idempotent."""
-        if request.delete_bot_row:
-            # The documents' files are gone by now; their directory goes too (kept if anything is left in it).
-            with contextlib.suppress(OSError):
-                await asyncio.to_thread(os.rmdir, self._resources.settings.storage_path / request.bot_id)
+    async def finish_bot_deletion(self, request: FinishBotDeletionInput) -> FinishBotDeletionResult:
+        """Check that no service holds a row of the bot, then remove the bot row and record completion.
+
+        Idempotent. Services that still hold rows are returned instead (the workflow deletes them again), and
+        so is a foreign-key failure on the bot row: a writer that raced the check is a reason to go around
+        again, never to retry the same DELETE in silence.
+        """
         async with self._resources.engine.begin() as conn:
-            if request.delete_bot_row:
+            for service in request.skipped_services:
+                await conn.execute(_RECORD_SKIP, {"workflow_id": request.workflow_id, "service": service})
+        if not request.delete_bot_row:
+            return FinishBotDeletionResult()
+        try:
+            async with self._resources.engine.begin() as conn:
+                remaining = await _services_with_rows(conn, request.bot_id)
+                if remaining:
+                    return FinishBotDeletionResult(remaining_services=remaining)
                 await conn.execute(text("DELETE FROM bots WHERE id = :bot"), {"bot": request.bot_id})
-            await conn.execute(_MARK_COMPLETED, {"workflow_id": request.workflow_id})
+                await conn.execute(_MARK_COMPLETED, {"workflow_id": request.workflow_id})
+        except IntegrityError:
+            async with self._resources.engine.connect() as conn:
+                remaining = await _services_with_rows(conn, request.bot_id)
+            activity.logger.warning("rows of bot %s arrived while finishing: %s", request.bot_id, remaining)
+            return FinishBotDeletionResult(remaining_services=remaining or list(DELETERS))
+        # The documents' files are gone by now; their directory goes too (kept if anything is left in it).
+        with contextlib.suppress(OSError):
+            await asyncio.to_thread(os.rmdir, self._resources.settings.storage_path / request.bot_id)
+        return FinishBotDeletionResult(bot_row_deleted=True)
 
     @activity.defn(name="finish_account_deletion")
     async def finish_account_deletion(self, request: FinishAccountDeletionInput) -> bool:
-        """Delete the keys and the account row once no bot or live site remains; return whether it is gone."""
+        """Delete the keys and the account row once no bot or site remains; return whether it is gone.
+
+        Only then is the deletion recorded as completed: the caller sends the confirmation only on True.
+        """
         async with self._resources.engine.begin() as conn:
             # Sites leave tombstones once torn down or rolled back; those go with the account.
             await conn.execute(
-                text("DELETE FROM sites WHERE account_id = :account AND status IN ('deleted', 'rolled_back')"),
-                {"account": request.account_id},
+                text("DELETE FROM sites WHERE account_id = :account AND status = ANY(:tombstones)"),
+                {"account": request.account_id, "tombstones": [SiteStatus.DELETED.value, SiteStatus.ROLLED_BACK.value]},
             )
+            # Locks the account row first, so a bot inserted meanwhile (its foreign key takes a share lock
+            # on the row) either commits before the count below or fails.
+            account = await conn.execute(
+                text("SELECT id FROM accounts WHERE id = :account FOR UPDATE"), {"account": request.account_id}
+            )
+            exists = account.first() is not None
             remaining = await conn.execute(
                 text(
                     "SELECT (SELECT count(*) FROM bots WHERE account_id = :account)"
@@ -68,16 +122,21 @@ class DeletionRecords:
             )
             if remaining.scalar_one() > 0:
                 return False
-            await conn.execute(
-                text("DELETE FROM api_keys WHERE account_id = :account"), {"account": request.account_id}
-            )
-            await conn.execute(text("DELETE FROM accounts WHERE id = :account"), {"account": request.account_id})
+            if exists:
+                await conn.execute(
+                    text("DELETE FROM api_keys WHERE account_id = :account"), {"account": request.account_id}
+                )
+                await conn.execute(text("DELETE FROM accounts WHERE id = :account"), {"account": request.account_id})
             await conn.execute(_MARK_COMPLETED, {"workflow_id": request.workflow_id})
             return True
 
     @activity.defn(name="await_bot_deletion")
     async def await_bot_deletion(self, request: AwaitBotDeletionInput) -> BotDeletionResult:
-        """Wait for a bot deletion that another request started; workflows cannot await a non-child."""
+        """Wait for a bot deletion that another request started; workflows cannot await a non-child.
+
+        A run that closes without completing raises BOT_DELETION_NOT_COMPLETED (not retried here): the
+        account deletion decides, and starts a new run.
+        """
         handle = self._resources.client.get_workflow_handle(request.workflow_id, result_type=BotDeletionResult)
         waiting = asyncio.ensure_future(handle.result())
         try:
@@ -86,5 +145,11 @@ class DeletionRecords:
                 if done:
                     return waiting.result()
                 activity.heartbeat()
+        except WorkflowFailureError as err:
+            raise ApplicationError(
+                f"{request.workflow_id} closed without completing: {err.cause}",
+                type=BOT_DELETION_NOT_COMPLETED,
+                non_retryable=True,
+            ) from err
         finally:
             waiting.cancel()

@@ -1,8 +1,7 @@
-"""The deletion confirmation email, sent at most once per deletion whatever retries or resets happen."""
+"""The deletion confirmation email: sent at least once, always with the same Message-ID (activities/mail.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import smtplib
 from email.message import EmailMessage
 
@@ -10,9 +9,14 @@ from sqlalchemy import text
 from temporalio import activity
 
 from activities.errors import as_transient, is_transient
+from activities.mail import send_once
 from activities.resources import ActivityResources
 from lifecycle.contracts import DeletionEmailInput
 from lifecycle.settings import Settings
+
+_ADDRESS = text("SELECT notify_email FROM deletion_requests WHERE workflow_id = :workflow_id")
+# The address was kept only for this email.
+_FORGET_ADDRESS = text("UPDATE deletion_requests SET notify_email = NULL WHERE workflow_id = :workflow_id")
 
 
 def notification_key(workflow_id: str) -> str:
@@ -32,47 +36,34 @@ def _compose(settings: Settings, to: str, counts: dict[str, int]) -> EmailMessag
     return message
 
 
-def _send(settings: Settings, message: EmailMessage) -> None:
-    with smtplib.SMTP(settings.smtp_host, settings.smtp_port, timeout=30) as smtp:
-        smtp.send_message(message)
-
-
 class Notifications:
     def __init__(self, resources: ActivityResources) -> None:
         self._resources = resources
 
     @activity.defn(name="send_deletion_confirmation")
     async def send_deletion_confirmation(self, request: DeletionEmailInput) -> bool:
-        """Send the confirmation unless already sent; return whether this call sent it.
+        """Send the confirmation unless already sent; return whether this call handed it to the SMTP server.
 
-        The key is inserted, the mail sent, then both committed: a concurrent attempt blocks on the key's
-        row lock, and a failed send rolls the key back so a retry sends it.
+        No transaction is open across the SMTP call (send_once); the address is read from deletion_requests,
+        never carried in history, and forgotten once the message is sent.
         """
         settings = self._resources.settings
+        engine = self._resources.engine
+
+        async def compose() -> EmailMessage | None:
+            async with engine.connect() as conn:
+                to = (await conn.execute(_ADDRESS, {"workflow_id": request.workflow_id})).scalar_one_or_none()
+            if to is None:
+                activity.logger.warning("no confirmation address recorded for %s", request.workflow_id)
+                return None
+            return _compose(settings, to, request.deleted_per_service)
+
         try:
-            async with self._resources.engine.begin() as conn:
-                claimed = await conn.execute(
-                    text("INSERT INTO sent_notifications (key) VALUES (:key) ON CONFLICT DO NOTHING RETURNING key"),
-                    {"key": notification_key(request.workflow_id)},
-                )
-                if claimed.first() is None:
-                    return False
-                address = await conn.execute(
-                    text("SELECT notify_email FROM deletion_requests WHERE workflow_id = :workflow_id"),
-                    {"workflow_id": request.workflow_id},
-                )
-                to = address.scalar_one_or_none()
-                if to is None:
-                    activity.logger.warning("no confirmation address recorded for %s", request.workflow_id)
-                    return False
-                await asyncio.to_thread(_send, settings, _compose(settings, to, request.deleted_per_service))
-                # The address was kept only for this email.
-                await conn.execute(
-                    text("UPDATE deletion_requests SET notify_email = NULL WHERE workflow_id = :workflow_id"),
-                    {"workflow_id": request.workflow_id},
-                )
+            sent = await send_once(engine, settings, notification_key(request.workflow_id), compose)
+            async with engine.begin() as conn:
+                await conn.execute(_FORGET_ADDRESS, {"workflow_id": request.workflow_id})
         except Exception as exc:
             if is_transient(exc) or isinstance(exc, smtplib.SMTPException):
                 raise as_transient(exc) from exc
             raise
-        return True
+        return sent

@@ -1,10 +1,21 @@
-"""The reconciler's one step: start a deletion for every row marked for deletion that lacks one."""
+"""The reconciler's one step: drive on every deletion the database asks for that no run is working on.
+
+The rule (also in the README's runbook):
+- never started (the API died between its commit and the start): started;
+- FAILED or TIMED_OUT (crash-like: nobody chose it): started again, counting on from deletion_progress;
+- CANCELED or TERMINATED: a deliberate operator stop, never overridden here. A repeated `DELETE /bots/{id}`
+  or the admin's `POST /accounts/{id}/deletion` drives it on;
+- COMPLETED while the row remains (an operator skipped a service): the operator's decision, likewise left;
+- RUNNING (or continued as new): nothing to do.
+"""
 
 from __future__ import annotations
 
+import uuid
+
 from sqlalchemy import text
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.resources import ActivityResources
@@ -12,52 +23,68 @@ from lifecycle.contracts import ReconcileResult
 from lifecycle.deletion_starts import start_account_deletion, start_bot_deletion
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 
-# Rows per run; a larger backlog is taken by the next scheduled runs.
-_MAX_ROWS_PER_RUN = 1_000
+# Rows read per page; the run goes through every page, in id order.
+PAGE_SIZE = 500
+_RESTARTED = (WorkflowExecutionStatus.FAILED, WorkflowExecutionStatus.TIMED_OUT)
+# The lowest uuid: the key-set paging starts below every id.
+_FIRST = uuid.UUID(int=0)
 
 
-async def _missing(client: Client, workflow_id: str) -> bool:
-    """True when no execution ever had this id: the API wrote the row but crashed before starting."""
+async def needs_start(client: Client, workflow_id: str) -> bool:
+    """True when no run ever had this id, or the last one failed or timed out (see the module's rule)."""
     try:
-        await client.get_workflow_handle(workflow_id).describe()
+        description = await client.get_workflow_handle(workflow_id).describe()
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             return True
         raise
-    return False
+    return description.status in _RESTARTED
 
 
 class Reconciler:
     def __init__(self, resources: ActivityResources) -> None:
         self._resources = resources
 
+    async def _page(self, sql: str, after: uuid.UUID) -> list[tuple[uuid.UUID, uuid.UUID]]:
+        async with self._resources.engine.connect() as conn:
+            rows = await conn.execute(text(sql), {"after": after, "n": PAGE_SIZE})
+            return [(row[0], row[1]) for row in rows]
+
     @activity.defn(name="reconcile_deletions")
     async def reconcile_deletions(self) -> ReconcileResult:
-        client, queue = self._resources.client, self._resources.settings.task_queue
-        async with self._resources.engine.connect() as conn:
-            bots = (
-                await conn.execute(
-                    text("SELECT id, account_id FROM bots WHERE deletion_requested_at IS NOT NULL LIMIT :n"),
-                    {"n": _MAX_ROWS_PER_RUN},
-                )
-            ).all()
-            accounts = (
-                await conn.execute(
-                    text("SELECT id FROM accounts WHERE deletion_requested_at IS NOT NULL LIMIT :n"),
-                    {"n": _MAX_ROWS_PER_RUN},
-                )
-            ).all()
+        client, settings = self._resources.client, self._resources.settings
         result = ReconcileResult()
-        for bot_id, account_id in bots:
-            if await _missing(client, bot_deletion_id(bot_id)):
-                await start_bot_deletion(client, queue, bot_id=str(bot_id), account_id=str(account_id))
-                result.bot_deletions_started += 1
-            activity.heartbeat()
-        for (account_id,) in accounts:
-            if await _missing(client, account_deletion_id(account_id)):
-                await start_account_deletion(client, queue, account_id=str(account_id))
-                result.account_deletions_started += 1
-            activity.heartbeat()
+        after = _FIRST
+        # Marked bots whose row remains: settled ones are gone (the row goes when the data is gone).
+        while page := await self._page(
+            "SELECT id, account_id FROM bots WHERE deletion_requested_at IS NOT NULL AND id > :after"
+            " ORDER BY id LIMIT :n",
+            after,
+        ):
+            for bot_id, account_id in page:
+                if await needs_start(client, bot_deletion_id(bot_id)):
+                    await start_bot_deletion(
+                        client, settings.task_queue, bot_id=str(bot_id), account_id=str(account_id)
+                    )
+                    result.bot_deletions_started += 1
+                activity.heartbeat()
+            after = page[-1][0]
+        after = _FIRST
+        while page := await self._page(
+            "SELECT id, id FROM accounts WHERE deletion_requested_at IS NOT NULL AND id > :after ORDER BY id LIMIT :n",
+            after,
+        ):
+            for account_id, _ in page:
+                if await needs_start(client, account_deletion_id(account_id)):
+                    await start_account_deletion(
+                        client,
+                        settings.task_queue,
+                        account_id=str(account_id),
+                        site_task_queue=settings.site_task_queue,
+                    )
+                    result.account_deletions_started += 1
+                activity.heartbeat()
+            after = page[-1][0]
         if result.bot_deletions_started or result.account_deletions_started:
-            activity.logger.warning("reconciler started missing deletions: %s", result)
+            activity.logger.warning("reconciler started deletions: %s", result)
         return result

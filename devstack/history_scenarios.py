@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import httpx
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
 
 from devstack.seed import seed
 from lifecycle.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus, SiteProgress
@@ -98,6 +99,21 @@ async def account_deletion_joins_paused_bot(ctx: Context) -> str:
     await bot.signal("resume")
     await account.result()
     return account.id
+
+
+async def bot_deletion_cancelled_then_repeated(ctx: Context) -> str:
+    """An operator cancels an open (paused) bot deletion; the user's repeated DELETE starts a new run, which
+    counts on from deletion_progress and finishes. The latest run is the one exported."""
+    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=200)
+    bot = await _start_bot_deletion(ctx, seeded.bot_ids[0], seeded.account_id, paused=True)
+    headers = {"Authorization": f"Bearer {seeded.api_key}"}
+    (await ctx.api.delete(f"/bots/{seeded.bot_ids[0]}", headers=headers)).raise_for_status()  # joins, marks
+    await _query_until(bot, lambda s: s.status == "paused")
+    await bot.cancel()
+    await _closed(bot)
+    (await ctx.api.delete(f"/bots/{seeded.bot_ids[0]}", headers=headers)).raise_for_status()  # a new run
+    await ctx.client.get_workflow_handle(bot.id).result()
+    return bot.id
 
 
 async def _await_activity(handle: WorkflowHandle, activity: str) -> None:
@@ -211,6 +227,35 @@ async def _next_alert(handle: WorkflowHandle, seen: int) -> bool:
         await asyncio.sleep(0.1)
 
 
+async def account_deletion_incomplete(ctx: Context) -> str:
+    """Every deleter of the account's only bot fails for good: each stuck service is skipped (signals, as tctl
+    sends them), every round; then the account's own question is answered `skip` (an update). The account
+    ends `incomplete`: row kept, no email."""
+    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=200)
+    (await ctx.api.delete("/account", headers={"Authorization": f"Bearer {seeded.api_key}"})).raise_for_status()
+    account = ctx.client.get_workflow_handle(account_deletion_id(seeded.account_id))
+    bot = ctx.client.get_workflow_handle(bot_deletion_id(seeded.bot_ids[0]))
+    while (await account.describe()).status == WorkflowExecutionStatus.RUNNING:
+        if await _waits_for_operator(bot):
+            await bot.signal("skip")
+        elif await _waits_for_operator(account):
+            await account.execute_update("skip")
+        await asyncio.sleep(0.1)
+    return account.id
+
+
+async def _waits_for_operator(handle: WorkflowHandle) -> bool:
+    """Whether the latest run of `handle` is open and waits for an operator (no run yet counts as no)."""
+    try:
+        if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+            return False
+        return (await handle.query("progress", result_type=DeletionStatus)).waiting_on is not None
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+
+
 async def site_creation_rolled_back(ctx: Context) -> str:
     headers = await _account(ctx)
     created = await ctx.api.post(
@@ -229,6 +274,7 @@ HAPPY: list[tuple[str, Scenario]] = [
     ("happy", bot_deletion_happy),
     ("happy", account_deletion_happy),
     ("joins-paused-bot", account_deletion_joins_paused_bot),
+    ("cancelled-then-repeated", bot_deletion_cancelled_then_repeated),
     ("happy", reconciler_happy),
     ("reset", reconciler_reset),
     ("happy", site_creation_happy),
@@ -238,5 +284,6 @@ HAPPY: list[tuple[str, Scenario]] = [
 ]
 FAULTY: list[tuple[str, Scenario]] = [
     ("operator-retry-skip", bot_deletion_operator),
+    ("bot-skipped-incomplete", account_deletion_incomplete),
     ("rolled-back", site_creation_rolled_back),
 ]

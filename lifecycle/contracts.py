@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from lifecycle.statuses import DeletionState
+
 # Deletion
 
 # The services a bot owns data in, one deleter each (activities/deleters.py registers them under these names).
@@ -70,12 +72,16 @@ class DeletionStatus:
     services: dict[str, ServiceProgress]
     batch_size: int
     waiting_on: str | None = None
+    # The last operator message that arrived while nothing waited for one (logged and shown, not acted on).
+    ignored_message: str | None = None
 
 
 @dataclass
 class BotDeletionResult:
     bot_id: str
     services: dict[str, ServiceProgress]
+    # `incomplete` when an operator skipped a service: its rows and the bot row remain.
+    status: DeletionState = DeletionState.COMPLETED
 
 
 @dataclass
@@ -84,12 +90,25 @@ class FinishBotDeletionInput:
     bot_id: str
     # A skipped service leaves rows that reference the bot, so its row must stay too.
     delete_bot_row: bool
+    # Recorded in deletion_progress, so the status API says which services an operator skipped.
+    skipped_services: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FinishBotDeletionResult:
+    """What finishing found: services that still hold rows (a writer raced the deleters) keep the bot row."""
+
+    remaining_services: list[str] = field(default_factory=list)
+    bot_row_deleted: bool = False
 
 
 @dataclass
 class AccountDeletionInput:
     account_id: str
     max_concurrent_bots: int = 4
+    # Child site deletions run on the customer-facing queue (settings.site_task_queue). Empty in runs started
+    # before the field existed: those keep their children on the account deletion's own queue.
+    site_task_queue: str = ""
     # Carried across continue-as-new.
     finished_bot_ids: list[str] = field(default_factory=list)
     totals: dict[str, ServiceProgress] = field(default_factory=dict)
@@ -102,6 +121,8 @@ class AccountDeletionResult:
     bots_deleted: int
     services: dict[str, ServiceProgress]
     account_row_deleted: bool
+    # `incomplete` when an operator chose to stop with data left: the account row stays and no email goes out.
+    status: DeletionState = DeletionState.COMPLETED
 
 
 @dataclass

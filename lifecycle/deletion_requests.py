@@ -16,6 +16,7 @@ from temporalio.client import Client
 
 from lifecycle.db.models import Account, ApiKey, DeletionRequest
 from lifecycle.deletion_starts import start_account_deletion, start_bot_deletion
+from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 
 
@@ -77,14 +78,19 @@ async def request_bot_deletion(
         if row.recorded_for != row.account_id:
             return None
         return Accepted(workflow_id, finished=bool(row.finished))
-    going = await start_bot_deletion(client, task_queue, bot_id=str(bot_id), account_id=str(row.account_id))
-    return Accepted(workflow_id, finished=not going)
+    # The bot row still exists, so its data may too: start a run, or join the open one (see ON_REUSE).
+    await start_bot_deletion(client, task_queue, bot_id=str(bot_id), account_id=str(row.account_id))
+    return Accepted(workflow_id, finished=False)
 
 
 async def request_account_deletion(
-    session: AsyncSession, client: Client, task_queue: str, *, account_id: uuid.UUID
+    session: AsyncSession, client: Client, settings: Settings, *, account_id: uuid.UUID
 ) -> Accepted:
-    """Sign the account out (revoke every key), mark and record it, then start its deletion."""
+    """Sign the account out (revoke every key), mark and record it, then start its deletion.
+
+    Also the admin's re-drive: repeating it while the account row exists starts a new run after one that
+    closed without completing, or joins the open one.
+    """
     workflow_id = account_deletion_id(account_id)
     email = (await session.execute(select(Account.email).where(Account.id == account_id))).scalar_one()
     await session.execute(
@@ -101,5 +107,24 @@ async def request_account_deletion(
         .on_conflict_do_nothing(index_elements=[DeletionRequest.workflow_id])
     )
     await session.commit()
-    going = await start_account_deletion(client, task_queue, account_id=str(account_id))
-    return Accepted(workflow_id, finished=not going)
+    await start_account_deletion(
+        client, settings.task_queue, account_id=str(account_id), site_task_queue=settings.site_task_queue
+    )
+    return Accepted(workflow_id, finished=False)
+
+
+async def redrive_account_deletion(
+    session: AsyncSession, client: Client, settings: Settings, *, account_id: uuid.UUID
+) -> Accepted | None:
+    """The admin's start-or-join of an account deletion; None if the account neither exists nor was deleted.
+
+    The account's own keys are revoked once its deletion is requested, so this is how a run that closed
+    without completing (cancelled, terminated, failed, or ended `incomplete` by an operator) is driven on.
+    """
+    if await session.get(Account, account_id) is not None:
+        return await request_account_deletion(session, client, settings, account_id=account_id)
+    record = await session.get(DeletionRequest, account_deletion_id(account_id))
+    if record is None:
+        return None
+    # The row goes only when nothing of the account remains: that deletion is done.
+    return Accepted(record.workflow_id, finished=True)

@@ -1,18 +1,24 @@
-"""Deleting an account: every bot as a child deletion (bounded concurrency), the account row, one email."""
+"""Deleting an account: every bot as a child deletion (bounded concurrency), its sites, then, only once
+nothing of it remains, the account row and one email."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from activities.account_sites import AccountSites
+    from activities.deletion_records import BOT_DELETION_NOT_COMPLETED, DeletionRecords
+    from activities.notifications import Notifications
     from lifecycle.contracts import (
         AccountDeletionInput,
         AccountDeletionResult,
+        AlertInput,
         AwaitBotDeletionInput,
         BotDeletionInput,
         BotDeletionResult,
@@ -23,7 +29,9 @@ with workflow.unsafe.imports_passed_through():
         SiteDeletionInput,
     )
     from lifecycle.deletion_starts import ON_REUSE, deletion_search_attributes
+    from lifecycle.priorities import deletion_priority
     from lifecycle.search_attributes import LIFECYCLE_STATUS, site_search_attributes
+    from lifecycle.statuses import DeletionState, SiteStatus
     from lifecycle.workflow_ids import bot_deletion_id, site_deletion_id
     from lifecycle.workflow_types import (
         ACCOUNT_DELETION_WORKFLOW,
@@ -31,13 +39,23 @@ with workflow.unsafe.imports_passed_through():
         SITE_DELETION_WORKFLOW,
     )
     from workflows import policies
+    from workflows.operator_gate import Decision, OperatorGate
+
+# Patch: the account row goes, and the email with it, only once nothing of the account remains; otherwise
+# bots and sites are listed and deleted again, then an operator decides. Older runs replay the old path.
+VERIFY_ACCOUNT_EMPTY = "verify-account-empty"
 
 
-def _add(totals: dict[str, ServiceProgress], services: dict[str, ServiceProgress]) -> None:
+def _add(totals: dict[str, ServiceProgress], services: dict[str, ServiceProgress], sign: int = 1) -> None:
     for name, progress in services.items():
         total = totals.setdefault(name, ServiceProgress())
-        total.deleted += progress.deleted
-        total.total += progress.total
+        total.deleted += sign * progress.deleted
+        total.total += sign * progress.total
+
+
+def _redrive_backoff(attempt: int) -> timedelta:
+    backoff = policies.CHILD_REDRIVE_BACKOFF * 2 ** (attempt - 1)
+    return min(backoff, policies.CHILD_REDRIVE_BACKOFF_CAP)
 
 
 @workflow.defn(name=ACCOUNT_DELETION_WORKFLOW)
@@ -47,83 +65,152 @@ class AccountDeletionWorkflow:
         self._finished = list(request.finished_bot_ids)
         self._totals = {name: replace(p) for name, p in request.totals.items()}
         self._bots_total = len(self._finished)
-        self._status = "running"
+        self._status = DeletionState.RUNNING
+        self._paused = False
+        # Bot deletions in flight (children, or runs a DELETE /bots started that we wait for): the operator's
+        # messages to the account reach them.
+        self._bot_runs: set[str] = set()
+        # What each bot deletion of this run counted, so a bot deleted again is not counted twice.
+        self._counted: dict[str, dict[str, ServiceProgress]] = {}
+        self._gate = OperatorGate()
 
     @workflow.run
     async def run(self, request: AccountDeletionInput) -> AccountDeletionResult:
-        workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set("running")])
+        workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(DeletionState.RUNNING.value)])
         self._publish_details()
-        bot_ids = await workflow.execute_activity(
-            "list_account_bots",
-            request.account_id,
-            result_type=list[str],
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            retry_policy=policies.STEP_RETRY,
-            summary=f"list the bots of account {request.account_id}",
-        )
-        pending = [bot_id for bot_id in bot_ids if bot_id not in set(self._finished)]
-        self._bots_total = len(self._finished) + len(pending)
-        self._publish_details()
-        for start in range(0, len(pending), request.max_concurrent_bots):
-            self._continue_as_new_if_long(request)
-            wave = pending[start : start + request.max_concurrent_bots]
-            for result in await asyncio.gather(*(self._delete_bot(request, bot_id) for bot_id in wave)):
-                _add(self._totals, result.services)
-                self._finished.append(result.bot_id)
-            self._publish_details()
-
+        listed = await self._list_bots(request)
+        await self._delete_bots(request, [bot_id for bot_id in listed if bot_id not in set(self._finished)])
         await self._delete_sites(request)
 
-        row_deleted = await workflow.execute_activity(
-            "finish_account_deletion",
-            FinishAccountDeletionInput(workflow_id=workflow.info().workflow_id, account_id=request.account_id),
-            result_type=bool,
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            retry_policy=policies.STEP_RETRY,
-            summary=f"delete the keys and row of account {request.account_id}",
-        )
-        await workflow.execute_activity(
-            "send_deletion_confirmation",
+        if not workflow.patched(VERIFY_ACCOUNT_EMPTY):
+            row_deleted = await self._finish(request)
+        elif not (row_deleted := await self._finish_once_empty(request)):
+            # An operator chose to stop with data left: the account stays, and nobody is told it is gone.
+            return self._close(request, DeletionState.INCOMPLETE, row_deleted=False)
+        await workflow.execute_activity_method(
+            Notifications.send_deletion_confirmation,
             DeletionEmailInput(
                 workflow_id=workflow.info().workflow_id,
                 deleted_per_service={name: p.deleted for name, p in self._totals.items()},
             ),
-            result_type=bool,
             start_to_close_timeout=policies.STEP_TIMEOUT,
             retry_policy=policies.STEP_RETRY,
             summary="email the deletion confirmation (once)",
         )
-        self._status = "completed"
-        workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set("completed")])
-        self._publish_details()
+        return self._close(request, DeletionState.COMPLETED, row_deleted=row_deleted)
+
+    def _close(
+        self, request: AccountDeletionInput, status: DeletionState, *, row_deleted: bool
+    ) -> AccountDeletionResult:
+        self._set_status(status)
         return AccountDeletionResult(
             account_id=request.account_id,
             bots_deleted=len(self._finished),
             services=self._totals,
             account_row_deleted=row_deleted,
+            status=status,
         )
 
+    async def _finish(self, request: AccountDeletionInput) -> bool:
+        return await workflow.execute_activity_method(
+            DeletionRecords.finish_account_deletion,
+            FinishAccountDeletionInput(workflow_id=workflow.info().workflow_id, account_id=request.account_id),
+            start_to_close_timeout=policies.STEP_TIMEOUT,
+            retry_policy=policies.STEP_RETRY,
+            summary=f"delete the keys and row of account {request.account_id} if nothing of it remains",
+        )
+
+    async def _finish_once_empty(self, request: AccountDeletionInput) -> bool:
+        """True once the account row is gone; False if an operator skipped with something left."""
+        rounds = 0
+        while not await self._finish(request):
+            # Something remains: a bot an operator skipped, a bot created while the keys were being revoked,
+            # a leftover site. List again and delete again; after a few rounds, an operator decides.
+            rounds += 1
+            if rounds >= policies.FINISH_ROUNDS:
+                rounds = 0
+                if await self._ask_operator(request) == Decision.SKIP:
+                    return False
+            await self._delete_bots(request, await self._list_bots(request))
+            await self._delete_sites(request)
+        return True
+
+    async def _ask_operator(self, request: AccountDeletionInput) -> Decision:
+        alert = AlertInput(
+            workflow_id=workflow.info().workflow_id,
+            subject="account deletion: data remains",
+            reason=f"bots or sites of account {request.account_id} remained after "
+            f"{policies.FINISH_ROUNDS} rounds of deleting; `retry` goes around again, `skip` ends it incomplete",
+        )
+        decision = await self._gate.ask(
+            "remaining bots or sites", alert, lambda: self._set_status(DeletionState.WAITING_FOR_OPERATOR)
+        )
+        self._set_status(DeletionState.PAUSED if self._paused else DeletionState.RUNNING)
+        return decision
+
+    async def _list_bots(self, request: AccountDeletionInput) -> list[str]:
+        return await workflow.execute_activity_method(
+            DeletionRecords.list_account_bots,
+            request.account_id,
+            start_to_close_timeout=policies.STEP_TIMEOUT,
+            retry_policy=policies.STEP_RETRY,
+            summary=f"list the bots of account {request.account_id}",
+        )
+
+    async def _delete_bots(self, request: AccountDeletionInput, pending: list[str]) -> None:
+        self._bots_total = len(set(self._finished) | set(pending))
+        self._publish_details()
+        for start in range(0, len(pending), request.max_concurrent_bots):
+            self._continue_as_new_if_long(request)
+            wave = pending[start : start + request.max_concurrent_bots]
+            for result in await asyncio.gather(*(self._delete_bot(request, bot_id) for bot_id in wave)):
+                if result.bot_id in self._counted:
+                    _add(self._totals, self._counted[result.bot_id], sign=-1)
+                _add(self._totals, result.services)
+                self._counted[result.bot_id] = result.services
+                if result.bot_id not in self._finished:
+                    self._finished.append(result.bot_id)
+            self._publish_details()
+
     async def _delete_bot(self, request: AccountDeletionInput, bot_id: str) -> BotDeletionResult:
+        """The bot's deletion to its end: one that closes without completing is started again after a backoff."""
+        workflow_id = bot_deletion_id(bot_id)
+        self._bot_runs.add(workflow_id)
+        attempt = 0
+        try:
+            while True:
+                try:
+                    return await self._run_bot_deletion(request, bot_id)
+                except (ChildWorkflowError, ActivityError) as err:
+                    if workflow.cancellation_reason() is not None or not _closed_without_completing(err):
+                        raise
+                    attempt += 1
+                    workflow.logger.warning("%s closed without completing (%s); starting it again", workflow_id, err)
+                    await workflow.sleep(_redrive_backoff(attempt), summary=f"before deleting bot {bot_id} again")
+        finally:
+            self._bot_runs.discard(workflow_id)
+
+    async def _run_bot_deletion(self, request: AccountDeletionInput, bot_id: str) -> BotDeletionResult:
         workflow_id = bot_deletion_id(bot_id)
         try:
             return await workflow.execute_child_workflow(
                 BOT_DELETION_WORKFLOW,
-                BotDeletionInput(bot_id=bot_id, account_id=request.account_id),
+                BotDeletionInput(bot_id=bot_id, account_id=request.account_id, paused=self._paused),
                 id=workflow_id,
                 result_type=BotDeletionResult,
                 id_reuse_policy=ON_REUSE,
                 # Cancelling the account deletion cancels its bots; the deleters are safe to stop anywhere.
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
                 search_attributes=deletion_search_attributes(request.account_id, bot_id),
+                priority=deletion_priority(request.account_id),
                 static_summary=f"Delete bot {bot_id}",
                 static_details=f"Part of deleting account {request.account_id}.",
             )
         except WorkflowAlreadyStartedError:
             # A DELETE /bots (or an earlier run of ours) already started it: wait for that one instead.
-            return await workflow.execute_activity(
-                "await_bot_deletion",
+            return await workflow.execute_activity_method(
+                DeletionRecords.await_bot_deletion,
                 AwaitBotDeletionInput(workflow_id=workflow_id),
-                result_type=BotDeletionResult,
                 start_to_close_timeout=policies.AWAIT_DELETION_TIMEOUT,
                 heartbeat_timeout=policies.AWAIT_DELETION_HEARTBEAT,
                 retry_policy=policies.STEP_RETRY,
@@ -132,19 +219,17 @@ class AccountDeletionWorkflow:
 
     async def _delete_sites(self, request: AccountDeletionInput) -> None:
         """Creations in flight are cancelled (they roll back); every remaining site is torn down."""
-        await workflow.execute_activity(
-            "stop_account_site_creations",
+        await workflow.execute_activity_method(
+            AccountSites.stop_account_site_creations,
             request.account_id,
-            result_type=int,
             start_to_close_timeout=policies.AWAIT_DELETION_TIMEOUT,
             heartbeat_timeout=policies.AWAIT_DELETION_HEARTBEAT,
             retry_policy=policies.STEP_RETRY,
             summary=f"cancel the site creations of account {request.account_id}",
         )
-        site_ids = await workflow.execute_activity(
-            "list_account_sites",
+        site_ids = await workflow.execute_activity_method(
+            AccountSites.list_account_sites,
             request.account_id,
-            result_type=list[str],
             start_to_close_timeout=policies.STEP_TIMEOUT,
             retry_policy=policies.STEP_RETRY,
             summary=f"list the sites of account {request.account_id}",
@@ -152,7 +237,10 @@ class AccountDeletionWorkflow:
         for start in range(0, len(site_ids), request.max_concurrent_bots):
             wave = site_ids[start : start + request.max_concurrent_bots]
             await asyncio.gather(*(self._delete_site(request, site_id) for site_id in wave))
-        self._totals["sites"] = ServiceProgress(deleted=len(site_ids), total=len(site_ids), done=True)
+        sites = self._totals.get("sites", ServiceProgress(done=True))
+        self._totals["sites"] = ServiceProgress(
+            deleted=sites.deleted + len(site_ids), total=sites.total + len(site_ids), done=True
+        )
         self._publish_details()
 
     async def _delete_site(self, request: AccountDeletionInput, site_id: str) -> None:
@@ -162,15 +250,17 @@ class AccountDeletionWorkflow:
                 SITE_DELETION_WORKFLOW,
                 SiteDeletionInput(site_id=site_id),
                 id=workflow_id,
+                # Customer-facing queue (with its own slots); runs from before the field use our own queue.
+                task_queue=request.site_task_queue or None,
                 id_reuse_policy=ON_REUSE,
                 parent_close_policy=ParentClosePolicy.ABANDON,
-                search_attributes=site_search_attributes(request.account_id, site_id, "deleting"),
+                search_attributes=site_search_attributes(request.account_id, site_id, SiteStatus.DELETING),
                 static_summary=f"Delete site {site_id}",
                 static_details=f"Part of deleting account {request.account_id}.",
             )
         except WorkflowAlreadyStartedError:
-            await workflow.execute_activity(
-                "await_site_deletion",
+            await workflow.execute_activity_method(
+                AccountSites.await_site_deletion,
                 workflow_id,
                 start_to_close_timeout=policies.AWAIT_DELETION_TIMEOUT,
                 heartbeat_timeout=policies.AWAIT_DELETION_HEARTBEAT,
@@ -186,12 +276,102 @@ class AccountDeletionWorkflow:
             return
         workflow.continue_as_new(replace(request, finished_bot_ids=self._finished, totals=self._totals))
 
+    def _set_status(self, status: DeletionState) -> None:
+        if status != self._status:
+            self._status = status
+            workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(status.value)])
+        self._publish_details()
+
     def _publish_details(self) -> None:
         deleted = sum(p.deleted for p in self._totals.values())
-        workflow.set_current_details(
-            f"bots: {len(self._finished)} of {self._bots_total} deleted ({deleted:,} rows); {self._status}"
-        )
+        line = f"bots: {len(self._finished)} of {self._bots_total} deleted ({deleted:,} rows); {self._status}"
+        workflow.set_current_details(f"{line}; {self._gate.ignored}" if self._gate.ignored else line)
+
+    async def _forward(self, message: str) -> int:
+        """Send `message` to every bot deletion in flight; one that closed meanwhile is skipped."""
+        runs = sorted(self._bot_runs)
+        for workflow_id in runs:
+            try:
+                await workflow.get_external_workflow_handle(workflow_id).signal(message)
+            except Exception as err:  # a bot deletion that closed meanwhile needs no message
+                workflow.logger.info("%s not forwarded to %s: %s", message, workflow_id, err)
+        return len(runs)
+
+    @workflow.signal
+    async def pause(self) -> None:
+        """The bot deletions in flight pause after their current slice, and new ones start paused."""
+        self._paused = True
+        if self._gate.waiting_on is None:
+            self._set_status(DeletionState.PAUSED)
+        await self._forward("pause")
+
+    @workflow.signal
+    async def resume(self) -> None:
+        self._paused = False
+        if self._gate.waiting_on is None:
+            self._set_status(DeletionState.RUNNING)
+        await self._forward("resume")
+
+    async def _decide(self, decision: Decision) -> str:
+        """The account's own question if one waits, else the bot deletions' (each takes or ignores it)."""
+        if self._gate.waiting_on is not None:
+            waiting_on = self._gate.waiting_on
+            self._gate.deliver(decision)
+            self._publish_details()
+            return f"{decision}: {waiting_on}"
+        forwarded = await self._forward(decision)
+        if not forwarded:
+            self._gate.deliver(decision)  # nothing waits anywhere: logged and shown as ignored
+            self._publish_details()
+        return f"{decision} sent to {forwarded} bot deletions"
+
+    def _refusal(self, decision: Decision) -> str | None:
+        if self._bot_runs:
+            return None
+        return self._gate.refusal(decision)
+
+    @workflow.signal
+    async def retry(self) -> None:
+        await self._decide(Decision.RETRY)
+
+    @workflow.signal
+    async def skip(self) -> None:
+        await self._decide(Decision.SKIP)
+
+    @workflow.update(name="retry")
+    async def retry_update(self) -> str:
+        """`retry` that answers; refused while neither the account nor any of its bot deletions can take it."""
+        return await self._decide(Decision.RETRY)
+
+    @retry_update.validator
+    def _validate_retry(self) -> None:
+        if (refused := self._refusal(Decision.RETRY)) is not None:
+            raise ValueError(refused)
+
+    @workflow.update(name="skip")
+    async def skip_update(self) -> str:
+        """`skip` that answers: on the account's own question, it ends the run `incomplete`, account kept."""
+        return await self._decide(Decision.SKIP)
+
+    @skip_update.validator
+    def _validate_skip(self) -> None:
+        if (refused := self._refusal(Decision.SKIP)) is not None:
+            raise ValueError(refused)
 
     @workflow.query
     def progress(self) -> DeletionStatus:
-        return DeletionStatus(status=self._status, services=self._totals, batch_size=0)
+        return DeletionStatus(
+            status=self._status,
+            services=self._totals,
+            batch_size=0,
+            waiting_on=self._gate.waiting_on,
+            ignored_message=self._gate.ignored,
+        )
+
+
+def _closed_without_completing(err: ChildWorkflowError | ActivityError) -> bool:
+    """A bot deletion cancelled, terminated or failed (not this workflow's own activity failing)."""
+    if isinstance(err, ChildWorkflowError):
+        return True
+    cause = err.cause
+    return isinstance(cause, ApplicationError) and cause.type == BOT_DELETION_NOT_COMPLETED

@@ -9,6 +9,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.deleters import BotDataDeleters
+    from activities.deletion_records import DeletionRecords
     from lifecycle.contracts import (
         DELETION_SERVICES,
         MAX_BATCH_SIZE,
@@ -20,14 +22,20 @@ with workflow.unsafe.imports_passed_through():
         DeleteServiceInput,
         DeletionStatus,
         FinishBotDeletionInput,
+        FinishBotDeletionResult,
         ServiceProgress,
     )
     from lifecycle.search_attributes import LIFECYCLE_STATUS
+    from lifecycle.statuses import DeletionState
     from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
     from workflows import policies
+    from workflows.operator_gate import Decision, OperatorGate
 
-RETRY = "retry"
-SKIP = "skip"
+# Patches (README: gate every change to a workflow's commands). Runs started before them replay the old path.
+# Finishing checks that no rows remain and goes around again if some do.
+VERIFY_FINISH = "verify-finish"
+# The run shows waiting_for_operator before the alert, which no longer holds it up.
+WAITING_BEFORE_ALERT = "waiting-before-alert"
 
 
 def is_transient(err: ActivityError) -> bool:
@@ -48,14 +56,16 @@ def _progress_carried_by(err: ActivityError, known: ServiceProgress) -> ServiceP
     return reported
 
 
-def describe_progress(services: dict[str, ServiceProgress], status: str) -> str:
+def describe_progress(services: dict[str, ServiceProgress], status: str, ignored: str | None = None) -> str:
     """One line for the UI's current details, e.g. 'messages: 420,000 of 1,000,000 deleted; paused'."""
     current = next((name for name, p in services.items() if not p.done), None)
     if current is None:
         done = sum(p.deleted for p in services.values())
-        return f"all services: {done:,} rows deleted; {status}"
-    p = services[current]
-    return f"{current}: {p.deleted:,} of {p.total:,} deleted; {status}"
+        line = f"all services: {done:,} rows deleted; {status}"
+    else:
+        p = services[current]
+        line = f"{current}: {p.deleted:,} of {p.total:,} deleted; {status}"
+    return f"{line}; {ignored}" if ignored else line
 
 
 @workflow.defn(name=BOT_DELETION_WORKFLOW)
@@ -66,35 +76,76 @@ class BotDeletionWorkflow:
         self._paused = request.paused
         self._batch_size = request.batch_size
         self._status = ""
-        self._waiting_on: str | None = None
-        self._decision: str | None = None
+        self._gate = OperatorGate()
+        # One operator question at a time: the messages act on the single thing in `waiting_on`.
         self._operator = asyncio.Lock()
 
     @workflow.run
     async def run(self, request: BotDeletionInput) -> BotDeletionResult:
-        self._set_status("paused" if self._paused else "running")
+        self._set_status(DeletionState.PAUSED if self._paused else DeletionState.RUNNING)
         try:
-            # The services share nothing, so they are deleted side by side: one service's file unlinks
-            # and another's DELETEs use the machine at once.
-            await asyncio.gather(*(self._delete_service(request, service) for service in DELETION_SERVICES))
-            if not all(p.done for p in self._progress.values()):
-                self._continue_as_new(request)
-            await workflow.execute_activity(
-                "finish_bot_deletion",
-                FinishBotDeletionInput(
-                    workflow_id=workflow.info().workflow_id,
-                    bot_id=request.bot_id,
-                    delete_bot_row=not any(p.skipped for p in self._progress.values()),
-                ),
-                start_to_close_timeout=policies.STEP_TIMEOUT,
-                retry_policy=policies.STEP_RETRY,
-                summary=f"remove bot row {request.bot_id}, record completion",
-            )
+            rounds = 0
+            while True:
+                await self._delete_every_service(request)
+                if not workflow.patched(VERIFY_FINISH):
+                    await self._finish_unverified(request)
+                    break
+                remaining = (await self._finish(request)).remaining_services
+                if not remaining:
+                    break
+                # A writer raced the deleters: delete those services again, a bounded number of times.
+                rounds += 1
+                workflow.logger.warning("rows remain after deleting, round %d: %s", rounds, remaining)
+                if rounds >= policies.FINISH_ROUNDS:
+                    rounds = 0
+                    if await self._ask_about_remaining(remaining) == Decision.SKIP:
+                        self._skip(remaining)
+                        continue
+                for service in remaining:
+                    self._progress[service] = replace(self._progress[service], done=False)
         except asyncio.CancelledError:
-            self._set_status("cancelled")
+            self._set_status(DeletionState.CANCELLED)
             raise
-        self._set_status("completed")
-        return BotDeletionResult(bot_id=request.bot_id, services=self._progress)
+        final = DeletionState.INCOMPLETE if self._skipped() else DeletionState.COMPLETED
+        self._set_status(final)
+        return BotDeletionResult(bot_id=request.bot_id, services=self._progress, status=final)
+
+    async def _delete_every_service(self, request: BotDeletionInput) -> None:
+        # The services share nothing, so they are deleted side by side: one service's file unlinks
+        # and another's DELETEs use the machine at once.
+        await asyncio.gather(*(self._delete_service(request, service) for service in DELETION_SERVICES))
+        if not all(p.done for p in self._progress.values()):
+            self._continue_as_new(request)
+
+    def _skipped(self) -> list[str]:
+        return [name for name, p in self._progress.items() if p.skipped]
+
+    def _finish_input(self, request: BotDeletionInput) -> FinishBotDeletionInput:
+        return FinishBotDeletionInput(
+            workflow_id=workflow.info().workflow_id,
+            bot_id=request.bot_id,
+            delete_bot_row=not self._skipped(),
+            skipped_services=self._skipped(),
+        )
+
+    async def _finish(self, request: BotDeletionInput) -> FinishBotDeletionResult:
+        return await workflow.execute_activity_method(
+            DeletionRecords.finish_bot_deletion,
+            self._finish_input(request),
+            start_to_close_timeout=policies.STEP_TIMEOUT,
+            retry_policy=policies.STEP_RETRY,
+            summary=f"check nothing remains, remove bot row {request.bot_id}, record completion",
+        )
+
+    async def _finish_unverified(self, request: BotDeletionInput) -> None:
+        """Runs started before VERIFY_FINISH: their recorded result carries nothing to check."""
+        await workflow.execute_activity(
+            "finish_bot_deletion",
+            self._finish_input(request),
+            start_to_close_timeout=policies.STEP_TIMEOUT,
+            retry_policy=policies.STEP_RETRY,
+            summary=f"remove bot row {request.bot_id}, record completion",
+        )
 
     async def _delete_service(self, request: BotDeletionInput, service: str) -> None:
         """Slices until the service is done, or until the history is long enough to continue as new."""
@@ -106,8 +157,8 @@ class BotDeletionWorkflow:
 
     async def _delete_slice(self, request: BotDeletionInput, service: str) -> None:
         try:
-            self._progress[service] = await workflow.execute_activity(
-                "delete_bot_service",
+            self._progress[service] = await workflow.execute_activity_method(
+                BotDataDeleters.delete_bot_service,
                 DeleteServiceInput(
                     workflow_id=workflow.info().workflow_id,
                     bot_id=request.bot_id,
@@ -115,7 +166,6 @@ class BotDeletionWorkflow:
                     batch_size=self._batch_size,
                     progress=self._progress[service],
                 ),
-                result_type=ServiceProgress,
                 start_to_close_timeout=policies.DELETER_START_TO_CLOSE,
                 heartbeat_timeout=policies.DELETER_HEARTBEAT,
                 retry_policy=policies.DELETER_RETRY,
@@ -130,31 +180,40 @@ class BotDeletionWorkflow:
                 workflow.logger.warning("transient failure deleting %s; retrying: %s", service, err.cause)
                 self._progress[service] = _progress_carried_by(err, self._progress[service])
                 return
-            # One operator question at a time: the signals act on the single service in `waiting_on`.
-            async with self._operator:
-                await self._wait_for_operator(service, err)
-        self._publish_details()
-
-    async def _wait_for_operator(self, service: str, err: ActivityError) -> None:
-        await workflow.execute_activity(
-            "raise_alert",
-            AlertInput(
+            alert = AlertInput(
                 workflow_id=workflow.info().workflow_id,
                 subject=f"bot deletion stuck on {service}",
                 reason=str(err.cause or err),
-            ),
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            retry_policy=policies.STEP_RETRY,
-            summary=f"alert: {service} deletion needs an operator",
+            )
+            async with self._operator:
+                if await self._ask(service, alert) == Decision.SKIP:
+                    self._skip([service])
+        self._publish_details()
+
+    async def _ask_about_remaining(self, remaining: list[str]) -> Decision:
+        services = ", ".join(remaining)
+        alert = AlertInput(
+            workflow_id=workflow.info().workflow_id,
+            subject="bot deletion: rows keep arriving",
+            reason=f"rows of {services} remained after {policies.FINISH_ROUNDS} rounds of deleting",
         )
-        self._waiting_on = service
-        self._set_status("waiting_for_operator")
-        await workflow.wait_condition(lambda: self._decision is not None)
-        if self._decision == SKIP:
+        async with self._operator:
+            return await self._ask(services, alert)
+
+    async def _ask(self, waiting_on: str, alert: AlertInput) -> Decision:
+        def announce() -> None:
+            self._set_status(DeletionState.WAITING_FOR_OPERATOR)
+
+        if workflow.patched(WAITING_BEFORE_ALERT):
+            decision = await self._gate.ask(waiting_on, alert, announce)
+        else:
+            decision = await self._gate.ask_after_alert(waiting_on, alert, announce)
+        self._set_status(DeletionState.PAUSED if self._paused else DeletionState.RUNNING)
+        return decision
+
+    def _skip(self, services: list[str]) -> None:
+        for service in services:
             self._progress[service] = replace(self._progress[service], done=True, skipped=True)
-        self._decision = None
-        self._waiting_on = None
-        self._set_status("paused" if self._paused else "running")
 
     @staticmethod
     def _history_is_long(request: BotDeletionInput) -> bool:
@@ -170,39 +229,63 @@ class BotDeletionWorkflow:
             replace(request, batch_size=self._batch_size, progress=self._progress, paused=self._paused)
         )
 
-    def _set_status(self, status: str) -> None:
+    def _set_status(self, status: DeletionState) -> None:
         if status != self._status:
             self._status = status
-            workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(status)])
+            workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(status.value)])
         self._publish_details()
 
     def _publish_details(self) -> None:
-        workflow.set_current_details(describe_progress(self._progress, self._status))
+        workflow.set_current_details(describe_progress(self._progress, self._status, self._gate.ignored))
 
     @workflow.signal
     def pause(self) -> None:
         """Stop after the current slice of batches (at most DELETER_SLICE)."""
         self._paused = True
-        if self._waiting_on is None:
-            self._set_status("paused")
+        if self._gate.waiting_on is None:
+            self._set_status(DeletionState.PAUSED)
 
     @workflow.signal
     def resume(self) -> None:
         self._paused = False
-        if self._waiting_on is None:
-            self._set_status("running")
+        if self._gate.waiting_on is None:
+            self._set_status(DeletionState.RUNNING)
 
     @workflow.signal
     def retry(self) -> None:
-        """Operator: call the stuck service's deleter again."""
-        if self._waiting_on is not None:
-            self._decision = RETRY
+        """Operator: call the stuck service's deleter again (ignored, logged and shown if nothing waits)."""
+        self._gate.deliver(Decision.RETRY)
+        self._publish_details()
 
     @workflow.signal
     def skip(self) -> None:
         """Operator: leave the stuck service's rows (and so the bot row) in place and go on."""
-        if self._waiting_on is not None:
-            self._decision = SKIP
+        self._gate.deliver(Decision.SKIP)
+        self._publish_details()
+
+    @workflow.update(name="retry")
+    def retry_update(self) -> str:
+        """`retry` that answers: refused by the validator while nothing waits."""
+        waiting_on = self._gate.waiting_on
+        self._gate.deliver(Decision.RETRY)
+        return f"retrying {waiting_on}"
+
+    @retry_update.validator
+    def _validate_retry(self) -> None:
+        if (refused := self._gate.refusal(Decision.RETRY)) is not None:
+            raise ValueError(refused)
+
+    @workflow.update(name="skip")
+    def skip_update(self) -> str:
+        """`skip` that answers: refused by the validator while nothing waits."""
+        waiting_on = self._gate.waiting_on
+        self._gate.deliver(Decision.SKIP)
+        return f"skipping {waiting_on}; its rows and the bot row stay"
+
+    @skip_update.validator
+    def _validate_skip(self) -> None:
+        if (refused := self._gate.refusal(Decision.SKIP)) is not None:
+            raise ValueError(refused)
 
     @workflow.query
     def progress(self) -> DeletionStatus:
@@ -210,7 +293,8 @@ class BotDeletionWorkflow:
             status=self._status,
             services=self._progress,
             batch_size=self._batch_size,
-            waiting_on=self._waiting_on,
+            waiting_on=self._gate.waiting_on,
+            ignored_message=self._gate.ignored,
         )
 
     @workflow.update

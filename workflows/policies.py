@@ -35,3 +35,25 @@ AWAIT_DELETION_HEARTBEAT = timedelta(seconds=30)
 
 # The reconciler's run through the marked rows.
 RECONCILE_TIMEOUT = timedelta(minutes=5)
+# The reconciler heartbeats per row it looks at; a minute of silence means its worker died.
+RECONCILE_HEARTBEAT = timedelta(minutes=1)
+
+# Finishing found rows again (a writer raced the deleters): delete again this many times, then ask an operator.
+FINISH_ROUNDS = 3
+
+# Alerts: the activity records the row and tries the webhook a bounded number of times itself (activities/
+# alerts.py), so only a database outage fails it; it gets a few attempts, and the run waits for its operator
+# whatever becomes of them.
+ALERT_TIMEOUT = timedelta(seconds=60)
+ALERT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=10,
+)
+
+# A bot deletion of an account that closed without completing (cancelled, terminated, failed) is started
+# again after this backoff (a durable timer), doubling up to the cap: an operator stopping it repeatedly is
+# not fought in a tight loop, and the account deletion never fails for it.
+CHILD_REDRIVE_BACKOFF = timedelta(seconds=5)
+CHILD_REDRIVE_BACKOFF_CAP = timedelta(minutes=10)

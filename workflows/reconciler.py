@@ -1,10 +1,11 @@
-"""Backup for the API's start path, run by a Temporal Schedule: start deletions the database asks for."""
+"""Backup for the API's start path, run by a Temporal Schedule: drive on deletions the database asks for."""
 
 from __future__ import annotations
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from activities.reconcile import Reconciler
     from lifecycle.contracts import ReconcileResult
     from lifecycle.workflow_types import RECONCILER_WORKFLOW
     from workflows import policies
@@ -14,10 +15,10 @@ with workflow.unsafe.imports_passed_through():
 class DeletionReconcilerWorkflow:
     @workflow.run
     async def run(self) -> ReconcileResult:
-        return await workflow.execute_activity(
-            "reconcile_deletions",
-            result_type=ReconcileResult,
+        return await workflow.execute_activity_method(
+            Reconciler.reconcile_deletions,
             start_to_close_timeout=policies.RECONCILE_TIMEOUT,
+            heartbeat_timeout=policies.RECONCILE_HEARTBEAT,
             retry_policy=policies.STEP_RETRY,
-            summary="start deletions marked in the database but missing in Temporal",
+            summary="start deletions marked in the database that no run is working on",
         )

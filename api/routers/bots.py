@@ -22,6 +22,7 @@ from api.schemas.bots import BotCreate, BotOut, DeletionAccepted
 from api.security import hash_api_key
 from lifecycle.db.models import Bot
 from lifecycle.deletion_requests import Unauthorized, request_bot_deletion
+from lifecycle.statuses import DeletionState
 
 router = APIRouter(tags=["bots"])
 
@@ -70,7 +71,8 @@ async def get_bot(bot_id: uuid.UUID, caller: CallerDep, session: SessionDep) -> 
     "/bots/{bot_id}",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=DeletionAccepted,
-    summary="Delete a bot and all its data in the background; repeats return the same deletion",
+    summary="Delete a bot and all its data in the background; a repeat joins the open run, or finishes "
+    "one that closed without completing",
     responses=problem_responses(401, 404),
 )
 async def delete_bot(
@@ -93,6 +95,6 @@ async def delete_bot(
     response.headers["Location"] = status_url
     return DeletionAccepted(
         workflow_id=accepted.workflow_id,
-        status="completed" if accepted.finished else "running",
+        status=DeletionState.COMPLETED if accepted.finished else DeletionState.RUNNING,
         status_url=status_url,
     )

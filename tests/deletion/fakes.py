@@ -14,7 +14,13 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.deleters import DELETE_SERVICE_ACTIVITY
-from lifecycle.contracts import AlertInput, DeleteServiceInput, FinishBotDeletionInput, ServiceProgress
+from lifecycle.contracts import (
+    AlertInput,
+    DeleteServiceInput,
+    FinishBotDeletionInput,
+    FinishBotDeletionResult,
+    ServiceProgress,
+)
 
 ROWS_PER_SERVICE = 1_000
 
@@ -33,6 +39,10 @@ class FakeBotServices:
     alerts: list[AlertInput] = field(default_factory=list)
     finished: list[FinishBotDeletionInput] = field(default_factory=list)
     cancelled: int = 0
+    # How many finishing checks find rows of `messages` again (a writer racing the deleters).
+    reappearing: int = 0
+    # Raising an alert fails for good: the run must reach its operator all the same.
+    alerts_fail: bool = False
 
     def activities(self) -> list[Callable[..., Any]]:
         return [self.delete_bot_service, self.raise_alert, self.finish_bot_deletion]
@@ -64,7 +74,14 @@ class FakeBotServices:
     @activity.defn(name="raise_alert")
     async def raise_alert(self, alert: AlertInput) -> None:
         self.alerts.append(alert)
+        if self.alerts_fail:
+            raise ApplicationError("the alerts table is unreachable", non_retryable=True)
 
     @activity.defn(name="finish_bot_deletion")
-    async def finish_bot_deletion(self, request: FinishBotDeletionInput) -> None:
+    async def finish_bot_deletion(self, request: FinishBotDeletionInput) -> FinishBotDeletionResult:
         self.finished.append(request)
+        if self.reappearing and request.delete_bot_row:
+            # A writer raced the deleters: this service has rows again.
+            self.reappearing -= 1
+            return FinishBotDeletionResult(remaining_services=["messages"])
+        return FinishBotDeletionResult(bot_row_deleted=request.delete_bot_row)

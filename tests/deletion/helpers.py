@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
 import asyncpg
+from temporalio.client import Client
 
+from activities.resources import ActivityResources
 from devstack.seed import asyncpg_dsn
 from lifecycle.contracts import DELETION_SERVICES as SERVICES
+from lifecycle.settings import Settings
+from worker import build_worker
 
 T = TypeVar("T")
 
@@ -45,3 +51,21 @@ async def eventually(probe: Callable[[], Awaitable[T | None]], what: str) -> T:
         if loop.time() > deadline:
             raise AssertionError(f"never happened: {what}")
         await asyncio.sleep(0.2)
+
+
+@contextlib.asynccontextmanager
+async def own_worker(settings: Settings, client: Client, faults: str | None = None) -> AsyncIterator[Settings]:
+    """A real worker polling the queues of `settings` (see own_queue), optionally with FAULT_INJECTION."""
+    own = settings.model_copy(update={"fault_injection": faults})
+    resources = ActivityResources.create(own, client)
+    try:
+        async with build_worker(client, resources, own):
+            yield own
+    finally:
+        await resources.engine.dispose()
+
+
+def own_queue(settings: Settings) -> Settings:
+    """Settings with a queue nobody polls until own_worker starts: runs started there wait for the test."""
+    queue = f"own-{uuid.uuid4().hex[:8]}"
+    return settings.model_copy(update={"task_queue": queue, "site_task_queue": queue})

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 import pytest_asyncio
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import CancelledError
 from temporalio.testing import WorkflowEnvironment
@@ -164,3 +165,68 @@ async def test_long_deletion_continues_as_new_and_keeps_its_progress(
     assert final_run.run_id != handle.first_execution_run_id
     assert len(services.calls) == 100, "no slice is repeated across runs"
     assert {c.batch_size for c in services.calls} == {700}
+
+
+async def test_rows_that_reappear_while_finishing_are_deleted_again(
+    harness: Harness, services: FakeBotServices
+) -> None:
+    services.reappearing = 1
+    result = await (await harness.start()).result()
+    assert result.status == "completed"
+    assert [f.delete_bot_row for f in services.finished] == [True, True]
+    # The second round called the raced service's deleter again, and only that one.
+    assert [c.service for c in services.calls[-1:]] == ["messages"]
+    assert services.alerts == []
+
+
+async def test_rows_that_keep_reappearing_go_to_an_operator_and_skip_ends_incomplete(
+    harness: Harness, services: FakeBotServices
+) -> None:
+    services.reappearing = 100
+    handle = await harness.start()
+    status = await eventually(lambda: _waiting(handle), "the deletion waits for an operator")
+    assert status.waiting_on == "messages"
+    assert [a.subject for a in services.alerts] == ["bot deletion: rows keep arriving"]
+    assert await handle.execute_update("skip", result_type=str) == "skipping messages; its rows and the bot row stay"
+    result = await handle.result()
+    assert result.status == "incomplete"
+    assert result.services["messages"].skipped
+    assert services.finished[-1].delete_bot_row is False
+    assert services.finished[-1].skipped_services == ["messages"]
+
+
+async def test_operator_updates_are_refused_while_nothing_waits_and_signals_are_shown_as_ignored(
+    harness: Harness, services: FakeBotServices
+) -> None:
+    services.gate = asyncio.Event()
+    handle = await harness.start()
+    await eventually(lambda: asyncio.sleep(0, services.calls), "the first deleter call starts")
+    for name in ("retry", "skip"):
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(name, result_type=str)
+        assert f"nothing is waiting for an operator: {name} refused" in str(refused.value.cause)
+    await handle.signal(BotDeletionWorkflow.skip)
+    status = await eventually(lambda: _ignored(handle), "the ignored signal shows in the progress")
+    assert status.ignored_message == "nothing is waiting for an operator: skip refused"
+    # What the UI shows as the run's current details (the built-in metadata query).
+    metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    assert "skip refused" in metadata.current_details
+    services.gate.set()
+    result = await handle.result()
+    assert all_deleted(result) and not any(p.skipped for p in result.services.values())
+
+
+async def _ignored(handle: WorkflowHandle[BotDeletionWorkflow, BotDeletionResult]) -> DeletionStatus | None:
+    status = await progress(handle)
+    return status if status.ignored_message else None
+
+
+async def test_a_failing_alert_still_reaches_the_operator(harness: Harness, services: FakeBotServices) -> None:
+    services.failures = {"messages": 1}
+    services.alerts_fail = True
+    handle = await harness.start()
+    status = await eventually(lambda: _waiting(handle), "the deletion waits for an operator")
+    assert status.waiting_on == "messages"
+    await eventually(lambda: asyncio.sleep(0, services.alerts), "the alert was attempted")
+    assert await handle.execute_update("retry", result_type=str) == "retrying messages"
+    assert all_deleted(await handle.result())

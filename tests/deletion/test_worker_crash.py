@@ -76,8 +76,9 @@ async def test_account_deletion_survives_a_killed_worker(
     try:
         with worker_process(settings, task_queue) as first:
             async with make_sessionmaker(engine)() as session:
+                own = settings.model_copy(update={"task_queue": task_queue, "site_task_queue": task_queue})
                 accepted = await request_account_deletion(
-                    session, temporal_client, task_queue, account_id=uuid.UUID(seeded.account_id)
+                    session, temporal_client, own, account_id=uuid.UUID(seeded.account_id)
                 )
 
             async def mid_deletion() -> bool:

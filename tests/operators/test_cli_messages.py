@@ -56,6 +56,20 @@ async def test_pause_query_update_list_resume(
         answer = await cli.json("workflow", "query", "--workflow-id", wid, "--name", "progress")
         assert answer["queryResult"][0]["batch_size"] == 2000
 
+        # `retry` and `skip` as updates answer; with nothing waiting for an operator, the validator refuses.
+        for name in ("retry", "skip"):
+            refused = await cli.run("workflow", "update", "execute", "--workflow-id", wid, "--name", name, check=False)
+            assert refused.returncode != 0
+            assert f"nothing is waiting for an operator: {name} refused" in refused.stderr + refused.stdout
+        # The signal of the same name is taken, logged and shown as ignored.
+        await cli.run("workflow", "signal", "--workflow-id", wid, "--name", "retry")
+
+        async def shown_as_ignored() -> bool:
+            answer = await cli.json("workflow", "query", "--workflow-id", wid, "--name", "progress")
+            return answer["queryResult"][0]["ignored_message"] == "nothing is waiting for an operator: retry refused"
+
+        await eventually(shown_as_ignored, "the ignored signal shows in the progress")
+
         await cli.run("workflow", "signal", "--workflow-id", wid, "--name", "resume")
         result = await handle.result()
 
