@@ -23,6 +23,7 @@ from lifecycle.contracts import (
     FinishBotDeletionResult,
 )
 from lifecycle.statuses import SiteStatus
+from lifecycle.workflow_ids import bot_deletion_id
 
 # The ApplicationError type await_bot_deletion raises when the run it waited for closed without completing
 # (cancelled, terminated, failed): the account deletion then re-drives the bot's deletion.
@@ -59,11 +60,21 @@ class DeletionRecords:
 
     @activity.defn(name="list_account_bots")
     async def list_account_bots(self, account_id: str) -> list[str]:
-        async with self._resources.engine.connect() as conn:
+        """The account's bots, each recorded as a requested deletion, so the account's status adds them up."""
+        async with self._resources.engine.begin() as conn:
             rows = await conn.execute(
                 text("SELECT id FROM bots WHERE account_id = :account ORDER BY id"), {"account": account_id}
             )
-            return [str(bot_id) for (bot_id,) in rows]
+            bot_ids = [str(bot_id) for (bot_id,) in rows]
+            if bot_ids:
+                await conn.execute(
+                    text(
+                        "INSERT INTO deletion_requests (workflow_id, kind, account_id, bot_id)"
+                        " VALUES (:workflow_id, 'bot', :account, :bot) ON CONFLICT (workflow_id) DO NOTHING"
+                    ),
+                    [{"workflow_id": bot_deletion_id(bot), "account": account_id, "bot": bot} for bot in bot_ids],
+                )
+            return bot_ids
 
     @activity.defn(name="finish_bot_deletion")
     async def finish_bot_deletion(self, request: FinishBotDeletionInput) -> FinishBotDeletionResult:
