@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 from sqlalchemy import text
 from temporalio import activity
-from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.polling import raise_if_running
 from activities.resources import ActivityResources
 from lifecycle.statuses import SiteStatus
 from lifecycle.workflow_ids import site_creation_id
@@ -19,8 +18,6 @@ _IN_FLIGHT = (SiteStatus.PROVISIONING, SiteStatus.ROLLING_BACK)
 # Once no creation is in flight, the sites that still hold a database, files or a domain.
 _TO_TEAR_DOWN = (SiteStatus.ACTIVE, SiteStatus.DELETING)
 
-# How often a waiting activity looks again, and so how often it heartbeats.
-_POLL_SECONDS = 1.0
 _GONE = (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION)
 
 
@@ -38,7 +35,9 @@ class AccountSites:
 
     @activity.defn(name="stop_account_site_creations")
     async def stop_account_site_creations(self, account_id: str) -> int:
-        """Cancel every creation in flight (each rolls itself back) and wait until all have closed."""
+        """Cancel every creation in flight (each rolls itself back) and wait until all have closed.
+
+        Cancelling again on a later attempt is harmless: a run asked to cancel twice cancels once."""
         handles = [
             self._resources.client.get_workflow_handle(site_creation_id(site_id))
             for site_id in await self._site_ids(account_id, _IN_FLIGHT)
@@ -49,10 +48,9 @@ class AccountSites:
             except RPCError as err:
                 if err.status not in _GONE:
                     raise
+        # Each attempt looks once; a creation still rolling back fails it as StillRunning (activities/polling.py).
         for handle in handles:
-            while await _is_running(handle.id, self._resources):
-                activity.heartbeat()
-                await asyncio.sleep(_POLL_SECONDS)
+            await raise_if_running(self._resources.client, handle.id)
         return len(handles)
 
     @activity.defn(name="list_account_sites")
@@ -62,17 +60,6 @@ class AccountSites:
 
     @activity.defn(name="await_site_deletion")
     async def await_site_deletion(self, workflow_id: str) -> None:
-        """Wait for a teardown that a DELETE /sites started; a workflow cannot await a non-child."""
-        while await _is_running(workflow_id, self._resources):
-            activity.heartbeat()
-            await asyncio.sleep(_POLL_SECONDS)
-
-
-async def _is_running(workflow_id: str, resources: ActivityResources) -> bool:
-    try:
-        description = await resources.client.get_workflow_handle(workflow_id).describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return False
-        raise
-    return description.status == WorkflowExecutionStatus.RUNNING
+        """Wait for a teardown that a DELETE /sites started; a workflow cannot await a non-child. Each attempt
+        looks once and fails as StillRunning while it is open (activities/polling.py)."""
+        await raise_if_running(self._resources.client, workflow_id)

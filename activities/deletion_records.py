@@ -10,10 +10,11 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from temporalio import activity
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 
 from activities.deleters import DELETERS
+from activities.polling import raise_if_running
 from activities.resources import ActivityResources
 from lifecycle.contracts import (
     AwaitBotDeletionInput,
@@ -37,9 +38,6 @@ _RECORD_SKIP = text(
     "INSERT INTO deletion_progress (workflow_id, service, done, skipped) VALUES (:workflow_id, :service, true, true)"
     " ON CONFLICT (workflow_id, service) DO UPDATE SET done = true, skipped = true, updated_at = now()"
 )
-
-# How often a waiting activity says it is alive while another run deletes a bot.
-_AWAIT_HEARTBEAT_SECONDS = 10
 
 
 async def _services_with_rows(conn: AsyncConnection, bot_id: str) -> list[str]:
@@ -143,24 +141,16 @@ class DeletionRecords:
 
     @activity.defn(name="await_bot_deletion")
     async def await_bot_deletion(self, request: AwaitBotDeletionInput) -> BotDeletionResult:
-        """Wait for a bot deletion that another request started; workflows cannot await a non-child.
-
-        A run that closes without completing raises BOT_DELETION_NOT_COMPLETED (not retried here): the
-        account deletion decides, and starts a new run.
-        """
-        handle = self._resources.client.get_workflow_handle(request.workflow_id, result_type=BotDeletionResult)
-        waiting = asyncio.ensure_future(handle.result())
-        try:
-            while True:
-                done, _ = await asyncio.wait({waiting}, timeout=_AWAIT_HEARTBEAT_SECONDS)
-                if done:
-                    return waiting.result()
-                activity.heartbeat()
-        except WorkflowFailureError as err:
+        """The result of a bot deletion another request started, once it closes; workflows cannot await a
+        non-child. Each attempt looks once and fails as StillRunning while the run is open (activities/polling.py).
+        A run that closed without completing raises BotDeletionNotCompleted, and the account re-drives it."""
+        client = self._resources.client
+        description = await raise_if_running(client, request.workflow_id)
+        if description is None or description.status != WorkflowExecutionStatus.COMPLETED:
+            closing = "never started" if description is None else str(description.status)
             raise ApplicationError(
-                f"{request.workflow_id} closed without completing: {err.cause}",
+                f"{request.workflow_id} closed without completing: {closing}",
                 type=BOT_DELETION_NOT_COMPLETED,
                 non_retryable=True,
-            ) from err
-        finally:
-            waiting.cancel()
+            )
+        return await client.get_workflow_handle(request.workflow_id, result_type=BotDeletionResult).result()

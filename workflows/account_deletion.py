@@ -211,9 +211,8 @@ class AccountDeletionWorkflow:
             return await workflow.execute_activity_method(
                 DeletionRecords.await_bot_deletion,
                 AwaitBotDeletionInput(workflow_id=workflow_id),
-                start_to_close_timeout=policies.AWAIT_DELETION_TIMEOUT,
-                heartbeat_timeout=policies.AWAIT_DELETION_HEARTBEAT,
-                retry_policy=policies.STEP_RETRY,
+                start_to_close_timeout=policies.AWAIT_RUN_LOOK_TIMEOUT,
+                retry_policy=policies.AWAIT_RUN_RETRY,
                 summary=f"wait for the running deletion of bot {bot_id}",
             )
 
@@ -222,9 +221,8 @@ class AccountDeletionWorkflow:
         await workflow.execute_activity_method(
             AccountSites.stop_account_site_creations,
             request.account_id,
-            start_to_close_timeout=policies.AWAIT_DELETION_TIMEOUT,
-            heartbeat_timeout=policies.AWAIT_DELETION_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            start_to_close_timeout=policies.AWAIT_RUN_LOOK_TIMEOUT,
+            retry_policy=policies.AWAIT_RUN_RETRY,
             summary=f"cancel the site creations of account {request.account_id}",
         )
         site_ids = await workflow.execute_activity_method(
@@ -262,9 +260,8 @@ class AccountDeletionWorkflow:
             await workflow.execute_activity_method(
                 AccountSites.await_site_deletion,
                 workflow_id,
-                start_to_close_timeout=policies.AWAIT_DELETION_TIMEOUT,
-                heartbeat_timeout=policies.AWAIT_DELETION_HEARTBEAT,
-                retry_policy=policies.STEP_RETRY,
+                start_to_close_timeout=policies.AWAIT_RUN_LOOK_TIMEOUT,
+                retry_policy=policies.AWAIT_RUN_RETRY,
                 summary=f"wait for the running deletion of site {site_id}",
             )
 

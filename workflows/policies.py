@@ -29,9 +29,13 @@ STEP_RETRY = RetryPolicy(
 )
 STEP_TIMEOUT = timedelta(seconds=30)
 
-# Waiting for a bot deletion another request started: it may run for hours; heartbeats detect a lost worker.
-AWAIT_DELETION_TIMEOUT = timedelta(days=7)
-AWAIT_DELETION_HEARTBEAT = timedelta(seconds=30)
+# Waiting for a run another request started (activities/polling.py): each attempt looks once and fails while
+# the run is open, so the server's retry timer does the waiting and no worker slot is held. Looks every 2 s at
+# first, then backs off to every 30 s for runs that take hours; never gives up.
+AWAIT_RUN_LOOK_TIMEOUT = timedelta(seconds=30)
+AWAIT_RUN_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2), backoff_coefficient=1.5, maximum_interval=timedelta(seconds=30)
+)
 
 # The reconciler's run through the marked rows.
 RECONCILE_TIMEOUT = timedelta(minutes=5)
