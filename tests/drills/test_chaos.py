@@ -13,6 +13,7 @@ import functools
 import random
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -61,12 +62,15 @@ TEMPORAL_RESTART_AT = 17.0
 POSTGRES_RESTART_AT = 31.0
 API_KILL_AT = 45.0
 # Bot deletions start at these moments of the window with the smallest batches, so deleting runs throughout.
-BOT_DELETION_STARTS = (0.0, 14.0, 28.0, 42.0)
+# Unhindered, one takes about 2 s; the kills stretch each to tens of seconds.
+BOT_DELETION_STARTS = (0.0, 9.0, 18.0, 27.0, 36.0, 45.0)
 ROWS_PER_BOT = 100_000
 # The account to delete: bots with rows, and sites made active before the window.
 DOOMED_BOTS = 2
 DOOMED_ROWS_PER_BOT = 20_000
-DOOMED_SITES = 2
+DOOMED_SITES = 3
+# Requested a few seconds before Temporal goes down, so that its children are in flight through the restart.
+ACCOUNT_DELETION_AT = 12.0
 # How long the settle phase may take before the drill gives up and reports what is still open.
 SETTLE_LIMIT_SECONDS = 150.0
 # A site's steps take milliseconds, so sites settle soon after the last kill once a killed step is noticed
@@ -176,18 +180,39 @@ async def _delete_account(api: ChaosApi, scenario: Scenario) -> None:
     await api.request("DELETE", "/account", 202, 401, headers=scenario.headers(scenario.doomed.api_key))
 
 
-def _plan_the_window(stack: DrillStack, api: ChaosApi, scenario: Scenario, started: float) -> list[asyncio.Task[None]]:
-    """The bot deletions and the outages, each at its moment of the window; the kills run alongside."""
-    planned: list[tuple[float, Callable[[], Awaitable[object]]]] = [
+def _planned(
+    stack: DrillStack, api: ChaosApi, scenario: Scenario
+) -> list[tuple[float, Callable[[], Awaitable[object]]]]:
+    """The deletions and the outages, each at its moment of the window."""
+    deletions: list[tuple[float, Callable[[], Awaitable[object]]]] = [
         (at, functools.partial(_delete_bot_in_small_batches, stack, api, scenario, bot_id))
         for at, bot_id in zip(BOT_DELETION_STARTS, scenario.bots.bot_ids, strict=True)
     ]
-    planned += [
+    deletions.append((ACCOUNT_DELETION_AT, functools.partial(_delete_account, api, scenario)))
+    outages: list[tuple[float, Callable[[], Awaitable[object]]]] = [
         (TEMPORAL_RESTART_AT, functools.partial(asyncio.to_thread, stack.restart_temporal, DOWN_SECONDS)),
         (POSTGRES_RESTART_AT, functools.partial(asyncio.to_thread, stack.restart_postgres, DOWN_SECONDS)),
         (API_KILL_AT, functools.partial(asyncio.to_thread, api.kill_and_replace)),
     ]
-    return [asyncio.create_task(_at(started, at, action)) for at, action in planned]
+    return [*deletions, *outages]
+
+
+async def _run_the_window(
+    stack: DrillStack, workers: ChaosWorkers, api: ChaosApi, scenario: Scenario, intervals: list[float]
+) -> tuple[float, float]:
+    """Kill the worker on schedule, a new site requested after each kill, while the planned deletions and
+    outages run alongside; return (start, last kill), monotonic."""
+    started = last_kill = time.monotonic()
+    # A request never accepted, or a restart that fails, ends the window at once and fails the drill.
+    async with asyncio.TaskGroup() as window:
+        for at, action in _planned(stack, api, scenario):
+            window.create_task(_at(started, at, action))
+        for n, pause in enumerate(intervals):
+            await asyncio.sleep(pause)
+            await asyncio.to_thread(workers.kill_and_replace)
+            last_kill = time.monotonic()
+            window.create_task(_create_site(api, scenario, n))
+    return started, last_kill
 
 
 async def _open_work(stack: DrillStack, scenario: Scenario) -> tuple[list[str], list[str]]:
@@ -282,6 +307,54 @@ async def _print_evidence(
         print(f"  {reason}: {attempts}")
 
 
+def _mail_problems(stack: DrillStack, scenario: Scenario, statuses: dict[str, str]) -> list[str]:
+    """One ready email per site that became active, none for a site that did not, one account confirmation."""
+    mail = Mail.read(stack.smtp, {scenario.owner_email, scenario.doomed_email})
+    ready = {
+        (scenario.owner_email, site_ready_subject(d))
+        for s, d in scenario.stream_sites.items()
+        if statuses[s] == SiteStatus.ACTIVE
+    }
+    # The account's sites were active before its deletion began.
+    ready |= {(scenario.doomed_email, site_ready_subject(d)) for d in scenario.doomed_sites.values()}
+    never_ready = {
+        (scenario.owner_email, site_ready_subject(d))
+        for s, d in scenario.stream_sites.items()
+        if statuses[s] != SiteStatus.ACTIVE
+    }
+    print(f"emails to the drill's accounts: {mail.total} for {len(ready)} ready sites and 1 account deletion")
+    return mail.problems(ready | {(scenario.doomed_email, ACCOUNT_DELETED_SUBJECT)}, never_ready)
+
+
+async def _problems(
+    stack: DrillStack, scenario: Scenario, settled: Settled, retried: list[RetriedActivity]
+) -> list[str]:
+    """Everything wrong after the chaos, one sentence each."""
+    settings = stack.settings
+    problems = [f"still open {settled.waited:.0f} s after the last kill: {item}" for item in settled.still_open]
+    if settled.sites_after is not None and settled.sites_after > SITES_SETTLE_BOUND_SECONDS:
+        problems.append(
+            f"sites settled {settled.sites_after:.1f} s after the last kill (bound {SITES_SETTLE_BOUND_SECONDS:.0f} s):"
+            " a step killed mid-way is noticed too late"
+        )
+    problems += [
+        f"{activity}: a kill inside the step was noticed only after its timeout"
+        for activity in retried
+        if activity.lost_to_a_timeout and activity.seconds_per_lost_attempt > RESUME_BOUND_SECONDS
+    ]
+    problems += await bot_leftovers(settings, scenario.bots.bot_ids, requested_one_by_one=True)
+    problems += await bot_leftovers(settings, scenario.doomed.bot_ids, requested_one_by_one=False)
+    problems += await account_leftovers(settings, scenario.doomed.account_id)
+    statuses, site_problems = await site_outcomes(settings, [*scenario.stream_sites, *scenario.doomed_sites])
+    problems += site_problems
+    print(f"sites by status: {dict(Counter(statuses.values()))}")
+    problems += await site_orphans(settings)
+    problems += await operator_alerts(settings)
+
+    problems += _mail_problems(stack, scenario, statuses)
+    return problems
+
+
 async def test_everything_settles_cleanly_after_a_minute_of_chaos(drill_stack: DrillStack) -> None:
     settings = drill_stack.settings
     rng = random.Random(SEED)
@@ -293,20 +366,9 @@ async def test_everything_settles_cleanly_after_a_minute_of_chaos(drill_stack: D
     try:
         scenario = await _prepare(drill_stack, api)
 
-        started = time.monotonic()
         window_started = await database_now(settings)
-        background = _plan_the_window(drill_stack, api, scenario, started)
-        last_kill = started
-        for n, pause in enumerate(intervals):
-            await asyncio.sleep(pause)
-            await asyncio.to_thread(workers.kill_and_replace)
-            last_kill = time.monotonic()
-            background.append(asyncio.create_task(_create_site(api, scenario, n)))
-            if n == 0:
-                background.append(asyncio.create_task(_delete_account(api, scenario)))
+        started, last_kill = await _run_the_window(drill_stack, workers, api, scenario, intervals)
         window = last_kill - started
-        # The clients' own failures (a request never accepted) fail the drill here, before the checks.
-        await asyncio.gather(*background)
 
         # Settle with one worker running; the reconciler covers a start the API lost to a kill.
         reconciling = asyncio.create_task(_reconcile(drill_stack))
@@ -331,43 +393,7 @@ async def test_everything_settles_cleanly_after_a_minute_of_chaos(drill_stack: D
     await _print_evidence(drill_stack, scenario, window_started, retried)
     print(f"reconciler after the chaos: {reconciled}; workers that died on their own: {workers.died_on_their_own}")
 
-    problems = [f"still open {settled.waited:.0f} s after the last kill: {item}" for item in settled.still_open]
-    if settled.sites_after is not None and settled.sites_after > SITES_SETTLE_BOUND_SECONDS:
-        problems.append(
-            f"sites settled {settled.sites_after:.1f} s after the last kill (bound {SITES_SETTLE_BOUND_SECONDS:.0f} s):"
-            " a step killed mid-way is noticed too late"
-        )
-    problems += [
-        f"{activity}: a kill inside the step was noticed only after its timeout"
-        for activity in retried
-        if activity.lost_to_a_timeout and activity.seconds_per_lost_attempt > RESUME_BOUND_SECONDS
-    ]
-    problems += await bot_leftovers(settings, scenario.bots.bot_ids, requested_one_by_one=True)
-    problems += await bot_leftovers(settings, scenario.doomed.bot_ids, requested_one_by_one=False)
-    problems += await account_leftovers(settings, scenario.doomed.account_id)
-    statuses, site_problems = await site_outcomes(settings, [*scenario.stream_sites, *scenario.doomed_sites])
-    problems += site_problems
-    problems += await site_orphans(settings)
-    problems += await operator_alerts(settings)
-
-    mail = Mail.read(drill_stack.smtp, {scenario.owner_email, scenario.doomed_email})
-    ready = {
-        (scenario.owner_email, site_ready_subject(d))
-        for s, d in scenario.stream_sites.items()
-        if statuses[s] == SiteStatus.ACTIVE
-    }
-    ready |= {(scenario.doomed_email, site_ready_subject(d)) for d in scenario.doomed_sites.values()}
-    never_ready = {
-        (scenario.owner_email, site_ready_subject(d))
-        for s, d in scenario.stream_sites.items()
-        if statuses[s] != SiteStatus.ACTIVE
-    }
-    problems += mail.problems(ready | {(scenario.doomed_email, ACCOUNT_DELETED_SUBJECT)}, never_ready)
-    print(
-        f"sites: {sorted(statuses.values())}; emails to the drill's accounts: {mail.total} for {len(ready)} ready sites"
-        " and 1 account deletion"
-    )
-
+    problems = await _problems(drill_stack, scenario, settled, retried)
     assert not problems, (
         f"{len(problems)} problems after {workers.kills} kills (logs in {drill_stack.root}):\n" + "\n".join(problems)
     )
