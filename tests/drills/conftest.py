@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -40,9 +41,17 @@ class DrillStack:
         process.start()
         return process
 
-    def restart_temporal(self) -> None:
+    def restart_temporal(self, down_seconds: float = 0.0) -> None:
+        """Stop the dev server, stay down `down_seconds`, start it again on the same port and state file."""
         self.temporal.stop()
+        time.sleep(down_seconds)
         self.temporal.start()
+
+    def restart_postgres(self, down_seconds: float = 0.0) -> None:
+        """Fast shutdown (open transactions roll back), stay down `down_seconds`, start on the same data."""
+        self.postgres.stop()
+        time.sleep(down_seconds)
+        self.postgres.start()
 
 
 @pytest.fixture(scope="package")

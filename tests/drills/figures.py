@@ -10,7 +10,16 @@ FIGURES_FILE = PROJECT_ROOT / "test-artifacts" / "drill-figures.txt"
 
 
 def record(name: str, seconds: float, note: str = "") -> None:
-    line = f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {name}: {seconds:.1f} s" + (f" ({note})" if note else "")
+    _write(name, f"{seconds:.1f} s", note)
+
+
+def record_count(name: str, count: int, note: str = "") -> None:
+    """A figure that is a number of events (kills survived, emails sent), not a duration."""
+    _write(name, f"{count}", note)
+
+
+def _write(name: str, value: str, note: str) -> None:
+    line = f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {name}: {value}" + (f" ({note})" if note else "")
     print(line)
     FIGURES_FILE.parent.mkdir(parents=True, exist_ok=True)
     with FIGURES_FILE.open("a") as figures:
