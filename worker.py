@@ -18,6 +18,7 @@ from temporalio.worker import Interceptor, Worker
 from activities.fault_injection import FaultInjectionInterceptor
 from activities.registry import build_activities
 from activities.resources import ActivityResources
+from activities.short_failures import ShortFailuresInterceptor
 from lifecycle.db.engine import POOL_CAPACITY
 from lifecycle.logging_setup import configure_logging
 from lifecycle.schedules import ensure_reconciler_schedule
@@ -31,10 +32,12 @@ GRACEFUL_SHUTDOWN = timedelta(seconds=30)
 
 
 def interceptors_for(settings: Settings) -> Sequence[Interceptor]:
+    # Outermost first: injected faults pass through the short-failure conversion like real ones.
+    interceptors: list[Interceptor] = [ShortFailuresInterceptor()]
     # An invalid rule raises here, at worker start, rather than when the activity first runs.
     if settings.fault_injection:
-        return [FaultInjectionInterceptor.from_spec(settings.fault_injection)]
-    return []
+        interceptors.append(FaultInjectionInterceptor.from_spec(settings.fault_injection))
+    return interceptors
 
 
 @dataclass(frozen=True)
@@ -131,11 +134,30 @@ def _runtime(settings: Settings) -> Runtime | None:
     )
 
 
+# A worker started while Temporal is down waits for it rather than exiting: backoff from 0.5 s up to 10 s.
+CONNECT_BACKOFF_MAX_SECONDS = 10.0
+
+
+async def _connect(settings: Settings, runtime: Runtime | None) -> Client:
+    delay = 0.5
+    while True:
+        try:
+            return await Client.connect(
+                settings.temporal_address, namespace=settings.temporal_namespace, runtime=runtime
+            )
+        except RuntimeError as err:
+            logger.warning(
+                "Temporal at %s is not answering (%s); retrying in %.1f s", settings.temporal_address, err, delay
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, CONNECT_BACKOFF_MAX_SECONDS)
+
+
 async def main() -> None:
     settings = get_settings()
     configure_logging("worker")
     runtime = _runtime(settings)
-    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace, runtime=runtime)
+    client = await _connect(settings, runtime)
     if settings.task_queue in task_queues(settings):
         await ensure_reconciler_schedule(client, settings.task_queue)
     resources = ActivityResources.create(settings, client)

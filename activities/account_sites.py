@@ -8,6 +8,7 @@ from sqlalchemy import text
 from temporalio import activity
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.heartbeat import heartbeats
 from activities.polling import raise_if_running
 from activities.resources import ActivityResources
 from lifecycle.statuses import SiteStatus
@@ -34,6 +35,7 @@ class AccountSites:
             return [str(site_id) for (site_id,) in rows]
 
     @activity.defn(name="stop_account_site_creations")
+    @heartbeats
     async def stop_account_site_creations(self, account_id: str) -> int:
         """Cancel every creation in flight (each rolls itself back) and wait until all have closed.
 
@@ -54,11 +56,13 @@ class AccountSites:
         return len(handles)
 
     @activity.defn(name="list_account_sites")
+    @heartbeats
     async def list_account_sites(self, account_id: str) -> list[str]:
         """Sites that still hold a database, files or a domain once no creation is in flight."""
         return await self._site_ids(account_id, _TO_TEAR_DOWN)
 
     @activity.defn(name="await_site_deletion")
+    @heartbeats
     async def await_site_deletion(self, workflow_id: str) -> None:
         """Wait for a teardown that a DELETE /sites started; a workflow cannot await a non-child. Each attempt
         looks once and fails as StillRunning while it is open (activities/polling.py)."""

@@ -13,6 +13,7 @@ import httpx
 from sqlalchemy import text
 from temporalio import activity
 
+from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
 from lifecycle.contracts import AlertInput
 from lifecycle.statuses import AlertDelivery
@@ -62,6 +63,7 @@ class Alerts:
         self._resources = resources
 
     @activity.defn(name="raise_alert")
+    @heartbeats
     async def raise_alert(self, alert: AlertInput) -> None:
         """Record the alert once per raising activity, log it, then try the webhook; only the database can fail it."""
         body = {"workflow_id": alert.workflow_id, "subject": alert.subject, "reason": alert.reason}

@@ -14,6 +14,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 
 from activities.deleters import DELETERS
+from activities.heartbeat import heartbeats
 from activities.polling import raise_if_running
 from activities.resources import ActivityResources
 from lifecycle.contracts import (
@@ -57,6 +58,7 @@ class DeletionRecords:
         self._resources = resources
 
     @activity.defn(name="list_account_bots")
+    @heartbeats
     async def list_account_bots(self, account_id: str) -> list[str]:
         """The account's bots, each recorded as a requested deletion, so the account's status adds them up."""
         async with self._resources.engine.begin() as conn:
@@ -75,6 +77,7 @@ class DeletionRecords:
             return bot_ids
 
     @activity.defn(name="finish_bot_deletion")
+    @heartbeats
     async def finish_bot_deletion(self, request: FinishBotDeletionInput) -> FinishBotDeletionResult:
         """Check that no service holds a row of the bot, then remove the bot row and record completion.
 
@@ -105,6 +108,7 @@ class DeletionRecords:
         return FinishBotDeletionResult(bot_row_deleted=True)
 
     @activity.defn(name="finish_account_deletion")
+    @heartbeats
     async def finish_account_deletion(self, request: FinishAccountDeletionInput) -> bool:
         """Delete the keys and the account row once no bot or site remains; return whether it is gone.
 
@@ -140,6 +144,7 @@ class DeletionRecords:
             return True
 
     @activity.defn(name="await_bot_deletion")
+    @heartbeats
     async def await_bot_deletion(self, request: AwaitBotDeletionInput) -> BotDeletionResult:
         """The result of a bot deletion another request started, once it closes; workflows cannot await a
         non-child. Each attempt looks once and fails as StillRunning while the run is open (activities/polling.py).

@@ -14,6 +14,16 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, DBAPIError) and exc.connection_invalidated
 
 
+# Enough to identify an error; a failure is stored in workflow history, which must stay small.
+MAX_MESSAGE = 300
+
+
+def short_message(exc: BaseException) -> str:
+    """The error's type and the first line of its message, bounded."""
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first_line[:MAX_MESSAGE]}"
+
+
 def as_transient(exc: BaseException, *details: object) -> ApplicationError:
     """`details` travel with the failure, e.g. how far a deleter got, so the next call counts from there."""
-    return ApplicationError(f"{type(exc).__name__}: {exc}", *details, type=TRANSIENT_ERROR)
+    return ApplicationError(short_message(exc), *details, type=TRANSIENT_ERROR)

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
+from typing import ParamSpec, TypeVar
 
 from temporalio import activity
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # Steps and undos heartbeat this often; their heartbeat timeout (site_policies) is a few times longer.
 HEARTBEAT_EVERY = timedelta(seconds=1)
@@ -36,3 +41,14 @@ async def heartbeating(details: Callable[[], object] | None = None) -> AsyncIter
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+def heartbeats(step: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Decorate an activity (under `@activity.defn`) so that it heartbeats in the background while it runs."""
+
+    @functools.wraps(step)
+    async def beating(*args: P.args, **kwargs: P.kwargs) -> R:
+        async with heartbeating():
+            return await step(*args, **kwargs)
+
+    return beating

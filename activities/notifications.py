@@ -9,6 +9,7 @@ from sqlalchemy import text
 from temporalio import activity
 
 from activities.errors import as_transient, is_transient
+from activities.heartbeat import heartbeats
 from activities.mail import send_once
 from activities.resources import ActivityResources
 from lifecycle.contracts import DeletionEmailInput
@@ -41,6 +42,7 @@ class Notifications:
         self._resources = resources
 
     @activity.defn(name="send_deletion_confirmation")
+    @heartbeats
     async def send_deletion_confirmation(self, request: DeletionEmailInput) -> bool:
         """Send the confirmation unless already sent; return whether this call handed it to the SMTP server.
 

@@ -94,6 +94,7 @@ class AccountDeletionWorkflow:
                 deleted_per_service={name: p.deleted for name, p in self._totals.items()},
             ),
             start_to_close_timeout=policies.STEP_TIMEOUT,
+            heartbeat_timeout=policies.STEP_HEARTBEAT,
             retry_policy=policies.STEP_RETRY,
             summary="email the deletion confirmation (once)",
         )
@@ -116,6 +117,7 @@ class AccountDeletionWorkflow:
             DeletionRecords.finish_account_deletion,
             FinishAccountDeletionInput(workflow_id=workflow.info().workflow_id, account_id=request.account_id),
             start_to_close_timeout=policies.STEP_TIMEOUT,
+            heartbeat_timeout=policies.STEP_HEARTBEAT,
             retry_policy=policies.STEP_RETRY,
             summary=f"delete the keys and row of account {request.account_id} if nothing of it remains",
         )
@@ -153,6 +155,7 @@ class AccountDeletionWorkflow:
             DeletionRecords.list_account_bots,
             request.account_id,
             start_to_close_timeout=policies.STEP_TIMEOUT,
+            heartbeat_timeout=policies.STEP_HEARTBEAT,
             retry_policy=policies.STEP_RETRY,
             summary=f"list the bots of account {request.account_id}",
         )
@@ -212,6 +215,7 @@ class AccountDeletionWorkflow:
                 DeletionRecords.await_bot_deletion,
                 AwaitBotDeletionInput(workflow_id=workflow_id),
                 start_to_close_timeout=policies.AWAIT_RUN_LOOK_TIMEOUT,
+                heartbeat_timeout=policies.STEP_HEARTBEAT,
                 retry_policy=policies.AWAIT_RUN_RETRY,
                 summary=f"wait for the running deletion of bot {bot_id}",
             )
@@ -222,6 +226,7 @@ class AccountDeletionWorkflow:
             AccountSites.stop_account_site_creations,
             request.account_id,
             start_to_close_timeout=policies.AWAIT_RUN_LOOK_TIMEOUT,
+            heartbeat_timeout=policies.STEP_HEARTBEAT,
             retry_policy=policies.AWAIT_RUN_RETRY,
             summary=f"cancel the site creations of account {request.account_id}",
         )
@@ -229,6 +234,7 @@ class AccountDeletionWorkflow:
             AccountSites.list_account_sites,
             request.account_id,
             start_to_close_timeout=policies.STEP_TIMEOUT,
+            heartbeat_timeout=policies.STEP_HEARTBEAT,
             retry_policy=policies.STEP_RETRY,
             summary=f"list the sites of account {request.account_id}",
         )
@@ -261,6 +267,7 @@ class AccountDeletionWorkflow:
                 AccountSites.await_site_deletion,
                 workflow_id,
                 start_to_close_timeout=policies.AWAIT_RUN_LOOK_TIMEOUT,
+                heartbeat_timeout=policies.STEP_HEARTBEAT,
                 retry_policy=policies.AWAIT_RUN_RETRY,
                 summary=f"wait for the running deletion of site {site_id}",
             )

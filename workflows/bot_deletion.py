@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from activities.deleters import BotDataDeleters
@@ -39,7 +40,14 @@ WAITING_BEFORE_ALERT = "waiting-before-alert"
 
 
 def is_transient(err: ActivityError) -> bool:
+    """Infrastructure, not the data: a database outage, or a worker that died or stalled mid-call (a timeout).
+
+    A run of worker kills exhausts a call's attempts with heartbeat timeouts; that is no poison pill, so the
+    workflow calls again, from the progress the deleter committed, instead of asking an operator.
+    """
     cause = err.cause
+    if isinstance(cause, ActivityTimeoutError):
+        return True
     return isinstance(cause, ApplicationError) and cause.type == TRANSIENT_ERROR and not cause.non_retryable
 
 
@@ -133,6 +141,7 @@ class BotDeletionWorkflow:
             DeletionRecords.finish_bot_deletion,
             self._finish_input(request),
             start_to_close_timeout=policies.STEP_TIMEOUT,
+            heartbeat_timeout=policies.STEP_HEARTBEAT,
             retry_policy=policies.STEP_RETRY,
             summary=f"check nothing remains, remove bot row {request.bot_id}, record completion",
         )
@@ -143,6 +152,7 @@ class BotDeletionWorkflow:
             "finish_bot_deletion",
             self._finish_input(request),
             start_to_close_timeout=policies.STEP_TIMEOUT,
+            heartbeat_timeout=policies.STEP_HEARTBEAT,
             retry_policy=policies.STEP_RETRY,
             summary=f"remove bot row {request.bot_id}, record completion",
         )

@@ -58,6 +58,7 @@ class OperatorGate:
             Alerts.raise_alert,
             alert,
             start_to_close_timeout=policies.ALERT_TIMEOUT,
+            heartbeat_timeout=policies.STEP_HEARTBEAT,
             retry_policy=policies.ALERT_RETRY,
             summary=f"alert: {alert.subject}",
         )
@@ -75,6 +76,7 @@ class OperatorGate:
             Alerts.raise_alert,
             alert,
             start_to_close_timeout=policies.STEP_TIMEOUT,
+            heartbeat_timeout=policies.STEP_HEARTBEAT,
             retry_policy=policies.STEP_RETRY,
             summary=f"alert: {alert.subject}",
         )

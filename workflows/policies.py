@@ -28,6 +28,9 @@ STEP_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(minutes=1)
 )
 STEP_TIMEOUT = timedelta(seconds=30)
+# Every step heartbeats from the background every second (activities/heartbeat.py): 5 s of silence means its
+# worker died, and the step is retried elsewhere in seconds rather than at STEP_TIMEOUT.
+STEP_HEARTBEAT = timedelta(seconds=5)
 
 # Waiting for a run another request started (activities/polling.py): each attempt looks once and fails while
 # the run is open, so the server's retry timer does the waiting and no worker slot is held. Looks every 2 s at
