@@ -147,7 +147,8 @@ class SiteActivities:
         async with heartbeating():
             # Check and record in one statement; only a refusal reads the row again, to say what it is.
             confirmed = await self._execute(
-                "UPDATE sites SET updated_at = now(), steps = steps || jsonb_build_object('metadata', CAST(:done AS text))"
+                "UPDATE sites SET updated_at = now(),"
+                " steps = steps || jsonb_build_object('metadata', CAST(:done AS text))"
                 " WHERE id = :id AND status = :provisioning",
                 id=uuid.UUID(site.site_id),
                 done=StepStatus.DONE,

@@ -25,3 +25,9 @@ class SitesReconciled:
     deletions_started: int = 0
     # Unsettled, but no rule applies (for example a creation that completed while the site still provisions).
     left_alone: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SiteReconcileInput:
+    # Rows read per query: one heartbeat each, and a retried attempt resumes after the last finished page.
+    page_size: int = 200
