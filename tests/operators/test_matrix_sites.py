@@ -12,6 +12,7 @@ a clean one (its in-flight step is cancelled by the shutdown and retried by the 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -52,6 +53,8 @@ OPEN, FINISHED = "open", "finished"
 # The step each type is held in while open, and the activity whose completion marks "the middle".
 HELD = {CREATION: "bootstrap_site", DELETION: "drop_site_database"}
 MIDDLE_AFTER = {CREATION: "save_site_metadata", DELETION: "begin_site_deletion"}
+# A small run finishes in a second or two; a hang fails the case here instead of at the suite's timeout.
+RESULT_LIMIT_SECONDS = 60
 
 
 @dataclass
@@ -217,7 +220,7 @@ async def test_site_creation(stack: Stack, cli: AsyncCli, smtp_sink: SmtpSink, a
         if when == OPEN:
             await _until_in_step(handle, HELD[CREATION])
         else:
-            await handle.result()
+            await asyncio.wait_for(handle.result(), RESULT_LIMIT_SECONDS)
             assert await _status(stack, site_id) == SiteStatus.ACTIVE
         acted = await _act(cli, handle, CREATION, action, when)
     async with stack.worker():
@@ -252,7 +255,7 @@ async def test_site_deletion(stack: Stack, cli: AsyncCli, smtp_sink: SmtpSink, a
         if when == OPEN:
             await _until_in_step(handle, HELD[DELETION])
         else:
-            await handle.result()
+            await asyncio.wait_for(handle.result(), RESULT_LIMIT_SECONDS)
             assert await _status(stack, site_id) == SiteStatus.DELETED
         await _act(cli, handle, DELETION, action, when)
     async with stack.worker():
