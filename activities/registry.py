@@ -12,6 +12,7 @@ from activities.deletion_records import DeletionRecords
 from activities.notifications import Notifications
 from activities.reconcile import Reconciler
 from activities.resources import ActivityResources
+from activities.site_reconciler import SiteReconciler
 from activities.sites import SiteActivities
 
 
@@ -31,4 +32,5 @@ def build_activities(resources: ActivityResources) -> list[Callable[..., Any]]:
         Notifications(resources).send_deletion_confirmation,
         Alerts(resources).raise_alert,
         Reconciler(resources).reconcile_deletions,
+        SiteReconciler(resources).reconcile_sites,
     ]

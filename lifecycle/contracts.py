@@ -166,6 +166,8 @@ SITE_STEPS = ("metadata", "filesystem", "database", "bootstrap")
 class SiteCreationInput:
     site_id: str
     account_id: str
+    # Set by the site reconciler for a creation that closed without completing: undo, don't build.
+    roll_back: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,27 +1,38 @@
-"""Site teardown: once the creation has closed, drop the database and role, the files, then the metadata."""
+"""Site teardown: once the creation has closed, drop the database and role, the files, then the metadata.
+
+It deletes whatever the creation left: an active site, one whose creation was terminated half-way, one
+whose rollback was interrupted or failed, or one already rolled back (which only becomes `deleted`: it no
+longer holds its domain, and another site may hold it now). Every step is idempotent and guarded by the
+site's status, so a reset at any point, or a new run after a terminate, changes nothing twice.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from activities.sites import SiteActivities
     from lifecycle.contracts import SiteDeletionInput, SiteProgress, SiteRef
     from lifecycle.search_attributes import LIFECYCLE_STATUS
+    from lifecycle.statuses import SiteStatus
     from lifecycle.workflow_types import SITE_DELETION_WORKFLOW
     from workflows import site_policies as policies
     from workflows.site_shield import uninterruptible
 
 # Each teardown step and what the operator sees while it runs.
-TEARDOWN = (
-    ("drop_site_database", "drop the database and role"),
-    ("remove_site_filesystem", "remove the files"),
+TEARDOWN: tuple[tuple[Callable[[SiteActivities, SiteRef], Awaitable[Any]], str], ...] = (
+    (SiteActivities.drop_site_database, "drop the database and role"),
+    (SiteActivities.remove_site_filesystem, "remove the files"),
 )
 
 
 @workflow.defn(name=SITE_DELETION_WORKFLOW)
 class SiteDeletionWorkflow:
     def __init__(self) -> None:
-        self._status = "deleting"
+        self._status = SiteStatus.DELETING
         self._stage = "waiting for the creation to close"
 
     @workflow.query(name="progress")
@@ -36,28 +47,34 @@ class SiteDeletionWorkflow:
 
     async def _tear_down(self, input: SiteDeletionInput) -> None:
         self._publish()
-        await self._activity("await_site_creation_closed", input, "wait for the creation to close")
-        await self._activity("begin_site_deletion", input, "mark deleting")
-        workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set("deleting")])
-        for name, summary in TEARDOWN:
+        await workflow.execute_activity_method(
+            SiteActivities.await_site_creation_closed,
+            input,
+            start_to_close_timeout=policies.AWAIT_CREATION_TIMEOUT,
+            heartbeat_timeout=policies.AWAIT_CREATION_HEARTBEAT,
+            retry_policy=policies.UNDO_RETRY,
+            summary="wait for the creation to close",
+        )
+        await self._activity(SiteActivities.begin_site_deletion, input, "mark deleting")
+        workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(SiteStatus.DELETING)])
+        for activity, summary in TEARDOWN:
             self._stage = summary
             self._publish()
-            await self._activity(name, SiteRef(input.site_id), summary)
+            await self._activity(activity, SiteRef(input.site_id), summary)
         self._stage = "delete the metadata"
-        await self._activity("delete_site_metadata", input, "delete the metadata and free the domain")
-        self._status = "deleted"
+        await self._activity(SiteActivities.delete_site_metadata, input, "delete the metadata and free the domain")
+        self._status = SiteStatus.DELETED
         self._stage = "done"
-        workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set("deleted")])
+        workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(SiteStatus.DELETED)])
         self._publish()
 
-    async def _activity(self, name: str, arg: object, summary: str) -> None:
-        heartbeat = policies.AWAIT_CREATION_HEARTBEAT if name == "await_site_creation_closed" else None
-        timeout = policies.AWAIT_CREATION_TIMEOUT if heartbeat else policies.UNDO_TIMEOUT
-        await workflow.execute_activity(
-            name,
+    @staticmethod
+    async def _activity(activity: Callable[[SiteActivities, Any], Awaitable[Any]], arg: object, summary: str) -> None:
+        await workflow.execute_activity_method(
+            activity,
             arg,
-            start_to_close_timeout=timeout,
-            heartbeat_timeout=heartbeat,
+            start_to_close_timeout=policies.UNDO_TIMEOUT,
+            heartbeat_timeout=policies.STEP_HEARTBEAT_TIMEOUT,
             retry_policy=policies.UNDO_RETRY,
             summary=summary,
         )

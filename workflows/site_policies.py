@@ -4,8 +4,12 @@ from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 
-# Each step takes milliseconds; a minute without an answer means the worker died mid-step.
-STEP_TIMEOUT = timedelta(minutes=1)
+# Each step usually takes milliseconds but may wait minutes on a lock or a slow CREATE DATABASE: the
+# start-to-close timeout only bounds a step that hangs while its worker lives.
+STEP_TIMEOUT = timedelta(minutes=10)
+# Steps and undos heartbeat every second from a background task (activities/heartbeat.py): five seconds of
+# silence means the worker died, and the step is retried elsewhere well within the 15 s recovery target.
+STEP_HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 # Transient faults (a restarting database) clear within seconds; five attempts (~15 s) then roll back.
 STEP_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -14,8 +18,9 @@ STEP_RETRY = RetryPolicy(
     maximum_attempts=5,
 )
 
-# An undo is idempotent and must not be lost, so it retries until it succeeds (0 = no limit).
-UNDO_TIMEOUT = timedelta(minutes=2)
+# An undo is idempotent and must not be lost, so it retries until it succeeds (0 = no limit) or fails for good
+# (non-retryable), which the rollback records and hands to an operator. Bounded like a step.
+UNDO_TIMEOUT = timedelta(minutes=10)
 UNDO_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
@@ -34,4 +39,9 @@ EMAIL_RETRY = RetryPolicy(
 
 # Waiting for a creation to close lasts as long as its email retries; heartbeats detect a dead worker.
 AWAIT_CREATION_TIMEOUT = timedelta(days=2)
-AWAIT_CREATION_HEARTBEAT = timedelta(seconds=15)
+AWAIT_CREATION_HEARTBEAT = timedelta(seconds=10)
+
+# The alert for a failed rollback is best-effort: the site already shows `rollback_failed`, so a webhook that
+# keeps failing must not keep the run from waiting for the operator.
+ALERT_TIMEOUT = timedelta(seconds=30)
+ALERT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)

@@ -2,31 +2,27 @@
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Response, status
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
-from temporalio.client import Client, WorkflowHandle
-from temporalio.common import (
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from api.dependencies import CallerDep, SessionDep, SettingsDep, TemporalDep
 from api.problems import ProblemError, problem_responses
 from api.schemas.sites import SiteAccepted, SiteCreate, SiteOut, SiteSteps
-from lifecycle.contracts import SITE_STEPS, SiteCreationInput, SiteDeletionInput
+from lifecycle.contracts import SITE_STEPS
 from lifecycle.db.models import Site
-from lifecycle.search_attributes import site_search_attributes
-from lifecycle.workflow_ids import site_creation_id, site_deletion_id
-from lifecycle.workflow_types import SITE_CREATION_WORKFLOW, SITE_DELETION_WORKFLOW
+from lifecycle.site_starts import start_site_creation, start_site_deletion
+from lifecycle.statuses import SiteStatus, StepStatus
+from lifecycle.workflow_ids import site_creation_id
 
 router = APIRouter(tags=["sites"])
+logger = logging.getLogger(__name__)
 
 IdempotencyKey = Annotated[
     str | None,
@@ -44,44 +40,9 @@ def _status_url(site_id: uuid.UUID) -> str:
     return f"/sites/{site_id}"
 
 
-def _accepted(site: Site, response: Response, status_override: str | None = None) -> SiteAccepted:
+def _accepted(site: Site, response: Response) -> SiteAccepted:
     response.headers["Location"] = _status_url(site.id)
-    return SiteAccepted(id=site.id, status=status_override or site.status, status_url=_status_url(site.id))
-
-
-async def _start_creation(client: Client, task_queue: str, site: Site) -> None:
-    """Start the creation, or find it started: a repeated request must never run a second creation."""
-    with contextlib.suppress(WorkflowAlreadyStartedError):
-        await client.start_workflow(
-            SITE_CREATION_WORKFLOW,
-            SiteCreationInput(site_id=str(site.id), account_id=str(site.account_id)),
-            id=site_creation_id(site.id),
-            task_queue=task_queue,
-            # A repeat while it runs attaches to it; once closed, the id is never reused for this site.
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            search_attributes=site_search_attributes(str(site.account_id), str(site.id), "provisioning"),
-            static_summary=f"Create site {site.id}",
-            static_details=f"Provision site {site.id} for account {site.account_id}: metadata, files, "
-            "database, WordPress; rolls back on failure or cancellation.",
-        )
-
-
-async def _start_deletion(client: Client, task_queue: str, site: Site) -> None:
-    with contextlib.suppress(WorkflowAlreadyStartedError):
-        await client.start_workflow(
-            SITE_DELETION_WORKFLOW,
-            SiteDeletionInput(site_id=str(site.id)),
-            id=site_deletion_id(site.id),
-            task_queue=task_queue,
-            # A site is deleted once: repeats attach to the running teardown or are refused after it.
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            search_attributes=site_search_attributes(str(site.account_id), str(site.id), "deleting"),
-            static_summary=f"Delete site {site.id}",
-            static_details=f"Tear down site {site.id} of account {site.account_id}: database and role, "
-            "files, metadata; frees the domain.",
-        )
+    return SiteAccepted(id=site.id, status=SiteStatus(site.status), status_url=_status_url(site.id))
 
 
 async def _same_request(session: SessionDep, caller: CallerDep, body: SiteCreate, key: str | None) -> Site | None:
@@ -101,7 +62,7 @@ async def _same_request(session: SessionDep, caller: CallerDep, body: SiteCreate
                 Site.domain == body.domain,
                 Site.name == body.name,
                 Site.tagline == body.tagline,
-                Site.status == "provisioning",
+                Site.status == SiteStatus.PROVISIONING,
             )
         )
     ).scalar_one_or_none()
@@ -130,8 +91,8 @@ async def create_site(
             name=body.name,
             tagline=body.tagline,
             domain=body.domain,
-            status="provisioning",
-            steps=dict.fromkeys(SITE_STEPS, "pending"),
+            status=SiteStatus.PROVISIONING,
+            steps=dict.fromkeys(SITE_STEPS, StepStatus.PENDING),
             idempotency_key=idempotency_key,
         )
         session.add(site)
@@ -143,9 +104,12 @@ async def create_site(
             site = await _same_request(session, caller, body, idempotency_key)
             if site is None:
                 raise ProblemError(409, f"The domain {body.domain} is already in use by another site.") from None
-    if site.status == "provisioning":
-        # Also on a repeat: it starts the workflow if the first request died between commit and start.
-        await _start_creation(temporal, settings.site_task_queue, site)
+    if site.status in (SiteStatus.PROVISIONING, SiteStatus.ROLLING_BACK) and site.deletion_requested_at is None:
+        # Also on a repeat: it starts the workflow if the first request died between commit and start, or a new
+        # run if an operator terminated the first one (it finishes from wherever the site stands).
+        await start_site_creation(
+            temporal, settings.site_task_queue, site_id=str(site.id), account_id=str(site.account_id)
+        )
     return _accepted(site, response)
 
 
@@ -155,8 +119,8 @@ def _site_out(site: Site) -> SiteOut:
         name=site.name,
         tagline=site.tagline,
         domain=site.domain,
-        status=site.status,
-        steps=SiteSteps(**{step: site.steps.get(step, "pending") for step in SITE_STEPS}),
+        status=SiteStatus(site.status),
+        steps=SiteSteps(**{step: StepStatus(site.steps.get(step, StepStatus.PENDING)) for step in SITE_STEPS}),
         error=site.error,
     )
 
@@ -191,7 +155,7 @@ async def get_site(site_id: uuid.UUID, caller: CallerDep, session: SessionDep) -
     "/sites/{site_id}",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=SiteAccepted,
-    summary="Delete a site: cancels a provisioning one (it rolls back), tears down an active one",
+    summary="Delete a site, whatever phase its creation is in; the teardown runs in the background",
     responses=problem_responses(401, 404),
 )
 async def delete_site(
@@ -203,25 +167,28 @@ async def delete_site(
     response: Response,
 ) -> SiteAccepted:
     site = await _own_site(session, caller, site_id)
-    if site.status == "provisioning":
-        await _cancel_creation(temporal.get_workflow_handle(site_creation_id(site.id)))
+    if site.status == SiteStatus.DELETED:
         return _accepted(site, response)
-    if site.status == "active":
-        # Compare-and-set, so only one request moves the site on, whatever the races.
-        await session.execute(update(Site).where(Site.id == site.id, Site.status == "active").values(status="deleting"))
-        await session.commit()
-        await session.refresh(site)
-    if site.status == "deleting":
-        # Also on a repeat: it starts the teardown if the first request died between commit and start.
-        await _start_deletion(temporal, settings.site_task_queue, site)
-    # Rolling back, rolled back or deleted: nothing left to do.
+    # Recorded first: if this request dies after the commit, the reconciler finishes the deletion.
+    await session.execute(
+        update(Site)
+        .where(Site.id == site.id, Site.deletion_requested_at.is_(None))
+        .values(deletion_requested_at=func.now())
+    )
+    await session.commit()
+    await session.refresh(site)
+    # A creation in flight stops early and rolls back; one past the point of no return finishes, and the
+    # teardown, which waits for it to close, removes the site it built.
+    await _cancel_creation(temporal.get_workflow_handle(site_creation_id(site.id)))
+    await start_site_deletion(temporal, settings.site_task_queue, site_id=str(site.id), account_id=str(site.account_id))
     return _accepted(site, response)
 
 
 async def _cancel_creation(handle: WorkflowHandle[object, object]) -> None:
+    """Best effort: the teardown does not depend on it, it only spares building what will be removed."""
     try:
         await handle.cancel()
     except RPCError as err:
-        # Already closed: the site is past provisioning, and its status will say so.
+        # Closed or never started: nothing to stop.
         if err.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
-            raise
+            logger.warning("could not cancel %s: %s", handle.id, err)

@@ -6,6 +6,7 @@ import uuid
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.schemas.text import PrintableText
+from lifecycle.statuses import SiteStatus, StepStatus
 
 # RFC 1035 labels, ASCII only: internationalised names arrive as punycode (xn--), so confusable
 # look-alike characters never reach the database.
@@ -37,15 +38,15 @@ class SiteCreate(BaseModel):
 
 class SiteAccepted(BaseModel):
     id: uuid.UUID
-    status: str
+    status: SiteStatus
     status_url: str
 
 
 class SiteSteps(BaseModel):
-    metadata: str
-    filesystem: str
-    database: str
-    bootstrap: str
+    metadata: StepStatus
+    filesystem: StepStatus
+    database: StepStatus
+    bootstrap: StepStatus
 
 
 class SiteOut(BaseModel):
@@ -53,6 +54,6 @@ class SiteOut(BaseModel):
     name: str
     tagline: str
     domain: str
-    status: str
+    status: SiteStatus
     steps: SiteSteps
     error: str | None

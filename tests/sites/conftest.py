@@ -27,11 +27,15 @@ WorkerFactory = Callable[..., AbstractAsyncContextManager[tuple[LifecycleWorkers
 
 @pytest.fixture
 def site_worker(settings: Settings) -> WorkerFactory:
-    """`async with site_worker(client, "x=permanent") as (worker, settings)`: a worker on its own queue."""
+    """`async with site_worker(client, "x=permanent") as (worker, settings)`: a worker on its own queue, or on
+    `task_queue` when a test replaces a faulty worker with a healthy one."""
 
     @asynccontextmanager
-    async def start(client: Client, faults: str | None = None) -> AsyncIterator[tuple[LifecycleWorkers, Settings]]:
-        own = settings.model_copy(update={"fault_injection": faults, "task_queue": f"sites-{uuid.uuid4().hex[:8]}"})
+    async def start(
+        client: Client, faults: str | None = None, task_queue: str | None = None
+    ) -> AsyncIterator[tuple[LifecycleWorkers, Settings]]:
+        queue = task_queue or f"sites-{uuid.uuid4().hex[:8]}"
+        own = settings.model_copy(update={"fault_injection": faults, "task_queue": queue})
         own = own.model_copy(update={"site_task_queue": own.task_queue})
         resources = ActivityResources.create(own, client)
         try:

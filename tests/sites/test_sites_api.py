@@ -150,3 +150,19 @@ async def test_other_accounts_site_is_404(
     assert (await api.delete(f"/sites/{site_id}", headers=headers)).status_code == 404
     listed = await api.get("/sites", headers=account.headers)
     assert site_id in [site["id"] for site in listed.json()]
+
+
+async def test_delete_right_after_create_ends_deleted(
+    api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers, settings: Settings
+) -> None:
+    """Whatever phase the creation is in when the DELETE arrives, the site ends deleted with nothing left."""
+    created = await api.post("/sites", json={"name": "Brief", "domain": _domain()}, headers=account.headers)
+    site_id = created.json()["id"]
+    deleted = await api.delete(f"/sites/{site_id}", headers=account.headers)
+    assert deleted.status_code == 202
+    await _wait_for(api, account, site_id, "deleted")
+    state = await site_state(settings, site_id)
+    assert not (state.database or state.role or state.directory)
+    # A repeat is answered from the tombstone.
+    again = await api.delete(f"/sites/{site_id}", headers=account.headers)
+    assert (again.status_code, again.json()["status"]) == (202, "deleted")
