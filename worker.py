@@ -29,6 +29,9 @@ logger = logging.getLogger("worker")
 
 # Long enough for a deleter to finish its current batch and heartbeat it, so the next worker resumes there.
 GRACEFUL_SHUTDOWN = timedelta(seconds=30)
+# A killed worker's runs wait this long on its sticky queue before any worker may take them (SDK default 10 s):
+# part of the time to recover from a kill, so kept short; a live worker picks its sticky tasks up in milliseconds.
+STICKY_SCHEDULE_TO_START = timedelta(seconds=3)
 
 
 def interceptors_for(settings: Settings) -> Sequence[Interceptor]:
@@ -116,6 +119,7 @@ def build_worker(client: Client, resources: ActivityResources, settings: Setting
                 activities=activities,
                 interceptors=interceptors_for(settings),
                 graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+                sticky_queue_schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,
                 max_concurrent_workflow_tasks=slots_for(queue, settings).workflow_tasks,
                 max_concurrent_activities=slots_for(queue, settings).activities,
             )

@@ -11,13 +11,14 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.heartbeat import heartbeats
 from activities.polling import raise_if_running
 from activities.resources import ActivityResources
-from lifecycle.statuses import SiteStatus
+from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteStatus
 from lifecycle.workflow_ids import site_creation_id
 
 # Creations still running (an undo is part of the creation's run): cancelled, each rolls itself back.
 _IN_FLIGHT = (SiteStatus.PROVISIONING, SiteStatus.ROLLING_BACK)
 # Once no creation is in flight, the sites that still hold a database, files or a domain.
-_TO_TEAR_DOWN = (SiteStatus.ACTIVE, SiteStatus.DELETING)
+# A site deletion takes any of these apart (a creation stopped by a terminate, a failed rollback included).
+_TO_TEAR_DOWN = DOMAIN_HOLDING_SITE_STATUSES
 
 _GONE = (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION)
 

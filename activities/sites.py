@@ -21,12 +21,11 @@ from typing import Any
 
 from sqlalchemy import text
 from temporalio import activity
-from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError, RPCStatusCode
 
 from activities import mail, site_files, wordpress_schema
 from activities.heartbeat import heartbeating
+from activities.polling import raise_if_running
 from activities.resources import ActivityResources
 from activities.site_database import SiteDatabaseServer, site_database_name
 from lifecycle.contracts import SiteDeletionInput, SiteRef, SiteRollbackInput
@@ -34,8 +33,6 @@ from lifecycle.site_contracts import SiteRollbackFailure
 from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteStatus, StepStatus
 from lifecycle.workflow_ids import site_creation_id
 
-# Seconds between checks while a deletion waits for the creation of the same site to close.
-_CREATION_POLL_SECONDS = 1.0
 # The files and the database go while the creation undoes them or the teardown removes them, never otherwise.
 _TEARDOWN_STATUSES = (SiteStatus.ROLLING_BACK, SiteStatus.DELETING)
 
@@ -318,19 +315,12 @@ class SiteActivities:
 
     @activity.defn(name="await_site_creation_closed")
     async def await_site_creation_closed(self, deletion: SiteDeletionInput) -> None:
-        """Creation and deletion of one site never overlap: wait until the creation run has closed."""
-        handle = self._resources.client.get_workflow_handle(site_creation_id(deletion.site_id))
-        while True:
-            try:
-                description = await handle.describe()
-            except RPCError as err:
-                if err.status == RPCStatusCode.NOT_FOUND:
-                    return
-                raise
-            if description.status != WorkflowExecutionStatus.RUNNING:
-                return
-            activity.heartbeat()
-            await asyncio.sleep(_CREATION_POLL_SECONDS)
+        """Creation and deletion of one site never overlap: wait until the creation run has closed.
+
+        Each attempt looks once and fails as StillRunning while the creation is open (activities/polling.py),
+        so a deletion waiting on a creation never holds the site slot that creation needs.
+        """
+        await raise_if_running(self._resources.client, site_creation_id(deletion.site_id))
 
     @activity.defn(name="begin_site_deletion")
     async def begin_site_deletion(self, deletion: SiteDeletionInput) -> SiteStatus:

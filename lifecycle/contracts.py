@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from lifecycle.site_contracts import SitesReconciled
 from lifecycle.statuses import DeletionState
 
 # Deletion
@@ -155,6 +156,7 @@ class AlertInput:
 class ReconcileResult:
     bot_deletions_started: int = 0
     account_deletions_started: int = 0
+    sites: SitesReconciled | None = None
 
 
 # Sites

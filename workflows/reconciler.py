@@ -1,4 +1,5 @@
-"""Backup for the API's start path, run by a Temporal Schedule: drive on deletions the database asks for."""
+"""Backup for the API's start path, run by a Temporal Schedule: drive on the deletions and sites the database
+asks for that no run is working on."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.reconcile import Reconciler
+    from activities.site_reconciler import SiteReconciler
     from lifecycle.contracts import ReconcileResult
+    from lifecycle.site_contracts import SiteReconcileInput
     from lifecycle.workflow_types import RECONCILER_WORKFLOW
     from workflows import policies
 
@@ -15,10 +18,20 @@ with workflow.unsafe.imports_passed_through():
 class DeletionReconcilerWorkflow:
     @workflow.run
     async def run(self) -> ReconcileResult:
-        return await workflow.execute_activity_method(
+        result = await workflow.execute_activity_method(
             Reconciler.reconcile_deletions,
             start_to_close_timeout=policies.RECONCILE_TIMEOUT,
             heartbeat_timeout=policies.RECONCILE_HEARTBEAT,
             retry_policy=policies.STEP_RETRY,
             summary="start deletions marked in the database that no run is working on",
         )
+        if workflow.patched("reconcile-sites"):
+            result.sites = await workflow.execute_activity_method(
+                SiteReconciler.reconcile_sites,
+                SiteReconcileInput(),
+                start_to_close_timeout=policies.RECONCILE_TIMEOUT,
+                heartbeat_timeout=policies.RECONCILE_HEARTBEAT,
+                retry_policy=policies.STEP_RETRY,
+                summary="finish, roll back or tear down sites that no run is working on",
+            )
+        return result

@@ -50,9 +50,9 @@ class SiteDeletionWorkflow:
         await workflow.execute_activity_method(
             SiteActivities.await_site_creation_closed,
             input,
-            start_to_close_timeout=policies.AWAIT_CREATION_TIMEOUT,
-            heartbeat_timeout=policies.AWAIT_CREATION_HEARTBEAT,
-            retry_policy=policies.UNDO_RETRY,
+            start_to_close_timeout=policies.AWAIT_CREATION_LOOK_TIMEOUT,
+            heartbeat_timeout=policies.STEP_HEARTBEAT_TIMEOUT,
+            retry_policy=policies.AWAIT_CREATION_RETRY,
             summary="wait for the creation to close",
         )
         await self._activity(SiteActivities.begin_site_deletion, input, "mark deleting")

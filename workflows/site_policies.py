@@ -37,9 +37,13 @@ EMAIL_RETRY = RetryPolicy(
     maximum_attempts=60,
 )
 
-# Waiting for a creation to close lasts as long as its email retries; heartbeats detect a dead worker.
-AWAIT_CREATION_TIMEOUT = timedelta(days=2)
-AWAIT_CREATION_HEARTBEAT = timedelta(seconds=10)
+# Waiting for the creation to close (activities/polling.py): each attempt looks once and fails while it is
+# open, so the server's retry timer waits and no site slot is held. Every second at first, for the usual
+# creation that ends in moments; backing off to every 30 s for one that waits on an operator.
+AWAIT_CREATION_LOOK_TIMEOUT = timedelta(seconds=30)
+AWAIT_CREATION_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), backoff_coefficient=1.5, maximum_interval=timedelta(seconds=30)
+)
 
 # The alert for a failed rollback is best-effort: the site already shows `rollback_failed`, so a webhook that
 # keeps failing must not keep the run from waiting for the operator.
