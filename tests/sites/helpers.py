@@ -81,12 +81,15 @@ async def site_state(settings: Settings, site_id: str) -> SiteState:
         row = await app.fetchrow("SELECT status, steps, error FROM sites WHERE id = $1", uuid.UUID(site_id))
     options: dict[str, str] = {}
     if database:
-        async with server.connect(name) as site_db:
-            try:
+        try:
+            async with server.connect(name) as site_db:
                 rows = await site_db.fetch("SELECT option_name, option_value FROM wp_options")
                 options = {r["option_name"]: r["option_value"] for r in rows}
-            except asyncpg.UndefinedTableError:
-                pass
+        except asyncpg.UndefinedTableError:
+            pass
+        except asyncpg.InvalidCatalogNameError:
+            # Dropped between the catalogue check and the connection: a teardown is under way.
+            database = False
     return SiteState(
         status=row["status"],
         steps=json.loads(row["steps"]),

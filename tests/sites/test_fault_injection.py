@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from activities.fault_injection import FaultInjectionInterceptor, FaultRule, FaultSpecError, parse_fault_spec
+from activities.short_failures import ShortFailuresInterceptor
 from lifecycle.settings import Settings
 from worker import interceptors_for
 
@@ -24,7 +25,8 @@ def test_invalid_rules_fail_at_worker_start(spec: str) -> None:
         interceptors_for(Settings(fault_injection=spec))
 
 
-def test_no_variable_no_interceptor() -> None:
-    assert interceptors_for(Settings(fault_injection=None)) == []
-    (interceptor,) = interceptors_for(Settings(fault_injection="bootstrap_site=permanent"))
-    assert isinstance(interceptor, FaultInjectionInterceptor)
+def test_no_variable_no_fault_interceptor() -> None:
+    (short_failures,) = interceptors_for(Settings(fault_injection=None))
+    assert isinstance(short_failures, ShortFailuresInterceptor)
+    _, faults = interceptors_for(Settings(fault_injection="bootstrap_site=permanent"))
+    assert isinstance(faults, FaultInjectionInterceptor)
