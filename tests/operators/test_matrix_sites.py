@@ -190,8 +190,10 @@ async def _assert_truthful(stack: Stack, smtp_sink: SmtpSink, site_id: str, doma
     else:
         assert not any(everything), (status, everything)
     ids = _ready_message_ids(smtp_sink, stack.email, domain)
-    # At most one send per site, and only a site that became active gets one.
-    assert len(ids) == len(set(ids)) <= 1, ids
+    # At most one site-ready Message-ID per site, and only a site that became active gets one. The guarantee is
+    # at least once, deduplicated by Message-ID: a worker swapped out between the SMTP call and its record (as
+    # these tests do) makes the next attempt send again, with the same Message-ID.
+    assert len(set(ids)) <= 1, ids
 
 
 async def _reconcile(stack: Stack) -> None:
@@ -237,7 +239,7 @@ async def test_site_creation(stack: Stack, cli: AsyncCli, smtp_sink: SmtpSink, a
         await _until_closed(stack.client.get_workflow_handle(handle.id))
     await _assert_truthful(stack, smtp_sink, site_id, domain, expected)
     if expected == SiteStatus.ACTIVE:
-        assert len(_ready_message_ids(smtp_sink, stack.email, domain)) == 1
+        assert len(set(_ready_message_ids(smtp_sink, stack.email, domain))) == 1
 
 
 @pytest.mark.parametrize("when", [OPEN, FINISHED])
@@ -265,4 +267,4 @@ async def test_site_deletion(stack: Stack, cli: AsyncCli, smtp_sink: SmtpSink, a
         await _until_status(stack, site_id, SiteStatus.DELETED)
         await _until_closed(stack.client.get_workflow_handle(handle.id))
     await _assert_truthful(stack, smtp_sink, site_id, domain, SiteStatus.DELETED)
-    assert len(_ready_message_ids(smtp_sink, stack.email, domain)) == 1
+    assert len(set(_ready_message_ids(smtp_sink, stack.email, domain))) == 1
