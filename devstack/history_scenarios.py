@@ -18,6 +18,7 @@ from devstack.seed import seed
 from lifecycle.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus, SiteProgress
 from lifecycle.deletion_starts import BOT_DELETION_WORKFLOW, deletion_search_attributes
 from lifecycle.settings import Settings
+from lifecycle.statuses import DeletionState
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id, site_creation_id, site_deletion_id
 from workflows.reconciler import RECONCILER_WORKFLOW
 
@@ -220,7 +221,7 @@ async def _next_alert(handle: WorkflowHandle, seen: int) -> bool:
     """Wait until the run waits on an operator after a new alert (True) or completes (False)."""
     while True:
         status = await handle.query("progress", result_type=DeletionStatus)
-        if status.status == "completed":
+        if status.status in (DeletionState.COMPLETED, DeletionState.INCOMPLETE):
             return False
         if status.waiting_on is not None and await _scheduled(handle, "raise_alert") > seen:
             return True
