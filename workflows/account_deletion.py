@@ -44,6 +44,8 @@ with workflow.unsafe.imports_passed_through():
 # Patch: the account row goes, and the email with it, only once nothing of the account remains; otherwise
 # bots and sites are listed and deleted again, then an operator decides. Older runs replay the old path.
 VERIFY_ACCOUNT_EMPTY = "verify-account-empty"
+# Patch: a bot deletion the account takes over (already started) is sent the account's pause state first.
+ADOPTED_BOT_FOLLOWS_ACCOUNT = "adopted-bot-follows-account"
 
 
 def _add(totals: dict[str, ServiceProgress], services: dict[str, ServiceProgress], sign: int = 1) -> None:
@@ -211,6 +213,11 @@ class AccountDeletionWorkflow:
             )
         except WorkflowAlreadyStartedError:
             # A DELETE /bots (or an earlier run of ours) already started it: wait for that one instead.
+            if workflow.patched(ADOPTED_BOT_FOLLOWS_ACCOUNT):
+                # It follows the account's pause state from here on, as the account's own children do: a reset
+                # leaves the old run's children running, paused if the account was, and a `resume` sent to the
+                # reset run before it took them over would otherwise never reach them.
+                await self._signal_bot(workflow_id, "pause" if self._paused else "resume")
             return await workflow.execute_activity_method(
                 DeletionRecords.await_bot_deletion,
                 AwaitBotDeletionInput(workflow_id=workflow_id),
@@ -295,11 +302,15 @@ class AccountDeletionWorkflow:
         """Send `message` to every bot deletion in flight; one that closed meanwhile is skipped."""
         runs = sorted(self._bot_runs)
         for workflow_id in runs:
-            try:
-                await workflow.get_external_workflow_handle(workflow_id).signal(message)
-            except Exception as err:  # a bot deletion that closed meanwhile needs no message
-                workflow.logger.info("%s not forwarded to %s: %s", message, workflow_id, err)
+            await self._signal_bot(workflow_id, message)
         return len(runs)
+
+    @staticmethod
+    async def _signal_bot(workflow_id: str, message: str) -> None:
+        try:
+            await workflow.get_external_workflow_handle(workflow_id).signal(message)
+        except Exception as err:  # a bot deletion that closed meanwhile needs no message
+            workflow.logger.info("%s not forwarded to %s: %s", message, workflow_id, err)
 
     @workflow.signal
     async def pause(self) -> None:
