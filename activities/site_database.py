@@ -14,16 +14,22 @@ from dataclasses import dataclass
 import asyncpg
 from sqlalchemy.engine import make_url
 
+from activities.scram import scram_verifier
 from activities.site_files import site_key
 
 _IDENTIFIER = re.compile(r"^site_[0-9a-f]{32}$")
 
 
-def site_database_name(site_id: str) -> str:
-    name = f"site_{site_key(site_id)}"
-    # Names are interpolated into DDL, so they must be exactly this shape; user input never gets here.
-    assert _IDENTIFIER.match(name), name
+def checked_site_identifier(name: str) -> str:
+    """`name`, if it is exactly a site database name; names are interpolated into DDL. An explicit check,
+    since `python -O` strips asserts."""
+    if not _IDENTIFIER.match(name):
+        raise ValueError(f"not a site database name: {name!r}")
     return name
+
+
+def site_database_name(site_id: str) -> str:
+    return checked_site_identifier(f"site_{site_key(site_id)}")
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,7 @@ class SiteDatabaseServer:
             await connection.close()
 
     async def create(self, name: str, password: str) -> None:
+        checked_site_identifier(name)
         async with self.connect() as admin:
             role, database = await admin.fetchrow(
                 "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1),"
@@ -62,12 +69,18 @@ class SiteDatabaseServer:
                 name,
             )
             if not role:
-                # DDL takes no bind parameters; the password is URL-safe base64, so it needs no escaping.
-                await admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{password}'")
+                # DDL takes no bind parameters. The server gets a SCRAM verifier computed here, never the password
+                # (which could reach its logs); the verifier is base64 and `$:`, so it needs no escaping.
+                await admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{scram_verifier(password)}'")
             if not database:
                 await admin.execute(f"CREATE DATABASE {name} OWNER {name}")
+            # Only the site's own role may connect: PUBLIC's default CONNECT would let every site role in.
+            # Repeated on every attempt: a step retried after a crash between the two still ends locked down.
+            await admin.execute(f"REVOKE CONNECT ON DATABASE {name} FROM PUBLIC")
+            await admin.execute(f"GRANT CONNECT ON DATABASE {name} TO {name}")
 
     async def drop(self, name: str) -> None:
+        checked_site_identifier(name)
         async with self.connect() as admin:
             if await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
                 await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

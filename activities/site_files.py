@@ -44,8 +44,7 @@ def site_password(sites_root: Path, site_id: str) -> str:
         return path.read_text().strip()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     candidate = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
-    candidate.write_text(secrets.token_urlsafe(24))
-    candidate.chmod(0o600)
+    _write_private(candidate, secrets.token_urlsafe(24))
     try:
         # link() fails if the name exists, so two racing steps agree on one password.
         os.link(candidate, path)
@@ -54,6 +53,13 @@ def site_password(sites_root: Path, site_id: str) -> str:
     finally:
         candidate.unlink()
     return path.read_text().strip()
+
+
+def _write_private(path: Path, text: str) -> None:
+    """A new file readable by its owner only from the moment it exists: never written first and restricted after."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(text)
 
 
 def forget_site_password(sites_root: Path, site_id: str) -> None:
@@ -85,9 +91,8 @@ def create_site_tree(sites_root: Path, site_id: str, database: str, host: str, p
         (root / directory).mkdir(parents=True, exist_ok=True)
     config = root / "wp-config.php"
     if not config.is_file():
-        partial = config.with_suffix(".tmp")
-        partial.write_text(_wp_config(database, site_password(sites_root, site_id), host, port))
-        partial.chmod(0o600)
+        partial = config.with_suffix(f".{secrets.token_hex(4)}.tmp")
+        _write_private(partial, _wp_config(database, site_password(sites_root, site_id), host, port))
         os.replace(partial, config)
     return root
 

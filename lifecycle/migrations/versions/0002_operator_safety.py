@@ -24,7 +24,20 @@ def _in(values: Sequence[str]) -> str:
     return ", ".join(f"'{value}'" for value in values)
 
 
+# Site roles live on this server too: only the application's own role may connect to its database.
+_APP_DATABASE_PRIVATE = (
+    "DO $$ BEGIN"
+    " EXECUTE format('REVOKE CONNECT ON DATABASE %I FROM PUBLIC', current_database());"
+    " EXECUTE format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), current_user);"
+    " END $$"
+)
+_APP_DATABASE_PUBLIC = (
+    "DO $$ BEGIN EXECUTE format('GRANT CONNECT ON DATABASE %I TO PUBLIC', current_database()); END $$"
+)
+
+
 def upgrade() -> None:
+    op.execute(_APP_DATABASE_PRIVATE)
     # Deletion progress, written by the deleters in the same transaction as each batch: the API reads it
     # without asking a worker, and a new run after a cancel or terminate counts on from it.
     op.create_table(
@@ -74,6 +87,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.execute(_APP_DATABASE_PUBLIC)
     op.drop_index("ix_sites_unsettled", table_name="sites")
     op.drop_index("uq_sites_domain_held", table_name="sites", postgresql_where=sa.text(_HELD_NOW))
     op.create_index("uq_sites_domain_held", "sites", ["domain"], unique=True, postgresql_where=sa.text(_HELD_BEFORE))

@@ -1,0 +1,110 @@
+"""Site database roles are isolated, and their secrets are never exposed.
+
+Each site's role reaches its own database and nothing else of ours; its password reaches the server only as a
+SCRAM verifier; the files holding it are private from the moment they exist.
+"""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+import sys
+import uuid
+
+import asyncpg
+import pytest
+from sqlalchemy.engine import make_url
+
+from activities import site_files
+from activities.scram import ScramVerifier
+from activities.site_database import SiteDatabaseServer, site_database_name
+from lifecycle.settings import Settings
+
+
+def _dsn(settings: Settings, *, user: str, database: str) -> str:
+    url = make_url(settings.site_admin_database_url).set(drivername="postgresql", username=user, database=database)
+    return url.render_as_string(hide_password=False)
+
+
+async def _make_site(settings: Settings) -> tuple[str, str, str]:
+    site_id = str(uuid.uuid4())
+    name = site_database_name(site_id)
+    password = site_files.site_password(settings.sites_path, site_id)
+    await SiteDatabaseServer(settings.site_admin_database_url).create(name, password)
+    return site_id, name, password
+
+
+async def _drop(settings: Settings, *names: str) -> None:
+    server = SiteDatabaseServer(settings.site_admin_database_url)
+    for name in names:
+        await server.drop(name)
+
+
+async def test_a_site_role_reaches_its_own_database_only(settings: Settings) -> None:
+    _, own, _ = await _make_site(settings)
+    _, other, _ = await _make_site(settings)
+    app_database = make_url(settings.database_url).database
+    assert app_database is not None
+    try:
+        connection = await asyncpg.connect(_dsn(settings, user=own, database=own))
+        assert await connection.fetchval("SELECT current_user") == own
+        await connection.close()
+        for refused in (other, app_database):
+            with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied for database"):
+                await asyncpg.connect(_dsn(settings, user=own, database=refused))
+        # Running the step again (a retry, a reset) keeps it locked down.
+        site_id, name, password = await _make_site(settings)
+        await SiteDatabaseServer(settings.site_admin_database_url).create(name, password)
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await asyncpg.connect(_dsn(settings, user=own, database=name))
+        await _drop(settings, name)
+        site_files.forget_site_password(settings.sites_path, site_id)
+    finally:
+        await _drop(settings, own, other)
+
+
+async def test_the_server_only_ever_sees_a_scram_verifier(settings: Settings) -> None:
+    _, name, password = await _make_site(settings)
+    try:
+        admin = await asyncpg.connect(_dsn(settings, user="postgres", database="postgres"))
+        try:
+            stored = await admin.fetchval("SELECT rolpassword FROM pg_authid WHERE rolname = $1", name)
+        finally:
+            await admin.close()
+        assert stored.startswith("SCRAM-SHA-256$4096:")
+        assert password not in stored
+        # The verifier is the one for this password, so password authentication would accept it.
+        assert ScramVerifier.parse(stored).matches(password)
+        assert not ScramVerifier.parse(stored).matches(password + "x")
+    finally:
+        await _drop(settings, name)
+
+
+def test_secret_files_are_private_from_the_start(settings: Settings) -> None:
+    site_id = str(uuid.uuid4())
+    password = site_files.site_password(settings.sites_path, site_id)
+    root = site_files.create_site_tree(settings.sites_path, site_id, site_database_name(site_id), "127.0.0.1", 5432)
+    try:
+        for secret in (
+            settings.sites_path / site_files.CREDENTIALS_DIR / site_files.site_key(site_id),
+            root / "wp-config.php",
+        ):
+            assert stat.S_IMODE(secret.stat().st_mode) == 0o600, secret
+        assert password in (root / "wp-config.php").read_text()
+        # Nothing was left half-written beside them.
+        assert not list(settings.sites_path.glob(f"**/{site_files.site_key(site_id)}*.tmp"))
+        assert not list(root.glob("*.tmp"))
+    finally:
+        site_files.remove_site_tree(settings.sites_path, site_id)
+        site_files.forget_site_password(settings.sites_path, site_id)
+
+
+def test_a_malformed_identifier_is_refused_even_without_asserts() -> None:
+    # Under `python -O`, where an assert would have let it through into the DDL.
+    program = (
+        "from activities.site_database import checked_site_identifier\n"
+        "try:\n    checked_site_identifier('site_0; DROP DATABASE lifecycle')\n"
+        "except ValueError:\n    print('refused')\n"
+    )
+    result = subprocess.run([sys.executable, "-O", "-c", program], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "refused", result.stderr
