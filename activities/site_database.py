@@ -72,6 +72,9 @@ class SiteDatabaseServer:
                 # DDL takes no bind parameters. The server gets a SCRAM verifier computed here, never the password
                 # (which could reach its logs); the verifier is base64 and `$:`, so it needs no escaping.
                 await admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{scram_verifier(password)}'")
+            # A provisioner with only CREATEROLE and CREATEDB (not a superuser) may make a database owned by the
+            # site role, reach it and drop it only as a member of that role (PostgreSQL 16 and later).
+            await admin.execute(f"GRANT {name} TO CURRENT_USER WITH INHERIT TRUE, SET TRUE")
             if not database:
                 await admin.execute(f"CREATE DATABASE {name} OWNER {name}")
             # Only the site's own role may connect: PUBLIC's default CONNECT would let every site role in.

@@ -4,6 +4,7 @@
 # so rotating it there and running `docker compose up` again applies it.
 set -eu
 : "${TEMPORAL_DB_PASSWORD:?is empty: run make deploy-env}"
+: "${SITE_PROVISIONER_PASSWORD:?is empty: run make deploy-env}"
 
 # The healthcheck already saw PostgreSQL over TCP; these bounded retries cover a restart in between.
 attempt=1
@@ -27,7 +28,13 @@ SELECT format('CREATE DATABASE %I OWNER temporal', name)
 REVOKE CONNECT, TEMPORARY ON DATABASE temporal, temporal_visibility FROM PUBLIC;
 SQL
 
+# The workers make and drop each site's database and role as this role: CREATEROLE and CREATEDB, nothing more.
+psql -v ON_ERROR_STOP=1 -v provisioner_password="$SITE_PROVISIONER_PASSWORD" <<'SQL'
+SELECT 'CREATE ROLE site_provisioner' WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'site_provisioner') \gexec
+ALTER ROLE site_provisioner WITH LOGIN NOSUPERUSER CREATEDB CREATEROLE PASSWORD :'provisioner_password';
+SQL
+
 # Temporal's visibility schema needs btree_gin. It is a trusted extension that the owner could create itself,
 # but creating it here keeps the schema job independent of that.
 psql -v ON_ERROR_STOP=1 -d temporal_visibility -c 'CREATE EXTENSION IF NOT EXISTS btree_gin'
-echo "role temporal and databases temporal, temporal_visibility are ready"
+echo "roles temporal and site_provisioner, databases temporal and temporal_visibility are ready"

@@ -52,6 +52,10 @@ def admin_token(settings: Settings) -> str:
     return token_file.read_text().strip()
 
 
+# The local stack's least-privileged role for site databases (devstack/postgres.py creates it).
+SITE_PROVISIONER = "site_provisioner"
+
+
 def stack_environment(settings: Settings, ports: StackPorts) -> dict[str, str]:
     data_dir = Path(settings.data_dir).resolve()
     return {
@@ -60,6 +64,8 @@ def stack_environment(settings: Settings, ports: StackPorts) -> dict[str, str]:
         "TEMPORAL_NAMESPACE": settings.temporal_namespace,
         "TASK_QUEUE": settings.task_queue,
         "DATABASE_URL": f"postgresql+asyncpg://postgres@127.0.0.1:{ports.postgres}/{LOCAL_DATABASE}",
+        # Site databases are made by a role with CREATEROLE and CREATEDB only, not by the superuser.
+        "SITE_DATABASE_URL": f"postgresql+asyncpg://{SITE_PROVISIONER}@127.0.0.1:{ports.postgres}/postgres",
         "SMTP_HOST": "127.0.0.1",
         "SMTP_PORT": str(ports.smtp),
         "MAIL_DIR": str(Path(settings.mail_path).resolve()),

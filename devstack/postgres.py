@@ -171,6 +171,11 @@ class PostgresServer:
         if exists != "1":
             self.psql(f'CREATE DATABASE "{name}"')
 
+    def ensure_provisioner(self, role: str) -> None:
+        """A login role with CREATEROLE and CREATEDB only: it makes and drops site databases, nothing more."""
+        if self.psql(f"SELECT 1 FROM pg_roles WHERE rolname = '{role}'").strip() != "1":
+            self.psql(f"CREATE ROLE {role} LOGIN CREATEROLE CREATEDB")
+
     def psql(self, sql: str, database: str = "postgres") -> str:
         result = subprocess.run(
             [

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from devstack.local_env import StackPorts, stack_environment
+from devstack.local_env import SITE_PROVISIONER, StackPorts, stack_environment
 from devstack.postgres import PostgresServer
 from devstack.smtp_sink import SmtpSink
 from devstack.temporal_server import TemporalDevServer
@@ -42,6 +42,7 @@ class Stack:
         print(f"[stack] data directory: {self.data_dir}", flush=True)
         self.postgres.start()
         self.postgres.create_database(LOCAL_DATABASE)
+        self.postgres.ensure_provisioner(SITE_PROVISIONER)
         upgrade(self.env["DATABASE_URL"])
         print(f"[stack] PostgreSQL ready on 127.0.0.1:{self.ports.postgres}, migrations applied", flush=True)
         self.temporal.start()

@@ -38,6 +38,7 @@ def run_roles_job(project_root: Path, server: PostgresServer, password: str) -> 
         "PGUSER": SUPERUSER,
         "PGDATABASE": "postgres",
         "TEMPORAL_DB_PASSWORD": password,
+        "SITE_PROVISIONER_PASSWORD": f"provisioner-{password}",
     }
     return subprocess.run(
         ["sh", "deploy/postgres-roles.sh"],
@@ -76,6 +77,16 @@ def test_temporal_gets_an_unprivileged_role_owning_only_its_databases(
     assert owners.split() == ["temporal=temporal", "temporal_visibility=temporal"]
     extension = postgres.psql("SELECT extname FROM pg_extension WHERE extname = 'btree_gin'", "temporal_visibility")
     assert extension.strip() == "btree_gin"
+
+
+def test_sites_get_a_provisioner_with_createrole_and_createdb_only(
+    project_root: Path, postgres: PostgresServer
+) -> None:
+    assert run_roles_job(project_root, postgres, "provisioner-check").returncode == 0
+    flags = postgres.psql(
+        "SELECT rolcanlogin, rolsuper, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname = 'site_provisioner'"
+    ).strip()
+    assert flags == "t|f|t|t", flags
 
 
 def test_the_job_repeats_safely_and_applies_a_rotated_password(project_root: Path, postgres: PostgresServer) -> None:

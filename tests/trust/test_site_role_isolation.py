@@ -108,3 +108,28 @@ def test_a_malformed_identifier_is_refused_even_without_asserts() -> None:
     )
     result = subprocess.run([sys.executable, "-O", "-c", program], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "refused", result.stderr
+
+
+async def test_a_least_privileged_provisioner_makes_and_drops_site_databases(settings: Settings) -> None:
+    """CREATEROLE and CREATEDB only, as the local stack and docker-compose provision: no superuser needed."""
+    provisioner = f"provisioner_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(_dsn(settings, user="postgres", database="postgres"))
+    try:
+        await admin.execute(f"CREATE ROLE {provisioner} LOGIN CREATEROLE CREATEDB")
+        url = make_url(settings.site_admin_database_url).set(username=provisioner, database="postgres")
+        server = SiteDatabaseServer(url.render_as_string(hide_password=False))
+        site_id = str(uuid.uuid4())
+        name = site_database_name(site_id)
+        password = site_files.site_password(settings.sites_path, site_id)
+        await server.create(name, password)
+        await server.create(name, password)  # a retried step changes nothing
+        async with server.connect(name) as site_db:
+            await site_db.execute(f"SET ROLE {name}; CREATE TABLE wp_probe (id int)")
+        assert await server.exists(name)
+        await server.drop(name)
+        assert not await server.exists(name)
+        assert not await admin.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", name)
+        site_files.forget_site_password(settings.sites_path, site_id)
+    finally:
+        await admin.execute(f"DROP ROLE IF EXISTS {provisioner}")
+        await admin.close()
