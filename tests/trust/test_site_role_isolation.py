@@ -6,6 +6,7 @@ SCRAM verifier; the files holding it are private from the moment they exist.
 
 from __future__ import annotations
 
+import os
 import stat
 import subprocess
 import sys
@@ -98,10 +99,21 @@ async def test_the_server_only_ever_sees_a_scram_verifier(settings: Settings) ->
         await _drop(settings, name)
 
 
-def test_secret_files_are_private_from_the_start(settings: Settings) -> None:
-    site_id = str(uuid.uuid4())
-    password = site_files.site_password(settings.sites_path, site_id)
-    root = site_files.create_site_tree(settings.sites_path, site_id, site_database_name(site_id), "127.0.0.1", 5432)
+def test_secret_files_are_private_from_the_start(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under a umask that leaves new files world-readable, and with no way to restrict a file after writing it,
+    # the secrets can only end up 0600 if they were created so.
+    def no_chmod(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a secret file was restricted after it was created")
+
+    monkeypatch.setattr(os, "chmod", no_chmod)
+    monkeypatch.setattr(os, "fchmod", no_chmod)
+    previous_umask = os.umask(0o022)
+    try:
+        site_id = str(uuid.uuid4())
+        password = site_files.site_password(settings.sites_path, site_id)
+        root = site_files.create_site_tree(settings.sites_path, site_id, site_database_name(site_id), "127.0.0.1", 5432)
+    finally:
+        os.umask(previous_umask)
     try:
         for secret in (
             settings.sites_path / site_files.CREDENTIALS_DIR / site_files.site_key(site_id),
