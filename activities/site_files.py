@@ -58,8 +58,13 @@ def site_password(sites_root: Path, site_id: str) -> str:
 def _write_private(path: Path, text: str) -> None:
     """A new file readable by its owner only from the moment it exists: never written first and restricted after."""
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w") as file:
-        file.write(text)
+    try:
+        with os.fdopen(descriptor, "w") as file:
+            file.write(text)
+    except BaseException:
+        # A disk that filled up mid-write leaves no half secret behind.
+        path.unlink(missing_ok=True)
+        raise
 
 
 def forget_site_password(sites_root: Path, site_id: str) -> None:

@@ -29,6 +29,12 @@ def _package_dir() -> Path:
 BIN_DIR = _package_dir() / "pginstall" / "bin"
 SERVICE_USER = "lifecycle-pg"
 SUPERUSER = "postgres"
+# Site roles (activities/site_database.py names them) sign in with their password, checked by SCRAM as in a
+# deployment, so the local stack and the tests exercise the verifier the provisioner sends; every other role
+# is trusted on this loopback-only, single-user server. pg_hba.conf takes the first line that matches.
+SITE_ROLES_BY_PASSWORD = (
+    "local all /^site_[0-9a-f]{32}$ scram-sha-256\nhost all /^site_[0-9a-f]{32}$ all scram-sha-256\n"
+)
 
 
 def _service_account() -> pwd.struct_passwd | None:
@@ -91,6 +97,7 @@ class PostgresServer:
             _open_path_for(self.directory, self._account)
         if not (self.data / "PG_VERSION").exists():
             self._initdb()
+        self._require_site_passwords()
         self._remove_stale_pid_file()
         log = self.log_path.open("ab")
         self._process = subprocess.Popen(
@@ -136,6 +143,14 @@ class PostgresServer:
             capture_output=True,
             preexec_fn=_demote(self._account),
         )
+
+    def _require_site_passwords(self) -> None:
+        """Put the site roles' lines first in pg_hba.conf; also on a data directory made before they existed."""
+        hba = self.data / "pg_hba.conf"
+        rules = hba.read_text()
+        if not rules.startswith(SITE_ROLES_BY_PASSWORD):
+            # Written in place: the file keeps the service user's ownership.
+            hba.write_text(SITE_ROLES_BY_PASSWORD + rules)
 
     def _remove_stale_pid_file(self) -> None:
         pid_file = self.data / "postmaster.pid"

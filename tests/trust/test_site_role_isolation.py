@@ -6,6 +6,7 @@ SCRAM verifier; the files holding it are private from the moment they exist.
 
 from __future__ import annotations
 
+import os
 import stat
 import subprocess
 import sys
@@ -18,11 +19,15 @@ from sqlalchemy.engine import make_url
 from activities import site_files
 from activities.scram import ScramVerifier
 from activities.site_database import SiteDatabaseServer, site_database_name
+from devstack.local_env import SITE_PROVISIONER, StackPorts, stack_environment
+from devstack.postgres import PostgresServer
 from lifecycle.settings import Settings
 
 
-def _dsn(settings: Settings, *, user: str, database: str) -> str:
-    url = make_url(settings.site_admin_database_url).set(drivername="postgresql", username=user, database=database)
+def _dsn(settings: Settings, *, user: str, database: str, password: str | None = None) -> str:
+    url = make_url(settings.site_admin_database_url).set(
+        drivername="postgresql", username=user, database=database, password=password
+    )
     return url.render_as_string(hide_password=False)
 
 
@@ -41,26 +46,40 @@ async def _drop(settings: Settings, *names: str) -> None:
 
 
 async def test_a_site_role_reaches_its_own_database_only(settings: Settings) -> None:
-    _, own, _ = await _make_site(settings)
+    _, own, own_password = await _make_site(settings)
     _, other, _ = await _make_site(settings)
     app_database = make_url(settings.database_url).database
     assert app_database is not None
     try:
-        connection = await asyncpg.connect(_dsn(settings, user=own, database=own))
+        connection = await asyncpg.connect(_dsn(settings, user=own, database=own, password=own_password))
         assert await connection.fetchval("SELECT current_user") == own
         await connection.close()
         for refused in (other, app_database):
             with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied for database"):
-                await asyncpg.connect(_dsn(settings, user=own, database=refused))
+                await asyncpg.connect(_dsn(settings, user=own, database=refused, password=own_password))
         # Running the step again (a retry, a reset) keeps it locked down.
         site_id, name, password = await _make_site(settings)
         await SiteDatabaseServer(settings.site_admin_database_url).create(name, password)
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
-            await asyncpg.connect(_dsn(settings, user=own, database=name))
+            await asyncpg.connect(_dsn(settings, user=own, database=name, password=own_password))
         await _drop(settings, name)
         site_files.forget_site_password(settings.sites_path, site_id)
     finally:
         await _drop(settings, own, other)
+
+
+async def test_a_site_role_signs_in_with_its_password_and_only_with_it(settings: Settings) -> None:
+    # The server checks site roles by SCRAM (devstack/postgres.py), so this exercises the verifier we sent.
+    _, name, password = await _make_site(settings)
+    try:
+        connection = await asyncpg.connect(_dsn(settings, user=name, database=name, password=password))
+        assert await connection.fetchval("SELECT current_user") == name
+        await connection.close()
+        for wrong in (password + "x", None):
+            with pytest.raises(asyncpg.InvalidPasswordError):
+                await asyncpg.connect(_dsn(settings, user=name, database=name, password=wrong))
+    finally:
+        await _drop(settings, name)
 
 
 async def test_the_server_only_ever_sees_a_scram_verifier(settings: Settings) -> None:
@@ -80,10 +99,21 @@ async def test_the_server_only_ever_sees_a_scram_verifier(settings: Settings) ->
         await _drop(settings, name)
 
 
-def test_secret_files_are_private_from_the_start(settings: Settings) -> None:
-    site_id = str(uuid.uuid4())
-    password = site_files.site_password(settings.sites_path, site_id)
-    root = site_files.create_site_tree(settings.sites_path, site_id, site_database_name(site_id), "127.0.0.1", 5432)
+def test_secret_files_are_private_from_the_start(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under a umask that leaves new files world-readable, and with no way to restrict a file after writing it,
+    # the secrets can only end up 0600 if they were created so.
+    def no_chmod(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a secret file was restricted after it was created")
+
+    monkeypatch.setattr(os, "chmod", no_chmod)
+    monkeypatch.setattr(os, "fchmod", no_chmod)
+    previous_umask = os.umask(0o022)
+    try:
+        site_id = str(uuid.uuid4())
+        password = site_files.site_password(settings.sites_path, site_id)
+        root = site_files.create_site_tree(settings.sites_path, site_id, site_database_name(site_id), "127.0.0.1", 5432)
+    finally:
+        os.umask(previous_umask)
     try:
         for secret in (
             settings.sites_path / site_files.CREDENTIALS_DIR / site_files.site_key(site_id),
@@ -110,26 +140,61 @@ def test_a_malformed_identifier_is_refused_even_without_asserts() -> None:
     assert result.stdout.strip() == "refused", result.stderr
 
 
-async def test_a_least_privileged_provisioner_makes_and_drops_site_databases(settings: Settings) -> None:
-    """CREATEROLE and CREATEDB only, as the local stack and docker-compose provision: no superuser needed."""
-    provisioner = f"provisioner_{uuid.uuid4().hex[:8]}"
+async def test_the_local_stacks_provisioner_makes_and_drops_site_databases(
+    settings: Settings, postgres_server: PostgresServer
+) -> None:
+    """The role `make run` provisions sites with (devstack), reached by the SITE_DATABASE_URL the stack hands the
+    worker: CREATEROLE and CREATEDB only, no superuser. docker-compose makes the same role (deploy/postgres-roles.sh).
+
+    Every statement the provisioner sends is logged, so the log shows what the server was told about passwords.
+    """
+    postgres_server.ensure_provisioner(SITE_PROVISIONER)
+    postgres_server.ensure_provisioner(SITE_PROVISIONER)  # a restarted stack finds it made
+    environment = stack_environment(settings, StackPorts(postgres=postgres_server.port))
     admin = await asyncpg.connect(_dsn(settings, user="postgres", database="postgres"))
     try:
-        await admin.execute(f"CREATE ROLE {provisioner} LOGIN CREATEROLE CREATEDB")
-        url = make_url(settings.site_admin_database_url).set(username=provisioner, database="postgres")
-        server = SiteDatabaseServer(url.render_as_string(hide_password=False))
+        await admin.execute(f"ALTER ROLE {SITE_PROVISIONER} SET log_statement = 'all'")
+        flags = await admin.fetchrow(
+            "SELECT rolsuper, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname = $1", SITE_PROVISIONER
+        )
+        assert tuple(flags) == (False, True, True)
+        server = SiteDatabaseServer(environment["SITE_DATABASE_URL"])
+        async with server.connect() as provisioner:
+            assert await provisioner.fetchval("SELECT current_user") == SITE_PROVISIONER
         site_id = str(uuid.uuid4())
         name = site_database_name(site_id)
         password = site_files.site_password(settings.sites_path, site_id)
         await server.create(name, password)
         await server.create(name, password)  # a retried step changes nothing
+        assert not await admin.fetchval("SELECT has_database_privilege('public', $1, 'CONNECT')", name), (
+            "PUBLIC may still connect"
+        )
         async with server.connect(name) as site_db:
             await site_db.execute(f"SET ROLE {name}; CREATE TABLE wp_probe (id int)")
-        assert await server.exists(name)
-        await server.drop(name)
-        assert not await server.exists(name)
-        assert not await admin.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", name)
+        # The site's own role, signed in with its password, is still connected when the teardown comes: the
+        # provisioner's DROP ... WITH (FORCE) must be allowed to end that session.
+        site_session = await asyncpg.connect(_dsn(settings, user=name, database=name, password=password))
+        try:
+            assert await server.exists(name)
+            await server.drop(name)
+            assert not await server.exists(name)
+            assert not await admin.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", name)
+            assert site_session.is_closed() or not await _still_serves(site_session)
+        finally:
+            site_session.terminate()
         site_files.forget_site_password(settings.sites_path, site_id)
+
+        log = postgres_server.log_path.read_text(errors="replace")
+        assert password not in log
+        assert f"CREATE ROLE {name} LOGIN PASSWORD 'SCRAM-SHA-256$" in log, "statement logging was not on"
     finally:
-        await admin.execute(f"DROP ROLE IF EXISTS {provisioner}")
+        await admin.execute(f"DROP ROLE IF EXISTS {SITE_PROVISIONER}")
         await admin.close()
+
+
+async def _still_serves(connection: asyncpg.Connection) -> bool:
+    try:
+        await connection.fetchval("SELECT 1")
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, ConnectionError):
+        return False
+    return True
