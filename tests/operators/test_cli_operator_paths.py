@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from email import message_from_bytes
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -79,6 +80,23 @@ async def _start_account_deletion(app: FastAPI, client: Client, settings: Settin
         await request_account_deletion(session, client, settings, account_id=uuid.UUID(account_id))
 
 
+@dataclass(frozen=True)
+class Deleting:
+    bot_id: str
+    account_id: str
+    address: str
+
+
+async def _one_bot_account_deleting(app: FastAPI, client: Client, settings: Settings, task_queue: str) -> Deleting:
+    """An account with one seeded bot whose deletion runs on `task_queue` (the test's own worker)."""
+    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=ROWS)
+    account_id = seeded.account_id
+    address = (await _fetch(settings, "SELECT email FROM accounts WHERE id = $1::uuid", account_id))[0][0]
+    own = settings.model_copy(update={"task_queue": task_queue, "site_task_queue": task_queue})
+    await _start_account_deletion(app, client, own, account_id)
+    return Deleting(seeded.bot_ids[0], account_id, address)
+
+
 async def test_skipped_bot_ends_the_account_incomplete_then_the_admin_redrive_finishes_it(
     cli: AsyncCli,
     api: httpx.AsyncClient,
@@ -90,11 +108,8 @@ async def test_skipped_bot_ends_the_account_incomplete_then_the_admin_redrive_fi
     queue_worker: QueueWorker,
     worker: LifecycleWorkers,
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=ROWS)
-    bot_id, account_id = seeded.bot_ids[0], seeded.account_id
-    address = (await _fetch(settings, "SELECT email FROM accounts WHERE id = $1::uuid", account_id))[0][0]
-    own = settings.model_copy(update={"task_queue": task_queue, "site_task_queue": task_queue})
-    await _start_account_deletion(app, temporal_client, own, account_id)
+    deleting = await _one_bot_account_deleting(app, temporal_client, settings, task_queue)
+    bot_id, account_id, address = deleting.bot_id, deleting.account_id, deleting.address
     account_wid, bot_wid = account_deletion_id(account_id), bot_deletion_id(bot_id)
     account = temporal_client.get_workflow_handle(account_wid)
     answers: list[str] = []
@@ -159,11 +174,8 @@ async def test_an_account_level_retry_reaches_its_stuck_bot_deletion(
     task_queue: str,
     queue_worker: QueueWorker,
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=ROWS)
-    bot_id, account_id = seeded.bot_ids[0], seeded.account_id
-    address = (await _fetch(settings, "SELECT email FROM accounts WHERE id = $1::uuid", account_id))[0][0]
-    own = settings.model_copy(update={"task_queue": task_queue, "site_task_queue": task_queue})
-    await _start_account_deletion(app, temporal_client, own, account_id)
+    deleting = await _one_bot_account_deleting(app, temporal_client, settings, task_queue)
+    bot_id, account_id, address = deleting.bot_id, deleting.account_id, deleting.address
     account_wid, bot_wid = account_deletion_id(account_id), bot_deletion_id(bot_id)
 
     async def bot_stuck() -> DeletionStatus | None:
