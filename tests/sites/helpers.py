@@ -87,8 +87,9 @@ async def site_state(settings: Settings, site_id: str) -> SiteState:
                 options = {r["option_name"]: r["option_value"] for r in rows}
         except asyncpg.UndefinedTableError:
             pass
-        except asyncpg.InvalidCatalogNameError:
-            # Dropped between the catalogue check and the connection: a teardown is under way.
+        except (asyncpg.InvalidCatalogNameError, asyncpg.AdminShutdownError, asyncpg.ConnectionDoesNotExistError):
+            # Dropped between the catalogue check and the read (a forced drop ends this very session): a
+            # teardown is under way.
             database = False
     return SiteState(
         status=row["status"],
