@@ -45,7 +45,8 @@ async def delete_account(
     prefer: PreferHeader = None,
 ) -> DeletionAccepted | JSONResponse:
     accepted = await request_account_deletion(session, client, settings, account_id=caller.account_id)
-    # Committed; hand the connection back before anything waits.
+    # Committed, so the session holds no connection now; closed, so nothing below can take one and keep it
+    # while the request waits (tests/deletion/test_inline_answer.py checks the pool while it does).
     await session.close()
     # The one place that decides whether this deletion can end within the request. One that cannot (a grace
     # period before it, an export first) returns `_accepted(response, accepted.workflow_id, NO_WAIT, <status>)`
