@@ -290,3 +290,15 @@ async def test_an_account_run_terminated_during_the_wait_answers_202_not_an_erro
         "status": "terminated",
         "status_url": None,
     }
+
+
+def test_both_answers_and_both_headers_are_in_the_openapi_schema(app: FastAPI) -> None:
+    schema = app.openapi()
+    for path, finished in (("/bots/{bot_id}", "DeletionFinished"), ("/account", "AccountDeletionFinished")):
+        operation = schema["paths"][path]["delete"]
+        assert "Prefer" in {p["name"] for p in operation["parameters"] if p["in"] == "header"}
+        responses = operation["responses"]
+        assert responses["200"]["content"]["application/json"]["schema"]["$ref"].endswith(f"/{finished}")
+        assert responses["202"]["content"]["application/json"]["schema"]["$ref"].endswith("/DeletionAccepted")
+        for status in ("200", "202"):
+            assert {"Vary", "Preference-Applied"} <= set(responses[status]["headers"])
