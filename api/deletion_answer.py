@@ -7,8 +7,8 @@ Every deletion is a workflow; what changes is only how long the request waits fo
 - otherwise: DELETION_INLINE_WAIT seconds if the bounded size estimate is below DELETION_INLINE_THRESHOLD,
   else not at all.
 
-RFC 7240 s. 4.3 reads `respond-async, wait=N` as "answer asynchronously if it takes longer than N seconds",
-which is what `wait=N` does here anyway. The answer says which preferences it honoured in
+RFC 7240's own example pairs the two, `respond-async, wait=10`: answer asynchronously if it takes longer than
+that, which is what `wait=N` does here anyway. The answer says which preferences it honoured in
 `Preference-Applied`, and always carries `Vary: Prefer`, since the header can change it.
 """
 

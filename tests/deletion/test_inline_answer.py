@@ -125,7 +125,7 @@ async def test_prefer_wait_waits_for_a_bot_above_the_threshold_capped_at_the_max
     assert answer.status_code == 200, answer.text
     assert answer.json()["status"] == "completed"
     assert answer.json()["deleted"] == rows_per_service(SMALL)
-    # Honoured up to the cap; `respond-async` was not needed, the answer came in time (RFC 7240 s. 4.3).
+    # Honoured up to the cap; `respond-async` was not needed, the answer came in time.
     assert answer.headers["preference-applied"] == f"wait={int(GENEROUS_WAIT)}"
     assert set((await remaining_rows(settings.database_url, bot_id)).values()) == {0}
 
