@@ -94,7 +94,9 @@ async def main(bots: int, in_process: bool) -> None:
         settings, env = stack.settings, stack.env
         client: Client = env.client
         seeded = await seed(settings.database_url, settings.storage_path, bots=bots, rows=5)
-        headers = {"Authorization": f"Bearer {seeded.api_key}"}
+        # No worker polls, so a small bot's DELETE would wait DELETION_INLINE_WAIT for nothing: this measures
+        # accepting a deletion, which is what `respond-async` asks for.
+        headers = {"Authorization": f"Bearer {seeded.api_key}", "Prefer": "respond-async"}
         async with _in_process(settings, client) if in_process else _served(settings) as api:
 
             def via_api(bot_id: str) -> Callable[[], Awaitable[None]]:

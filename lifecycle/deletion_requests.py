@@ -6,18 +6,29 @@ turns into a workflow; the other order could leave a deletion nobody remembers a
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
 from dataclasses import dataclass
+from typing import Literal
 
 from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import CancelledError, TerminatedError
+from temporalio.service import RPCError
 
+from lifecycle.contracts import AccountDeletionResult, BotDeletionResult, ServiceProgress
 from lifecycle.db.models import Account, ApiKey, DeletionRequest
 from lifecycle.deletion_starts import start_account_deletion, start_bot_deletion
+from lifecycle.deletion_status import DESCRIBE_TIMEOUT
+from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
+from lifecycle.statuses import DeletionState
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -128,3 +139,88 @@ async def redrive_account_deletion(
         return None
     # The row goes only when nothing of the account remains: that deletion is done.
     return Accepted(record.workflow_id, finished=True)
+
+
+# Waiting for a deletion to finish, so a small one can answer 200 (issue 12). Only Temporal is asked: the
+# caller has released its database connection before it waits.
+
+
+FinishedState = Literal[DeletionState.COMPLETED, DeletionState.INCOMPLETE]
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A run that ended while the request waited. `incomplete`: an operator skipped a service, data remains."""
+
+    status: FinishedState
+    deleted: dict[str, int]
+    bots_deleted: int | None = None
+
+
+@dataclass(frozen=True)
+class NotFinished:
+    """How the run stood when the wait ended without a result: open (running, paused, waiting for an
+    operator), or closed without completing (cancelled, terminated, failed: a repeat or the reconciler
+    finishes it)."""
+
+    status: DeletionState
+
+
+# What an open run may publish in its LifecycleStatus search attribute.
+_OPEN_STATES = frozenset({DeletionState.RUNNING, DeletionState.PAUSED, DeletionState.WAITING_FOR_OPERATOR})
+
+
+async def await_deletion(client: Client, workflow_id: str, seconds: float, *, account: bool) -> Finished | NotFinished:
+    """The run's result if it comes within `seconds`; otherwise how it stands. Never raises for the run or
+    for Temporal: whatever goes wrong while waiting, the caller answers 202 as it would have without a wait.
+    """
+    try:
+        # follow_runs (the default): a bot deletion continues as new on long runs; its last run's result counts.
+        if account:
+            ended = await asyncio.wait_for(
+                client.get_workflow_handle(workflow_id, result_type=AccountDeletionResult).result(), seconds
+            )
+            return _finished(ended.status, ended.services, bots_deleted=ended.bots_deleted)
+        bot = await asyncio.wait_for(
+            client.get_workflow_handle(workflow_id, result_type=BotDeletionResult).result(), seconds
+        )
+        return _finished(bot.status, bot.services, bots_deleted=None)
+    except TimeoutError:
+        return NotFinished(await _open_status(client, workflow_id))
+    except WorkflowFailureError as failure:
+        return NotFinished(_closed_status(failure))
+    except (RPCError, RuntimeError, OSError, TypeError, ValueError) as err:
+        # Temporal unreachable, the history gone after retention, or a result this API cannot read.
+        log.warning("waiting for %s failed, answering 202: %s", workflow_id, err)
+        return NotFinished(DeletionState.RUNNING)
+
+
+def _finished(status: str, services: dict[str, ServiceProgress], *, bots_deleted: int | None) -> Finished | NotFinished:
+    deleted = {service: progress.deleted for service, progress in services.items()}
+    state = DeletionState(status)
+    if state is DeletionState.COMPLETED:
+        return Finished(DeletionState.COMPLETED, deleted, bots_deleted)
+    if state is DeletionState.INCOMPLETE:
+        return Finished(DeletionState.INCOMPLETE, deleted, bots_deleted)
+    # Not a status a finished run returns: say what it says, and claim nothing.
+    return NotFinished(state)
+
+
+def _closed_status(failure: WorkflowFailureError) -> DeletionState:
+    if isinstance(failure.cause, CancelledError):
+        return DeletionState.CANCELLED
+    if isinstance(failure.cause, TerminatedError):
+        return DeletionState.TERMINATED
+    return DeletionState.FAILED
+
+
+async def _open_status(client: Client, workflow_id: str) -> DeletionState:
+    """What the still-open run publishes (say, `waiting_for_operator`); `running` if the server is slow."""
+    try:
+        # The RPC deadline bounds the server; wait_for also bounds a connection that is itself stuck.
+        describing = client.get_workflow_handle(workflow_id).describe(rpc_timeout=DESCRIBE_TIMEOUT)
+        description = await asyncio.wait_for(describing, DESCRIBE_TIMEOUT.total_seconds() * 2)
+    except (RPCError, TimeoutError, RuntimeError, OSError):
+        return DeletionState.RUNNING
+    published = description.typed_search_attributes.get(LIFECYCLE_STATUS)
+    return DeletionState(published) if published in _OPEN_STATES else DeletionState.RUNNING

@@ -52,6 +52,17 @@ class Settings(BaseSettings):
     worker_metrics_host: str = "127.0.0.1"
     public_base_url: str | None = None
     max_request_body_bytes: int = 64 * 1024
+    # Small deletions answer at once (seed 003). Below this many rows of work, counted by a bounded estimate
+    # (lifecycle/deletion_size.py), DELETE /bots/{id} and DELETE /account wait for their workflow and answer
+    # 200 with the finished deletion; 0 turns the size-based wait off (`Prefer: wait=N` still applies).
+    deletion_inline_threshold: int = Field(default=1_000, ge=0)
+    # Seconds such a request waits for its run before answering 202 anyway. A deletion below the threshold
+    # takes a fraction of a second on an idle worker; 5 s absorbs a busy one while staying far inside the
+    # 30-60 s read timeouts of common clients and proxies, so a slow worker costs seconds, never an error.
+    deletion_inline_wait: float = Field(default=5.0, ge=0)
+    # The longest `Prefer: wait=N` is honoured for: half of nginx's default 60 s proxy_read_timeout, so a
+    # proxy in front of the API never cuts a wait off.
+    deletion_prefer_wait_max: float = Field(default=30.0, ge=0)
 
     @model_validator(mode="after")
     def _derive_paths(self) -> Settings:

@@ -93,6 +93,9 @@ def settings(
         smtp_port=smtp_sink.port,
         mail_dir=smtp_sink.directory,
         admin_token=ADMIN_TOKEN,
+        # These tests follow deletions in the background (202); tests/deletion/test_inline_answer.py turns the
+        # size-based inline answer on for its own app.
+        deletion_inline_threshold=0,
     )
 
 

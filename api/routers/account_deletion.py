@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import uuid
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Response, status
+from fastapi.responses import JSONResponse
 
-from api.dependencies import AdminDep, CallerDep, SessionDep, SettingsDep, TemporalDep
+from api.deletion_answer import PreferHeader, WaitPlan, deletion_answers, plan_wait
+from api.dependencies import AdminDep, CallerDep, EngineDep, SessionDep, SettingsDep, TemporalDep
 from api.problems import ProblemError, problem_responses
-from api.schemas.bots import DeletionAccepted
-from lifecycle.deletion_requests import redrive_account_deletion, request_account_deletion
+from api.schemas.bots import AccountDeletionFinished, DeletionAccepted
+from lifecycle.deletion_requests import (
+    Finished,
+    await_deletion,
+    redrive_account_deletion,
+    request_account_deletion,
+)
+from lifecycle.deletion_size import account_deletion_size
 from lifecycle.statuses import DeletionState
 
 router = APIRouter(tags=["accounts"])
@@ -19,15 +27,50 @@ router = APIRouter(tags=["accounts"])
     "/account",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=DeletionAccepted,
-    summary="Delete the calling account: its keys stop working at once, its data goes in the background",
-    responses=problem_responses(401),
+    summary="Delete the calling account: its keys stop working at once; 200 once a small account is gone, "
+    "else 202 while its data goes in the background",
+    responses=deletion_answers(
+        finished_model=AccountDeletionFinished,
+        accepted_description="The deletion runs in the background; a confirmation email follows.",
+    )
+    | problem_responses(401),
 )
 async def delete_account(
-    caller: CallerDep, session: SessionDep, client: TemporalDep, settings: SettingsDep
-) -> DeletionAccepted:
+    caller: CallerDep,
+    session: SessionDep,
+    engine: EngineDep,
+    client: TemporalDep,
+    settings: SettingsDep,
+    response: Response,
+    prefer: PreferHeader = None,
+) -> DeletionAccepted | JSONResponse:
     accepted = await request_account_deletion(session, client, settings, account_id=caller.account_id)
+    # Committed, so the session holds no connection now; closed, so nothing below can take one and keep it
+    # while the request waits (tests/deletion/test_inline_answer.py checks the pool while it does).
+    await session.close()
+    # The one place that decides whether this deletion can end within the request. One that cannot (a grace
+    # period before it, an export first) returns `_accepted(response, accepted.workflow_id, NO_WAIT, <status>)`
+    # here, before anything is counted or awaited.
+    plan = await plan_wait(prefer, settings, engine, account_deletion_size, caller.account_id)
+    if plan.seconds > 0:
+        outcome = await await_deletion(client, accepted.workflow_id, plan.seconds, account=True)
+        if isinstance(outcome, Finished):
+            finished = AccountDeletionFinished(
+                workflow_id=accepted.workflow_id,
+                status=outcome.status,
+                deleted=outcome.deleted,
+                bots_deleted=outcome.bots_deleted or 0,
+                status_url=None,
+            )
+            return JSONResponse(finished.model_dump(mode="json"), headers=plan.headers(finished=True))
+        return _accepted(response, accepted.workflow_id, plan, outcome.status)
+    return _accepted(response, accepted.workflow_id, plan, DeletionState.RUNNING)
+
+
+def _accepted(response: Response, workflow_id: str, plan: WaitPlan, state: DeletionState) -> DeletionAccepted:
+    plan.apply(response, finished=False)
     # The caller is signed out, so there is no status URL it could read; a confirmation email follows.
-    return DeletionAccepted(workflow_id=accepted.workflow_id, status=DeletionState.RUNNING, status_url=None)
+    return DeletionAccepted(workflow_id=workflow_id, status=state, status_url=None)
 
 
 @router.post(

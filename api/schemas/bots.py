@@ -2,11 +2,13 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.schemas.text import PrintableText
 from lifecycle.deletion_status import ShownStatus
+from lifecycle.statuses import DeletionState
 
 
 class BotCreate(BaseModel):
@@ -22,8 +24,31 @@ class BotOut(BaseModel):
 
 class DeletionAccepted(BaseModel):
     workflow_id: str
-    status: str = Field(description="`running`, or `completed` when a previous request already finished it.")
+    status: str = Field(
+        description="`running`, or `completed` when a previous request already finished it. After a wait that "
+        "ran out, how the run stands: `running`, `paused` or `waiting_for_operator`; or `cancelled`, "
+        "`terminated` or `failed` if it closed without completing (a repeated request finishes it)."
+    )
     status_url: str | None = Field(description="Where to follow the deletion; none once the caller is gone.")
+
+
+class DeletionFinished(BaseModel):
+    """A deletion that ended while the request waited for it."""
+
+    workflow_id: str
+    status: Literal[DeletionState.COMPLETED, DeletionState.INCOMPLETE] = Field(
+        description="`completed`: everything is gone. `incomplete`: an operator skipped a service, so its data "
+        "and the bot or account row remain."
+    )
+    deleted: dict[str, int] = Field(
+        description="Rows deleted per service; each knowledge document's file went with its row. An account's "
+        "also counts the sites it tore down, as `sites`."
+    )
+    status_url: str | None = Field(description="Where the deletion stays readable; none once the caller is gone.")
+
+
+class AccountDeletionFinished(DeletionFinished):
+    bots_deleted: int
 
 
 class ServiceCount(BaseModel):

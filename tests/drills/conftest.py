@@ -101,6 +101,9 @@ async def drill_stack(
         smtp_port=drill_smtp.port,
         mail_dir=drill_smtp.directory,
         admin_token=ADMIN_TOKEN,
+        # These tests follow deletions in the background (202); tests/deletion/test_inline_answer.py turns the
+        # size-based inline answer on for its own app.
+        deletion_inline_threshold=0,
     )
     client = await Client.connect(drill_temporal.address)
     yield DrillStack(drill_root, drill_postgres, drill_temporal, drill_smtp, settings, client)
