@@ -27,6 +27,7 @@ from lifecycle.settings import Settings
 from worker import LifecycleWorkers, build_worker
 
 ADMIN_TOKEN = "test-admin-token"
+EXPORT_SIGNING_KEY = "test-export-signing-key"
 
 
 @pytest.fixture(scope="session")
@@ -93,6 +94,7 @@ def settings(
         smtp_port=smtp_sink.port,
         mail_dir=smtp_sink.directory,
         admin_token=ADMIN_TOKEN,
+        export_signing_key=EXPORT_SIGNING_KEY,
     )
 
 
