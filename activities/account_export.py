@@ -49,6 +49,7 @@ from lifecycle.statuses import OPEN_EXPORT_STATUSES, ExportStatus
 
 EXPORT_NOT_READY = "ExportNotReady"
 
+_EXPORT_STATUS = text("SELECT status FROM account_exports WHERE id = :id")
 _ACCOUNT_EXISTS = text("SELECT EXISTS (SELECT FROM accounts WHERE id = :account)")
 _BOTS = text("SELECT id FROM bots WHERE account_id = :account ORDER BY id")
 _SET_STATUS = text("UPDATE account_exports SET status = :to WHERE id = :id AND status = ANY(:from_statuses)")
@@ -116,6 +117,9 @@ class AccountExportActivities:
     async def begin_account_export(self, request: AccountExportInput) -> ExportPlan:
         """Mark the export `writing` and list its parts; an account already gone fails the export."""
         async with self._resources.engine.begin() as conn:
+            status = (await conn.execute(_EXPORT_STATUS, {"id": request.export_id})).scalar_one()
+            if status in (ExportStatus.EXPIRED, ExportStatus.FAILED):
+                return ExportPlan(found=True, settled=status)
             if not (await conn.execute(_ACCOUNT_EXISTS, {"account": request.account_id})).scalar_one():
                 return ExportPlan(found=False)
             bot_ids = [str(bot_id) for (bot_id,) in await conn.execute(_BOTS, {"account": request.account_id})]

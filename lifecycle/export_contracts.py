@@ -37,6 +37,8 @@ class ExportPlan:
 
     found: bool
     parts: list[ExportPart] = field(default_factory=list)
+    # `expired` or `failed` when an earlier run settled this export (a reset runs it again): nothing to redo.
+    settled: str | None = None
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,10 @@ class AccountExportWorkflow:
             retry_policy=export_policies.EXPORT_RETRY,
             summary=f"list what export {request.export_id} holds",
         )
+        if plan.settled is not None:
+            # A reset of a finished export: its archive is gone for good, and nothing is written again.
+            self._set_status(ExportStatus(plan.settled), "settled by an earlier run")
+            return AccountExportResult(export_id=request.export_id, status=plan.settled)
         if not plan.found:
             self._set_status(ExportStatus.FAILED, "the account was gone before the export began")
             return await workflow.execute_activity_method(
