@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from activities.account_export import AccountExportActivities
 from activities.account_sites import AccountSites
 from activities.alerts import Alerts
 from activities.deleters import BotDataDeleters
@@ -33,4 +34,18 @@ def build_activities(resources: ActivityResources) -> list[Callable[..., Any]]:
         Alerts(resources).raise_alert,
         Reconciler(resources).reconcile_deletions,
         SiteReconciler(resources).reconcile_sites,
+        *_export_activities(AccountExportActivities(resources)),
+    ]
+
+
+def _export_activities(exports: AccountExportActivities) -> list[Callable[..., Any]]:
+    return [
+        exports.begin_account_export,
+        exports.write_export_parts,
+        exports.assemble_export_archive,
+        exports.mark_export_ready,
+        exports.send_export_ready_email,
+        exports.expire_account_export,
+        exports.mark_export_failed,
+        exports.await_account_exports,
     ]

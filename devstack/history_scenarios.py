@@ -19,7 +19,13 @@ from lifecycle.contracts import BotDeletionInput, BotDeletionResult, DeletionSta
 from lifecycle.deletion_starts import BOT_DELETION_WORKFLOW, deletion_search_attributes
 from lifecycle.settings import Settings
 from lifecycle.statuses import DeletionState
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id, site_creation_id, site_deletion_id
+from lifecycle.workflow_ids import (
+    account_deletion_id,
+    account_export_id,
+    bot_deletion_id,
+    site_creation_id,
+    site_deletion_id,
+)
 from workflows.reconciler import RECONCILER_WORKFLOW
 
 
@@ -270,6 +276,45 @@ async def site_creation_rolled_back(ctx: Context) -> str:
     return handle.id
 
 
+async def _expired_export(ctx: Context) -> WorkflowHandle:
+    """An export written and mailed, then expired at once by an operator's `expire_now` (the retention timer
+    cut short)."""
+    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=200)
+    headers = {"Authorization": f"Bearer {seeded.api_key}"}
+    created = await ctx.api.post("/account/exports", headers=headers)
+    created.raise_for_status()
+    while True:
+        if (await ctx.api.get(created.json()["status_url"], headers=headers)).json()["download_url"]:
+            break
+        await asyncio.sleep(0.1)
+    handle = ctx.client.get_workflow_handle(account_export_id(seeded.account_id, 1))
+    await handle.execute_update("expire_now", result_type=str)
+    await handle.result()
+    return handle
+
+
+async def account_export_expired_now(ctx: Context) -> str:
+    return (await _expired_export(ctx)).id
+
+
+async def account_export_reset(ctx: Context) -> str:
+    """A finished export reset to its first task: the new run finds it expired and writes nothing again."""
+    handle = await _expired_export(ctx)
+    await ctx.reset(handle.id)
+    return handle.id
+
+
+async def account_deletion_export_first(ctx: Context) -> str:
+    """`DELETE /account {"export_first": true}`: the deletion waits for the export's archive and email."""
+    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=200)
+    response = await ctx.api.request(
+        "DELETE", "/account", json={"export_first": True}, headers={"Authorization": f"Bearer {seeded.api_key}"}
+    )
+    response.raise_for_status()
+    await ctx.client.get_workflow_handle(account_deletion_id(seeded.account_id)).result()
+    return account_deletion_id(seeded.account_id)
+
+
 # (scenario, run): the file is named <WorkflowType>-<scenario>.json.
 HAPPY: list[tuple[str, Scenario]] = [
     ("happy", bot_deletion_happy),
@@ -282,6 +327,9 @@ HAPPY: list[tuple[str, Scenario]] = [
     ("cancel-requested", site_creation_cancelled),
     ("happy", site_deletion_happy),
     ("reset", site_deletion_reset),
+    ("expired-now", account_export_expired_now),
+    ("reset", account_export_reset),
+    ("export-first", account_deletion_export_first),
 ]
 FAULTY: list[tuple[str, Scenario]] = [
     ("operator-retry-skip", bot_deletion_operator),

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from lifecycle.settings import (
     ADMIN_TOKEN_FILE,
+    EXPORT_SIGNING_KEY_FILE,
     LOCAL_DATABASE,
     LOCAL_POSTGRES_PORT,
     LOCAL_SMTP_PORT,
@@ -52,6 +53,18 @@ def admin_token(settings: Settings) -> str:
     return token_file.read_text().strip()
 
 
+def export_signing_key(settings: Settings) -> str:
+    """EXPORT_SIGNING_KEY from the environment, else the one kept in the data directory, made on first use."""
+    if settings.export_signing_key:
+        return settings.export_signing_key
+    key_file = settings.data_dir / EXPORT_SIGNING_KEY_FILE
+    key_file.parent.mkdir(parents=True, exist_ok=True)
+    if not key_file.is_file() or not key_file.read_text().strip():
+        key_file.write_text(secrets.token_hex(32) + "\n")
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
 # The local stack's least-privileged role for site databases (devstack/postgres.py creates it).
 SITE_PROVISIONER = "site_provisioner"
 
@@ -72,5 +85,6 @@ def stack_environment(settings: Settings, ports: StackPorts) -> dict[str, str]:
         "STORAGE_DIR": str(Path(settings.storage_path).resolve()),
         "SITES_ROOT": str(Path(settings.sites_path).resolve()),
         "ADMIN_TOKEN": admin_token(settings),
+        "EXPORT_SIGNING_KEY": export_signing_key(settings),
         "API_PORT": str(settings.api_port),
     }

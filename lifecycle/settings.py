@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
 
@@ -9,6 +10,8 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ADMIN_TOKEN_FILE = "admin_token"
+# The local stack keeps its export signing key here, next to the admin token (devstack/local_env.py).
+EXPORT_SIGNING_KEY_FILE = "export_signing_key"
 
 # Ports of the local stack; docker-compose and the tests use their own.
 LOCAL_TEMPORAL_PORT = 7233
@@ -63,6 +66,14 @@ class Settings(BaseSettings):
     # The longest `Prefer: wait=N` is honoured for: half of nginx's default 60 s proxy_read_timeout, so a
     # proxy in front of the API never cuts a wait off.
     deletion_prefer_wait_max: float = Field(default=30.0, ge=0)
+    # Account data exports: archives live under exports_dir (shared by the worker that writes them and the API
+    # that serves them), download links are HMAC-SHA256-signed with export_signing_key, and an archive is
+    # deleted export_retention (ISO 8601 duration) after it is ready.
+    exports_dir: Path | None = None
+    export_signing_key: str | None = Field(default=None, repr=False)
+    export_retention: timedelta = timedelta(days=7)
+    # Rows per keyset batch while writing an export: memory holds one batch of one table at a time.
+    export_batch_rows: int = Field(default=5_000, ge=1, le=100_000)
 
     @model_validator(mode="after")
     def _derive_paths(self) -> Settings:
@@ -72,6 +83,12 @@ class Settings(BaseSettings):
             self.storage_dir = self.data_dir / "storage"
         if self.sites_root is None:
             self.sites_root = self.data_dir / "sites"
+        if self.exports_dir is None:
+            self.exports_dir = self.data_dir / "exports"
+        if self.export_signing_key is None:
+            key_file = self.data_dir / EXPORT_SIGNING_KEY_FILE
+            if key_file.is_file():
+                self.export_signing_key = key_file.read_text().strip() or None
         if self.admin_token is None:
             token_file = self.data_dir / ADMIN_TOKEN_FILE
             if token_file.is_file():
@@ -87,6 +104,11 @@ class Settings(BaseSettings):
     def storage_path(self) -> Path:
         assert self.storage_dir is not None
         return self.storage_dir
+
+    @property
+    def exports_path(self) -> Path:
+        assert self.exports_dir is not None
+        return self.exports_dir
 
     @property
     def sites_path(self) -> Path:

@@ -69,3 +69,20 @@ class AlertDelivery(StrEnum):
     FAILED = "failed"
     # No ALERT_WEBHOOK_URL: the row and the log line are the alert.
     NOT_CONFIGURED = "not_configured"
+
+
+class ExportStatus(StrEnum):
+    """An account data export (`account_exports.status`, the API and the `LifecycleStatus` attribute)."""
+
+    PENDING = "pending"
+    WRITING = "writing"
+    # The archive is complete, checksummed and downloadable until `expires_at`.
+    READY = "ready"
+    # Retention ran out (or an operator expedited it): the archive is deleted.
+    EXPIRED = "expired"
+    # Nothing could be exported: the account was gone before the export began.
+    FAILED = "failed"
+
+
+# An export is "running" while it has no archive yet: a repeated request joins it.
+OPEN_EXPORT_STATUSES = (ExportStatus.PENDING, ExportStatus.WRITING)

@@ -17,3 +17,8 @@ def site_creation_id(site_id: UUID | str) -> str:
 
 def site_deletion_id(site_id: UUID | str) -> str:
     return f"site-deletion-{site_id}"
+
+
+def account_export_id(account_id: UUID | str, sequence: int) -> str:
+    """The account's `sequence`-th export (allocated in `account_exports`, unique per account)."""
+    return f"account-export-{account_id}-{sequence}"

@@ -27,6 +27,7 @@ from lifecycle.settings import Settings
 from worker import LifecycleWorkers, build_worker
 
 ADMIN_TOKEN = "test-admin-token"
+EXPORT_SIGNING_KEY = "test-export-signing-key"
 
 
 @pytest.fixture(scope="session")
@@ -96,6 +97,7 @@ def settings(
         # These tests follow deletions in the background (202); tests/deletion/test_inline_answer.py turns the
         # size-based inline answer on for its own app.
         deletion_inline_threshold=0,
+        export_signing_key=EXPORT_SIGNING_KEY,
     )
 
 

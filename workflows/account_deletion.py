@@ -12,6 +12,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from activities.account_export import AccountExportActivities
     from activities.account_sites import AccountSites
     from activities.deletion_records import BOT_DELETION_NOT_COMPLETED, DeletionRecords
     from activities.notifications import Notifications
@@ -46,6 +47,9 @@ with workflow.unsafe.imports_passed_through():
 VERIFY_ACCOUNT_EMPTY = "verify-account-empty"
 # Patch: a bot deletion the account takes over (already started) is sent the account's pause state first.
 ADOPTED_BOT_FOLLOWS_ACCOUNT = "adopted-bot-follows-account"
+# Patch: before anything is deleted, wait for the exports requested with `DELETE /account {"export_first": true}`
+# (recorded on their account_exports rows, so every run and re-drive honours them) to be ready and mailed.
+EXPORT_FIRST = "export-first"
 
 
 def _add(totals: dict[str, ServiceProgress], services: dict[str, ServiceProgress], sign: int = 1) -> None:
@@ -80,6 +84,8 @@ class AccountDeletionWorkflow:
     async def run(self, request: AccountDeletionInput) -> AccountDeletionResult:
         workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(DeletionState.RUNNING.value)])
         self._publish_details()
+        if workflow.patched(EXPORT_FIRST):
+            await self._await_exports(request)
         listed = await self._list_bots(request)
         await self._delete_bots(request, [bot_id for bot_id in listed if bot_id not in set(self._finished)])
         await self._delete_sites(request)
@@ -101,6 +107,16 @@ class AccountDeletionWorkflow:
             summary="email the deletion confirmation (once)",
         )
         return self._close(request, DeletionState.COMPLETED, row_deleted=row_deleted)
+
+    async def _await_exports(self, request: AccountDeletionInput) -> None:
+        await workflow.execute_activity_method(
+            AccountExportActivities.await_account_exports,
+            request.account_id,
+            start_to_close_timeout=policies.AWAIT_RUN_LOOK_TIMEOUT,
+            heartbeat_timeout=policies.STEP_HEARTBEAT,
+            retry_policy=policies.AWAIT_RUN_RETRY,
+            summary=f"wait for the exports of account {request.account_id} requested before its deletion",
+        )
 
     def _close(
         self, request: AccountDeletionInput, status: DeletionState, *, row_deleted: bool

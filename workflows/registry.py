@@ -1,6 +1,7 @@
 """Every workflow the worker runs."""
 
 from workflows.account_deletion import AccountDeletionWorkflow
+from workflows.account_export import AccountExportWorkflow
 from workflows.bot_deletion import BotDeletionWorkflow
 from workflows.reconciler import DeletionReconcilerWorkflow
 from workflows.site_creation import SiteCreationWorkflow
@@ -12,4 +13,5 @@ WORKFLOWS: list[type] = [
     DeletionReconcilerWorkflow,
     SiteCreationWorkflow,
     SiteDeletionWorkflow,
+    AccountExportWorkflow,
 ]

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import uuid
+from typing import Annotated
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Body, Response, status
 from fastapi.responses import JSONResponse
 
-from api.deletion_answer import PreferHeader, WaitPlan, deletion_answers, plan_wait
+from api.deletion_answer import NO_WAIT, PreferHeader, WaitPlan, deletion_answers, plan_wait
 from api.dependencies import AdminDep, CallerDep, EngineDep, SessionDep, SettingsDep, TemporalDep
 from api.problems import ProblemError, problem_responses
 from api.schemas.bots import AccountDeletionFinished, DeletionAccepted
+from api.schemas.exports import AccountDeletionOptions
 from lifecycle.deletion_requests import (
     Finished,
     await_deletion,
@@ -18,6 +20,7 @@ from lifecycle.deletion_requests import (
     request_account_deletion,
 )
 from lifecycle.deletion_size import account_deletion_size
+from lifecycle.export_starts import request_account_export
 from lifecycle.statuses import DeletionState
 
 router = APIRouter(tags=["accounts"])
@@ -43,7 +46,13 @@ async def delete_account(
     settings: SettingsDep,
     response: Response,
     prefer: PreferHeader = None,
+    options: Annotated[AccountDeletionOptions | None, Body()] = None,
 ) -> DeletionAccepted | JSONResponse:
+    export_first = options is not None and options.export_first
+    if export_first:
+        # Recorded before the deletion is: every run of the account deletion waits for this export's archive
+        # to be ready and its link mailed (activities/account_export.py, await_account_exports).
+        await request_account_export(session, client, settings, account_id=caller.account_id, deletion_waits=True)
     accepted = await request_account_deletion(session, client, settings, account_id=caller.account_id)
     # Committed, so the session holds no connection now; closed, so nothing below can take one and keep it
     # while the request waits (tests/deletion/test_inline_answer.py checks the pool while it does).
@@ -51,6 +60,8 @@ async def delete_account(
     # The one place that decides whether this deletion can end within the request. One that cannot (a grace
     # period before it, an export first) returns `_accepted(response, accepted.workflow_id, NO_WAIT, <status>)`
     # here, before anything is counted or awaited.
+    if export_first:
+        return _accepted(response, accepted.workflow_id, NO_WAIT, DeletionState.RUNNING)
     plan = await plan_wait(prefer, settings, engine, account_deletion_size, caller.account_id)
     if plan.seconds > 0:
         outcome = await await_deletion(client, accepted.workflow_id, plan.seconds, account=True)

@@ -23,7 +23,14 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, AlertDelivery, NotificationState, SiteStatus
+from lifecycle.statuses import (
+    DOMAIN_HOLDING_SITE_STATUSES,
+    OPEN_EXPORT_STATUSES,
+    AlertDelivery,
+    ExportStatus,
+    NotificationState,
+    SiteStatus,
+)
 
 
 class Base(DeclarativeBase):
@@ -190,7 +197,7 @@ class SentNotification(Base):
     sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
-def _sql_in(values: tuple[SiteStatus, ...]) -> str:
+def _sql_in(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{value}'" for value in values)
 
 
@@ -229,3 +236,38 @@ class Site(Base):
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now(), nullable=False
     )
+
+
+class AccountExport(Base):
+    """An account data export. No foreign key to the account: the row (and its download link) must outlive
+    the account's deletion. Ids, paths, size, checksum and times only: the archive holds the data."""
+
+    __tablename__ = "account_exports"
+    __table_args__ = (
+        Index("uq_account_exports_sequence", "account_id", "sequence", unique=True),
+        # At most one export per account without an archive yet: a repeated request joins it.
+        Index(
+            "uq_account_exports_open",
+            "account_id",
+            unique=True,
+            postgresql_where=text(f"status IN ({_sql_in(OPEN_EXPORT_STATUSES)})"),
+        ),
+        CheckConstraint(f"status IN ({_sql_in(tuple(ExportStatus))})", name="ck_account_exports_status"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    account_id: Mapped[uuid.UUID] = mapped_column(index=True)
+    sequence: Mapped[int] = mapped_column(Integer)
+    workflow_id: Mapped[str] = mapped_column(String(100), unique=True)
+    status: Mapped[str] = mapped_column(String(20), server_default=ExportStatus.PENDING.value)
+    # Set by DELETE /account with export_first: every run of the account deletion waits for this export.
+    deletion_waits: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    # Relative to settings.exports_path.
+    archive_name: Mapped[str | None] = mapped_column(String(200))
+    size_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    requested_at: Mapped[datetime] = _now_column()
+    ready_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    mailed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    expired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -13,7 +13,8 @@ from sqlalchemy import update
 from lifecycle.db.models import ApiKey
 from tests.conftest import ADMIN_HEADERS, ApiAccount
 
-PUBLIC = {("GET", "/healthz"), ("GET", "/readyz")}
+# The signed download link is its own credential (an HMAC, checked in tests/exports), so it takes no key.
+PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/exports/{export_id}/download")}
 ADMIN_ONLY = {("POST", "/accounts")}
 
 

@@ -1,12 +1,15 @@
 """Histories outlive a deletion until retention expires, so they must hold ids only: no email, no name.
 
-A site creation and an account deletion (with child bot deletions and a site teardown) run through the API
-on a real worker; every history and description is exported with the real `temporal` binary and searched.
+A site creation and an account deletion (with child bot deletions, a site teardown and an export first) run
+through the API on a real worker; every history and description is exported with the real `temporal` binary
+and searched, payloads base64-decoded.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import uuid
 from typing import Any
 
@@ -20,6 +23,24 @@ from lifecycle.workflow_ids import account_deletion_id
 from tests.conftest import ADMIN_HEADERS
 from tests.temporal_cli import TemporalCli
 from worker import LifecycleWorkers
+
+
+def _decoded_payloads(document: Any) -> str:
+    """Every payload's `data` in an exported history or description, base64-decoded."""
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("metadata"), dict) and isinstance(node.get("data"), str):
+                found.append(base64.b64decode(node["data"]).decode(errors="replace"))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(document)
+    return "\n".join(found)
 
 
 async def _account(api: httpx.AsyncClient, name: str, email: str) -> tuple[str, dict[str, str]]:
@@ -79,21 +100,24 @@ async def test_histories_hold_no_email_and_no_name(
     for n in range(2):
         bot = (await api.post("/bots", json={"name": f"bot {n}"}, headers=leaver_headers)).json()
         await _add_rows(settings, bot["id"])
-    assert (await api.delete("/account", headers=leaver_headers)).status_code == 202
+    # Exported first: the export's run (its parts, archive and mailed link) is searched too.
+    deleted = await api.request("DELETE", "/account", json={"export_first": True}, headers=leaver_headers)
+    assert deleted.status_code == 202
     await asyncio.wait_for(temporal_client.get_workflow_handle(account_deletion_id(leaver)).result(), 90)
 
     cli = TemporalCli(temporal_client.service_client.config.target_host)
     query = f'AccountId="{site_owner}" OR AccountId="{leaver}"'
     workflow_ids = {run["execution"]["workflowId"] for run in cli.jsonl("workflow", "list", "--query", query)}
-    # Two site creations; the account deletion with its two bot deletions and its site teardown.
-    assert len(workflow_ids) == 6, workflow_ids
+    # Two site creations; the account deletion with its two bot deletions and its site teardown; the export.
+    assert len(workflow_ids) == 7, workflow_ids
     exported = []
     for workflow_id in sorted(workflow_ids):
         exported.append(cli.run("workflow", "show", "--workflow-id", workflow_id, "--output", "json").stdout)
         exported.append(cli.run("workflow", "describe", "--workflow-id", workflow_id, "--output", "json").stdout)
-    text = "\n".join(exported).lower()
-    # Payloads are decoded, not base64: the deleters' inputs and results read as plain JSON.
+    # `workflow show` prints payloads base64-encoded: decode every one, so the search reads what they hold.
+    text = "\n".join([*exported, *(_decoded_payloads(json.loads(document)) for document in exported)]).lower()
     assert '"messages"' in text, text[:2000]
+    assert "account.jsonl" in text, "the export's plan is not among the decoded payloads"
 
     for name, email in people.items():
         for secret in (name, email, email.split("@")[0]):

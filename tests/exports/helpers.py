@@ -1,0 +1,135 @@
+"""Seeding an account with distinct document files, waiting for an export, and checking its archive against
+the database independently of the export code (asyncpg's own types, not PostgreSQL's JSON rendering)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import uuid
+import zipfile
+from datetime import datetime
+from email import message_from_bytes
+from email.message import Message
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+
+from devstack.seed import Seeded, asyncpg_dsn, seed
+from devstack.smtp_sink import SmtpSink
+from lifecycle.settings import Settings
+
+SERVICES = ("conversations", "messages", "analytics_events", "knowledge_documents", "integrations")
+READY_SUBJECT = "Your data export is ready"
+
+
+async def seeded_account(settings: Settings, *, bots: int, rows: int) -> Seeded:
+    """A seeded account whose document files all differ, so a file swapped in the archive is caught."""
+    seeded = await seed(settings.database_url, settings.storage_path, bots=bots, rows=rows)
+    for bot_id in seeded.bot_ids:
+        for path in sorted((settings.storage_path / bot_id).glob("*.txt")):
+            path.write_bytes(f"document {bot_id}/{path.name}\n".encode() + uuid.uuid4().bytes * 8)
+    return seeded
+
+
+def headers_of(seeded: Seeded) -> dict[str, str]:
+    return {"Authorization": f"Bearer {seeded.api_key}"}
+
+
+async def account_email(settings: Settings, account_id: str) -> str:
+    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+    try:
+        return str(await conn.fetchval("SELECT email FROM accounts WHERE id = $1", uuid.UUID(account_id)))
+    finally:
+        await conn.close()
+
+
+async def export_row(settings: Settings, export_id: str) -> asyncpg.Record:
+    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+    try:
+        row = await conn.fetchrow("SELECT * FROM account_exports WHERE id = $1", uuid.UUID(export_id))
+        assert row is not None
+        return row
+    finally:
+        await conn.close()
+
+
+async def wait_for_status(settings: Settings, export_id: str, *wanted: str) -> asyncpg.Record:
+    """The export's row once its status is one of `wanted` (and, for `ready`, its link mailed)."""
+    async with asyncio.timeout(60):
+        while True:
+            row = await export_row(settings, export_id)
+            if row["status"] in wanted and (row["status"] != "ready" or row["mailed_at"] is not None):
+                return row
+            await asyncio.sleep(0.05)
+    raise AssertionError("unreachable")
+
+
+def ready_mails(sink: SmtpSink, address: str) -> list[Message]:
+    messages = [message_from_bytes(path.read_bytes()) for path in sink.messages()]
+    return [m for m in messages if m["To"] == address and m["Subject"] == READY_SUBJECT]
+
+
+def link_in(message: Message) -> str:
+    body = message.get_payload(decode=True)
+    assert isinstance(body, bytes)
+    (line,) = [line for line in body.decode().splitlines() if "/download?" in line]
+    return line[line.index("/exports/") :]
+
+
+async def database_rows(settings: Settings, table: str, bot_id: str) -> list[dict[str, Any]]:
+    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+    try:
+        records = await conn.fetch(f"SELECT * FROM {table} WHERE bot_id = $1 ORDER BY id", uuid.UUID(bot_id))
+        return [dict(record) for record in records]
+    finally:
+        await conn.close()
+
+
+def _same(exported: Any, stored: Any) -> bool:
+    if isinstance(stored, uuid.UUID):
+        return uuid.UUID(exported) == stored
+    if isinstance(stored, datetime):
+        return datetime.fromisoformat(exported) == stored
+    if isinstance(stored, str) and isinstance(exported, dict | list):
+        return json.loads(stored) == exported  # asyncpg hands jsonb over as text
+    return bool(exported == stored)
+
+
+def open_archive(body: bytes) -> zipfile.ZipFile:
+    archive = zipfile.ZipFile(io.BytesIO(body))
+    assert archive.testzip() is None, "a corrupt entry"
+    names = archive.namelist()
+    assert len(names) == len(set(names)), "an entry appears twice"
+    return archive
+
+
+async def check_archive(body: bytes, settings: Settings, seeded: Seeded) -> None:
+    """Every row of every service of every bot, field by field, and every document file byte for byte."""
+    archive = open_archive(body)
+    bots = [json.loads(line) for line in archive.read("bots.jsonl").splitlines()]
+    assert sorted(bot["id"] for bot in bots) == sorted(seeded.bot_ids)
+    (account,) = [json.loads(line) for line in archive.read("account.jsonl").splitlines()]
+    assert account["id"] == seeded.account_id
+    files = 0
+    for bot_id in seeded.bot_ids:
+        for service in SERVICES:
+            exported = [json.loads(line) for line in archive.read(f"bots/{bot_id}/{service}.jsonl").splitlines()]
+            stored = await database_rows(settings, service, bot_id)
+            assert len(exported) == len(stored) > 0, (service, len(exported), len(stored))
+            for got, want in zip(exported, stored, strict=True):
+                assert set(got) == set(want), (service, got)
+                assert all(_same(got[key], value) for key, value in want.items()), (service, got, want)
+            if service == "knowledge_documents":
+                for row in stored:
+                    name = f"bots/{bot_id}/documents/{row['id']}/{Path(row['storage_key']).name}"
+                    assert archive.read(name) == (settings.storage_path / row["storage_key"]).read_bytes()
+                    files += 1
+    manifest = json.loads(archive.read("manifest.json"))
+    assert manifest["document_files"] == files and manifest["missing_documents"] == []
+
+
+async def download(api: httpx.AsyncClient, link: str, **headers: str) -> httpx.Response:
+    return await api.get(link, headers=headers)
