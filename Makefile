@@ -41,8 +41,10 @@ browser:
 promtool:
 	@command -v promtool >/dev/null || { apt-get update -q && apt-get install -y -q prometheus; }
 
+# Two xdist workers: most tests wait on timers, retries and servers rather than CPU, so two of them share the
+# machine's two cores well. The fault drills run one at a time on one worker (tests/conftest.py).
 test: install browser promtool lint typecheck
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadgroup
 
 # The one command that upgrades dependencies: re-resolves everything within pyproject.toml's bounds, then
 # rewrites the exports that `make`, CI and the Dockerfile install from. Commit all three files together.

@@ -156,3 +156,14 @@ async def account(api: httpx.AsyncClient) -> ApiAccount:
 @pytest.fixture(scope="session")
 def project_root() -> Path:
     return Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` runs the suite on two xdist workers; the fault drills share one of them, one at a time.
+
+    Each drill kills, stops or floods servers of its own and some compare timings within their run, so two
+    drills side by side would measure each other. Everything else is spread over both workers.
+    """
+    for item in items:
+        if "tests/drills/" in item.nodeid:
+            item.add_marker(pytest.mark.xdist_group("drills"))
