@@ -9,6 +9,7 @@ from activities.account_export import AccountExportActivities
 from activities.account_sites import AccountSites
 from activities.alerts import Alerts
 from activities.deleters import BotDataDeleters
+from activities.deletion_grace import DeletionGrace
 from activities.deletion_records import DeletionRecords
 from activities.notifications import Notifications
 from activities.reconcile import Reconciler
@@ -35,6 +36,7 @@ def build_activities(resources: ActivityResources) -> list[Callable[..., Any]]:
         Reconciler(resources).reconcile_deletions,
         SiteReconciler(resources).reconcile_sites,
         *_export_activities(AccountExportActivities(resources)),
+        DeletionGrace(resources).end_account_deletion_grace,
     ]
 
 

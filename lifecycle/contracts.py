@@ -114,6 +114,9 @@ class AccountDeletionInput:
     finished_bot_ids: list[str] = field(default_factory=list)
     totals: dict[str, ServiceProgress] = field(default_factory=dict)
     continue_as_new_after_events: int = CONTINUE_AS_NEW_AFTER_EVENTS
+    # The end of the grace period (ISO 8601, UTC), from deletion_requests.deletes_at: nothing is deleted before
+    # it, and an admin may restore the account until then. None (every run before the field): no grace.
+    deletes_at: str | None = None
 
 
 @dataclass

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
 from sqlalchemy import func, select, text, update
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 class Accepted:
     workflow_id: str
     finished: bool
+    # The end of the deletion's grace period, if it has one (ACCOUNT_DELETION_GRACE).
+    deletes_at: datetime | None = None
 
 
 # The caller's key check, the bot's mark and the request record in one statement: one round trip and one
@@ -103,7 +106,9 @@ async def request_account_deletion(
     closed without completing, or joins the open one.
     """
     workflow_id = account_deletion_id(account_id)
-    email = (await session.execute(select(Account.email).where(Account.id == account_id))).scalar_one()
+    email, already_requested = (
+        await session.execute(select(Account.email, Account.deletion_requested_at).where(Account.id == account_id))
+    ).one()
     await session.execute(
         update(ApiKey).where(ApiKey.account_id == account_id, ApiKey.revoked_at.is_(None)).values(revoked_at=func.now())
     )
@@ -112,16 +117,33 @@ async def request_account_deletion(
         .where(Account.id == account_id)
         .values(deletion_requested_at=func.coalesce(Account.deletion_requested_at, func.now()))
     )
-    await session.execute(
-        insert(DeletionRequest)
-        .values(workflow_id=workflow_id, kind="account", account_id=account_id, notify_email=email)
-        .on_conflict_do_nothing(index_elements=[DeletionRequest.workflow_id])
+    grace = settings.account_deletion_grace
+    deletes_at = datetime.now(UTC) + grace if grace else None
+    record = insert(DeletionRequest).values(
+        workflow_id=workflow_id, kind="account", account_id=account_id, notify_email=email, deletes_at=deletes_at
+    )
+    if already_requested is None:
+        # A new request (the first, or one after a restore): its own grace period, from now.
+        record = record.on_conflict_do_update(
+            index_elements=[DeletionRequest.workflow_id],
+            set_={"deletes_at": deletes_at, "requested_at": func.now(), "notify_email": email},
+        )
+    else:
+        # A re-drive keeps the grace period asked for first: what is left of it, or none once it ended.
+        record = record.on_conflict_do_nothing(index_elements=[DeletionRequest.workflow_id])
+    await session.execute(record)
+    deletes_at = await session.scalar(
+        select(DeletionRequest.deletes_at).where(DeletionRequest.workflow_id == workflow_id)
     )
     await session.commit()
     await start_account_deletion(
-        client, settings.task_queue, account_id=str(account_id), site_task_queue=settings.site_task_queue
+        client,
+        settings.task_queue,
+        account_id=str(account_id),
+        site_task_queue=settings.site_task_queue,
+        deletes_at=deletes_at,
     )
-    return Accepted(workflow_id, finished=False)
+    return Accepted(workflow_id, finished=False, deletes_at=deletes_at)
 
 
 async def redrive_account_deletion(
@@ -167,7 +189,7 @@ class NotFinished:
 
 
 # What an open run may publish in its LifecycleStatus search attribute.
-_OPEN_STATES = frozenset({DeletionState.RUNNING, DeletionState.PAUSED, DeletionState.WAITING_FOR_OPERATOR})
+_OPEN_STATES = frozenset({DeletionState.SCHEDULED, DeletionState.RUNNING, DeletionState.PAUSED, DeletionState.WAITING_FOR_OPERATOR})
 
 
 async def await_deletion(client: Client, workflow_id: str, seconds: float, *, account: bool) -> Finished | NotFinished:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from temporalio.client import Client
 from temporalio.common import (
     SearchAttributePair,
@@ -29,11 +31,13 @@ ON_CONFLICT = WorkflowIDConflictPolicy.USE_EXISTING
 ON_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE
 
 
-def deletion_search_attributes(account_id: str, bot_id: str | None = None) -> TypedSearchAttributes:
+def deletion_search_attributes(
+    account_id: str, bot_id: str | None = None, status: DeletionState = DeletionState.RUNNING
+) -> TypedSearchAttributes:
     """Ids and the starting status only: operators find runs by these, and no PII goes in."""
     pairs = [
         SearchAttributePair(ACCOUNT_ID, account_id),
-        SearchAttributePair(LIFECYCLE_STATUS, DeletionState.RUNNING.value),
+        SearchAttributePair(LIFECYCLE_STATUS, status.value),
     ]
     if bot_id is not None:
         pairs.append(SearchAttributePair(BOT_ID, bot_id))
@@ -56,18 +60,31 @@ async def start_bot_deletion(client: Client, task_queue: str, *, bot_id: str, ac
     )
 
 
-async def start_account_deletion(client: Client, task_queue: str, *, account_id: str, site_task_queue: str) -> None:
-    """Start the account's deletion, or join the open run. Call it only while the account row exists."""
+async def start_account_deletion(
+    client: Client, task_queue: str, *, account_id: str, site_task_queue: str, deletes_at: datetime | None = None
+) -> None:
+    """Start the account's deletion, or join the open run. Call it only while the account row exists.
+
+    `deletes_at` is the end of its grace period (deletion_requests.deletes_at): a run deletes nothing before it.
+    """
+    if scheduled := deletes_at is not None:
+        deletes_at = deletes_at.astimezone(UTC)
     await client.start_workflow(
         ACCOUNT_DELETION_WORKFLOW,
-        AccountDeletionInput(account_id=account_id, site_task_queue=site_task_queue),
+        AccountDeletionInput(
+            account_id=account_id,
+            site_task_queue=site_task_queue,
+            deletes_at=deletes_at.isoformat() if deletes_at is not None else None,
+        ),
         id=account_deletion_id(account_id),
         task_queue=task_queue,
         id_conflict_policy=ON_CONFLICT,
         id_reuse_policy=ON_REUSE,
-        search_attributes=deletion_search_attributes(account_id),
+        search_attributes=deletion_search_attributes(
+            account_id, status=DeletionState.SCHEDULED if scheduled else DeletionState.RUNNING
+        ),
         priority=deletion_priority(account_id),
-        static_summary=f"Delete account {account_id}",
+        static_summary=f"Delete account {account_id}" + (f" after {deletes_at:%Y-%m-%d %H:%M:%S} UTC" if scheduled else ""),
         static_details=(
             f"Deletes every bot of account {account_id} (child workflows), then the account row once "
             "nothing of it remains, then emails the confirmation once."

@@ -4,8 +4,9 @@ worker cannot slow an answer, and a slow or absent Temporal server costs at most
 
 How the status is decided:
 
-- RUNNING: the run's `LifecycleStatus` search attribute (running, paused or waiting_for_operator);
-- COMPLETED: `completed`, or `incomplete` if an operator skipped a service;
+- RUNNING: the run's `LifecycleStatus` search attribute (scheduled, running, paused or waiting_for_operator);
+- COMPLETED: `completed`, or `incomplete` if an operator skipped a service, or `restored` if the run published
+  that an admin restored the account during its grace period;
 - CANCELED, TERMINATED: `cancelled`, `terminated`; FAILED, TIMED_OUT: `failed`;
 - no such run: `running` if recorded but not started yet (the reconciler starts it), or `completed` if the
   record says it finished (its history is gone after retention);
@@ -47,7 +48,7 @@ ShownStatus = DeletionState | Literal["unknown"]
 CLOSED_WITHOUT_COMPLETING = frozenset({DeletionState.CANCELLED, DeletionState.TERMINATED, DeletionState.FAILED})
 
 # Statuses a running deletion may publish in its LifecycleStatus search attribute.
-_RUNNING_STATES = frozenset({DeletionState.RUNNING, DeletionState.PAUSED, DeletionState.WAITING_FOR_OPERATOR})
+_RUNNING_STATES = frozenset({DeletionState.SCHEDULED, DeletionState.RUNNING, DeletionState.PAUSED, DeletionState.WAITING_FOR_OPERATOR})
 
 _CLOSED_STATES = {
     WorkflowExecutionStatus.COMPLETED: DeletionState.COMPLETED,
@@ -162,6 +163,9 @@ async def _run_state(client: Client | None, workflow_id: str) -> DeletionState |
     if description.status == WorkflowExecutionStatus.RUNNING:
         published = description.typed_search_attributes.get(LIFECYCLE_STATUS)
         return DeletionState(published) if published in _RUNNING_STATES else DeletionState.RUNNING
+    if description.status == WorkflowExecutionStatus.COMPLETED:
+        restored = description.typed_search_attributes.get(LIFECYCLE_STATUS) == DeletionState.RESTORED
+        return DeletionState.RESTORED if restored else DeletionState.COMPLETED
     if description.status in _CLOSED_STATES:
         return _CLOSED_STATES[description.status]
     # CONTINUED_AS_NEW is never the latest run's status; treat anything unforeseen as still going.

@@ -74,6 +74,10 @@ class Settings(BaseSettings):
     export_retention: timedelta = timedelta(days=7)
     # Rows per keyset batch while writing an export: memory holds one batch of one table at a time.
     export_batch_rows: int = Field(default=5_000, ge=1, le=100_000)
+    # A window to change one's mind (issue 12): DELETE /account signs the account out at once, then deletes
+    # nothing for this long (ISO 8601 duration, e.g. P7D), during which an admin can restore it. Zero, the
+    # local default, deletes at once as before; docker-compose.yml sets P7D.
+    account_deletion_grace: timedelta = Field(default=timedelta(0), ge=timedelta(0))
 
     @model_validator(mode="after")
     def _derive_paths(self) -> Settings:

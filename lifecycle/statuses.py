@@ -12,6 +12,8 @@ from enum import StrEnum
 class DeletionState(StrEnum):
     """A bot or account deletion, as the API and the `LifecycleStatus` search attribute show it."""
 
+    # In its grace period (ACCOUNT_DELETION_GRACE): signed out, nothing deleted yet, restorable until `deletes_at`.
+    SCHEDULED = "scheduled"
     RUNNING = "running"
     PAUSED = "paused"
     WAITING_FOR_OPERATOR = "waiting_for_operator"
@@ -22,6 +24,8 @@ class DeletionState(StrEnum):
     CANCELLED = "cancelled"
     TERMINATED = "terminated"
     FAILED = "failed"
+    # An admin restored the account during its grace period: the run ended having deleted nothing.
+    RESTORED = "restored"
 
 
 class SiteStatus(StrEnum):

@@ -265,7 +265,8 @@ def test_one_worker_service_per_role(compose_file: dict[str, Any]) -> None:
         assert environment["TASK_QUEUE"] == "lifecycle"
         assert environment["SITE_TASK_QUEUE"] == "lifecycle-sites"
     assert compose_file["services"]["api"]["environment"]["SITE_TASK_QUEUE"] == "lifecycle-sites"
-    assert "ACCOUNT_DELETION_GRACE" not in json.dumps(compose_file)
+    for name in ("api", *WORKER_SERVICES):
+        assert compose_file["services"][name]["environment"]["ACCOUNT_DELETION_GRACE"] == "P7D"
 
 
 def test_the_required_services_are_there(compose_file: dict[str, Any]) -> None:

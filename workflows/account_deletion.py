@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
@@ -14,6 +14,7 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from activities.account_export import AccountExportActivities
     from activities.account_sites import AccountSites
+    from activities.deletion_grace import DeletionGrace
     from activities.deletion_records import BOT_DELETION_NOT_COMPLETED, DeletionRecords
     from activities.notifications import Notifications
     from lifecycle.contracts import (
@@ -50,6 +51,10 @@ ADOPTED_BOT_FOLLOWS_ACCOUNT = "adopted-bot-follows-account"
 # Patch: before anything is deleted, wait for the exports requested with `DELETE /account {"export_first": true}`
 # (recorded on their account_exports rows, so every run and re-drive honours them) to be ready and mailed.
 EXPORT_FIRST = "export-first"
+# Patch: a deletion with a grace period (`deletes_at`, ACCOUNT_DELETION_GRACE) first waits it out on a durable
+# timer, `scheduled`, while an admin may `restore` the account or an operator `expedite` it. Runs without
+# `deletes_at` (every run before it, and every run with a zero grace) take no new step and issue no new command.
+DELETION_GRACE = "deletion-grace"
 
 
 def _add(totals: dict[str, ServiceProgress], services: dict[str, ServiceProgress], sign: int = 1) -> None:
@@ -79,11 +84,22 @@ class AccountDeletionWorkflow:
         # What each bot deletion of this run counted, so a bot deleted again is not counted twice.
         self._counted: dict[str, dict[str, ServiceProgress]] = {}
         self._gate = OperatorGate()
+        # The grace period: true while nothing may be deleted yet and the account can still be restored.
+        self._in_grace = False
+        self._deletes_at = request.deletes_at
+        self._expedited = False
+        self._restored = False
 
     @workflow.run
     async def run(self, request: AccountDeletionInput) -> AccountDeletionResult:
-        workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(DeletionState.RUNNING.value)])
+        grace = _grace_left(request)
+        if grace is not None and workflow.patched(DELETION_GRACE):
+            self._in_grace = True
+            self._status = DeletionState.SCHEDULED
+        workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(self._status.value)])
         self._publish_details()
+        if self._in_grace and grace is not None and not await self._wait_out_grace(request, grace):
+            return self._close(request, DeletionState.RESTORED, row_deleted=False)
         if workflow.patched(EXPORT_FIRST):
             await self._await_exports(request)
         listed = await self._list_bots(request)
@@ -107,6 +123,33 @@ class AccountDeletionWorkflow:
             summary="email the deletion confirmation (once)",
         )
         return self._close(request, DeletionState.COMPLETED, row_deleted=row_deleted)
+
+    async def _wait_out_grace(self, request: AccountDeletionInput, grace: timedelta) -> bool:
+        """False if an admin restored the account during its grace; True once deleting may begin."""
+        try:
+            await workflow.wait_condition(
+                lambda: self._expedited or self._restored,
+                timeout=grace,
+                timeout_summary=f"grace period of account {request.account_id}: nothing deleted until "
+                f"{request.deletes_at} (admin restore or operator expedite end it)",
+            )
+        except TimeoutError:
+            pass  # the grace ran out: delete
+        # Decided here, in the same workflow task as the timer or the update that ended the wait: from now on
+        # a `restore` is refused, so an accepted one always means nothing was deleted.
+        self._in_grace = False
+        if self._restored:
+            return False
+        self._set_status(DeletionState.PAUSED if self._paused else DeletionState.RUNNING)
+        await workflow.execute_activity_method(
+            DeletionGrace.end_account_deletion_grace,
+            workflow.info().workflow_id,
+            start_to_close_timeout=policies.STEP_TIMEOUT,
+            heartbeat_timeout=policies.STEP_HEARTBEAT,
+            retry_policy=policies.STEP_RETRY,
+            summary=f"record that the grace period of account {request.account_id} is over",
+        )
+        return True
 
     async def _await_exports(self, request: AccountDeletionInput) -> None:
         await workflow.execute_activity_method(
@@ -301,7 +344,10 @@ class AccountDeletionWorkflow:
             info.is_continue_as_new_suggested()
         ):
             return
-        workflow.continue_as_new(replace(request, finished_bot_ids=self._finished, totals=self._totals))
+        # Past its grace (if it had one): the next run deletes on at once, even if the grace was expedited.
+        workflow.continue_as_new(
+            replace(request, finished_bot_ids=self._finished, totals=self._totals, deletes_at=None)
+        )
 
     def _set_status(self, status: DeletionState) -> None:
         if status != self._status:
@@ -312,6 +358,8 @@ class AccountDeletionWorkflow:
     def _publish_details(self) -> None:
         deleted = sum(p.deleted for p in self._totals.values())
         line = f"bots: {len(self._finished)} of {self._bots_total} deleted ({deleted:,} rows); {self._status}"
+        if self._in_grace:
+            line = f"scheduled: deletes at {self._deletes_at}; an admin may restore the account until then"
         workflow.set_current_details(f"{line}; {self._gate.ignored}" if self._gate.ignored else line)
 
     async def _forward(self, message: str) -> int:
@@ -332,14 +380,15 @@ class AccountDeletionWorkflow:
     async def pause(self) -> None:
         """The bot deletions in flight pause after their current slice, and new ones start paused."""
         self._paused = True
-        if self._gate.waiting_on is None:
+        # During the grace it stays `scheduled`: nothing runs to pause yet; deleting then starts paused.
+        if self._gate.waiting_on is None and not self._in_grace:
             self._set_status(DeletionState.PAUSED)
         await self._forward("pause")
 
     @workflow.signal
     async def resume(self) -> None:
         self._paused = False
-        if self._gate.waiting_on is None:
+        if self._gate.waiting_on is None and not self._in_grace:
             self._set_status(DeletionState.RUNNING)
         await self._forward("resume")
 
@@ -389,6 +438,37 @@ class AccountDeletionWorkflow:
         if (refused := self._refusal(Decision.SKIP)) is not None:
             raise ValueError(refused)
 
+    @workflow.update
+    def restore(self) -> str:
+        """An admin's restore (POST /accounts/{id}/restore): the run ends `restored`, having deleted nothing."""
+        self._restored = True
+        return "restored: the deletion was cancelled during its grace period; nothing was deleted"
+
+    @restore.validator
+    def _validate_restore(self) -> None:
+        if (refused := self._grace_refusal()) is not None:
+            raise ValueError(refused)
+
+    @workflow.update
+    def expedite(self) -> str:
+        """An operator's expedite: the grace period ends now and the deletion proceeds as it would after it."""
+        self._expedited = True
+        return "expedited: the grace period ended; deleting"
+
+    @expedite.validator
+    def _validate_expedite(self) -> None:
+        if (refused := self._grace_refusal()) is not None:
+            raise ValueError(refused)
+
+    def _grace_refusal(self) -> str | None:
+        if self._restored:
+            return "the account was already restored; this deletion is ending"
+        if self._expedited:
+            return "the grace period was expedited: the deletion has begun"
+        if not self._in_grace:
+            return f"not in a grace period: the deletion is {self._status}"
+        return None
+
     @workflow.query
     def progress(self) -> DeletionStatus:
         return DeletionStatus(
@@ -398,6 +478,14 @@ class AccountDeletionWorkflow:
             waiting_on=self._gate.waiting_on,
             ignored_message=self._gate.ignored,
         )
+
+
+def _grace_left(request: AccountDeletionInput) -> timedelta | None:
+    """What remains of the grace period, if any: a run started after it ended deletes at once."""
+    if request.deletes_at is None:
+        return None
+    left = datetime.fromisoformat(request.deletes_at) - workflow.now()
+    return left if left > timedelta(0) else None
 
 
 def _closed_without_completing(err: ChildWorkflowError | ActivityError) -> bool:

@@ -148,6 +148,9 @@ class DeletionRequest(Base):
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # The confirmation address of an account deletion: kept here, out of workflow history, until sent.
     notify_email: Mapped[str | None] = mapped_column(String(320))
+    # The end of an account deletion's grace period (ACCOUNT_DELETION_GRACE): nothing is deleted before it.
+    # Null without a grace; moved to the moment the grace ended if an operator expedited it.
+    deletes_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Alert(Base):
