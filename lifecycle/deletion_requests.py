@@ -189,7 +189,9 @@ class NotFinished:
 
 
 # What an open run may publish in its LifecycleStatus search attribute.
-_OPEN_STATES = frozenset({DeletionState.SCHEDULED, DeletionState.RUNNING, DeletionState.PAUSED, DeletionState.WAITING_FOR_OPERATOR})
+_OPEN_STATES = frozenset(
+    {DeletionState.SCHEDULED, DeletionState.RUNNING, DeletionState.PAUSED, DeletionState.WAITING_FOR_OPERATOR}
+)
 
 
 async def await_deletion(client: Client, workflow_id: str, seconds: float, *, account: bool) -> Finished | NotFinished:

@@ -67,8 +67,9 @@ async def start_account_deletion(
 
     `deletes_at` is the end of its grace period (deletion_requests.deletes_at): a run deletes nothing before it.
     """
-    if scheduled := deletes_at is not None:
-        deletes_at = deletes_at.astimezone(UTC)
+    if deletes_at is not None:
+        # Once the grace is over (it ran out, or an operator expedited it) a run deletes at once.
+        deletes_at = deletes_at.astimezone(UTC) if deletes_at > datetime.now(UTC) else None
     await client.start_workflow(
         ACCOUNT_DELETION_WORKFLOW,
         AccountDeletionInput(
@@ -81,10 +82,11 @@ async def start_account_deletion(
         id_conflict_policy=ON_CONFLICT,
         id_reuse_policy=ON_REUSE,
         search_attributes=deletion_search_attributes(
-            account_id, status=DeletionState.SCHEDULED if scheduled else DeletionState.RUNNING
+            account_id, status=DeletionState.SCHEDULED if deletes_at else DeletionState.RUNNING
         ),
         priority=deletion_priority(account_id),
-        static_summary=f"Delete account {account_id}" + (f" after {deletes_at:%Y-%m-%d %H:%M:%S} UTC" if scheduled else ""),
+        static_summary=f"Delete account {account_id}"
+        + (f" after {deletes_at:%Y-%m-%d %H:%M:%S} UTC" if deletes_at else ""),
         static_details=(
             f"Deletes every bot of account {account_id} (child workflows), then the account row once "
             "nothing of it remains, then emails the confirmation once."

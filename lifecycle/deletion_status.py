@@ -48,7 +48,9 @@ ShownStatus = DeletionState | Literal["unknown"]
 CLOSED_WITHOUT_COMPLETING = frozenset({DeletionState.CANCELLED, DeletionState.TERMINATED, DeletionState.FAILED})
 
 # Statuses a running deletion may publish in its LifecycleStatus search attribute.
-_RUNNING_STATES = frozenset({DeletionState.SCHEDULED, DeletionState.RUNNING, DeletionState.PAUSED, DeletionState.WAITING_FOR_OPERATOR})
+_RUNNING_STATES = frozenset(
+    {DeletionState.SCHEDULED, DeletionState.RUNNING, DeletionState.PAUSED, DeletionState.WAITING_FOR_OPERATOR}
+)
 
 _CLOSED_STATES = {
     WorkflowExecutionStatus.COMPLETED: DeletionState.COMPLETED,

@@ -4,6 +4,7 @@ nothing of it remains, the account row and one email."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -126,15 +127,14 @@ class AccountDeletionWorkflow:
 
     async def _wait_out_grace(self, request: AccountDeletionInput, grace: timedelta) -> bool:
         """False if an admin restored the account during its grace; True once deleting may begin."""
-        try:
+        # A timeout is the grace running out: deleting begins.
+        with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(
                 lambda: self._expedited or self._restored,
                 timeout=grace,
                 timeout_summary=f"grace period of account {request.account_id}: nothing deleted until "
                 f"{request.deletes_at} (admin restore or operator expedite end it)",
             )
-        except TimeoutError:
-            pass  # the grace ran out: delete
         # Decided here, in the same workflow task as the timer or the update that ended the wait: from now on
         # a `restore` is refused, so an accepted one always means nothing was deleted.
         self._in_grace = False
