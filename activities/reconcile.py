@@ -12,6 +12,7 @@ The rule (also in the README's runbook):
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from sqlalchemy import text
 from temporalio import activity
@@ -45,7 +46,7 @@ class Reconciler:
     def __init__(self, resources: ActivityResources) -> None:
         self._resources = resources
 
-    async def _page(self, sql: str, after: uuid.UUID) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    async def _page(self, sql: str, after: uuid.UUID) -> list[tuple[uuid.UUID, Any]]:
         async with self._resources.engine.connect() as conn:
             rows = await conn.execute(text(sql), {"after": after, "n": PAGE_SIZE})
             return [(row[0], row[1]) for row in rows]
@@ -71,16 +72,20 @@ class Reconciler:
             after = page[-1][0]
         after = _FIRST
         while page := await self._page(
-            "SELECT id, id FROM accounts WHERE deletion_requested_at IS NOT NULL AND id > :after ORDER BY id LIMIT :n",
+            # With the end of its grace period: a run the reconciler starts deletes nothing before it either.
+            "SELECT a.id, r.deletes_at FROM accounts a LEFT JOIN deletion_requests r"
+            " ON r.account_id = a.id AND r.kind = 'account'"
+            " WHERE a.deletion_requested_at IS NOT NULL AND a.id > :after ORDER BY a.id LIMIT :n",
             after,
         ):
-            for account_id, _ in page:
+            for account_id, deletes_at in page:
                 if await needs_start(client, account_deletion_id(account_id)):
                     await start_account_deletion(
                         client,
                         settings.task_queue,
                         account_id=str(account_id),
                         site_task_queue=settings.site_task_queue,
+                        deletes_at=deletes_at,
                     )
                     result.account_deletions_started += 1
                 activity.heartbeat()

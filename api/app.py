@@ -14,7 +14,16 @@ from api.body_limit import BodySizeLimit
 from api.dependencies import TemporalConnection
 from api.metrics import install_metrics
 from api.problems import document_problems, install_problem_handlers
-from api.routers import account_deletion, account_exports, accounts, bots, deletion_status, health, sites
+from api.routers import (
+    account_deletion,
+    account_exports,
+    account_restore,
+    accounts,
+    bots,
+    deletion_status,
+    health,
+    sites,
+)
 from lifecycle.db.engine import make_engine, make_sessionmaker
 from lifecycle.settings import Settings, get_settings
 
@@ -26,6 +35,7 @@ ROUTERS = (
     account_deletion.router,
     sites.router,
     account_exports.router,
+    account_restore.router,
 )
 
 

@@ -143,7 +143,9 @@ async def request_account_deletion(
         site_task_queue=settings.site_task_queue,
         deletes_at=deletes_at,
     )
-    return Accepted(workflow_id, finished=False, deletes_at=deletes_at)
+    # A grace already over (ran out, or expedited) is none: the run deletes at once.
+    still_scheduled = deletes_at is not None and deletes_at > datetime.now(UTC)
+    return Accepted(workflow_id, finished=False, deletes_at=deletes_at if still_scheduled else None)
 
 
 async def redrive_account_deletion(

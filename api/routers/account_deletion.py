@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Response, status
@@ -60,6 +61,9 @@ async def delete_account(
     # The one place that decides whether this deletion can end within the request. One that cannot (a grace
     # period before it, an export first) returns `_accepted(response, accepted.workflow_id, NO_WAIT, <status>)`
     # here, before anything is counted or awaited.
+    if accepted.deletes_at is not None:
+        # A grace period first (ACCOUNT_DELETION_GRACE): signed out now, nothing deleted before deletes_at.
+        return _accepted(response, accepted.workflow_id, NO_WAIT, DeletionState.SCHEDULED, accepted.deletes_at)
     if export_first:
         return _accepted(response, accepted.workflow_id, NO_WAIT, DeletionState.RUNNING)
     plan = await plan_wait(prefer, settings, engine, account_deletion_size, caller.account_id)
@@ -78,10 +82,12 @@ async def delete_account(
     return _accepted(response, accepted.workflow_id, plan, DeletionState.RUNNING)
 
 
-def _accepted(response: Response, workflow_id: str, plan: WaitPlan, state: DeletionState) -> DeletionAccepted:
+def _accepted(
+    response: Response, workflow_id: str, plan: WaitPlan, state: DeletionState, deletes_at: datetime | None = None
+) -> DeletionAccepted:
     plan.apply(response, finished=False)
     # The caller is signed out, so there is no status URL it could read; a confirmation email follows.
-    return DeletionAccepted(workflow_id=workflow_id, status=state, status_url=None)
+    return DeletionAccepted(workflow_id=workflow_id, status=state, status_url=None, deletes_at=deletes_at)
 
 
 @router.post(
@@ -98,8 +104,11 @@ async def redrive_account(
     accepted = await redrive_account_deletion(session, client, settings, account_id=account_id)
     if accepted is None:
         raise ProblemError(404, "No such account, and none was deleted.")
+    if accepted.finished:
+        state = DeletionState.COMPLETED
+    else:
+        # A re-drive within the grace period waits out what is left of it (restorable until deletes_at).
+        state = DeletionState.SCHEDULED if accepted.deletes_at is not None else DeletionState.RUNNING
     return DeletionAccepted(
-        workflow_id=accepted.workflow_id,
-        status=DeletionState.COMPLETED if accepted.finished else DeletionState.RUNNING,
-        status_url=None,
+        workflow_id=accepted.workflow_id, status=state, status_url=None, deletes_at=accepted.deletes_at
     )

@@ -21,6 +21,7 @@ from lifecycle.deletion_status import (
     account_deletion_view,
     bot_deletion_view,
 )
+from lifecycle.statuses import DeletionState
 from lifecycle.workflow_ids import bot_deletion_id
 
 router = APIRouter(tags=["deletions"])
@@ -68,4 +69,5 @@ def _deletion_out(record: DeletionRequest, view: DeletionView, resume: str | Non
         requested_at=record.requested_at,
         completed_at=record.completed_at,
         resume=resume,
+        deletes_at=record.deletes_at if view.status == DeletionState.SCHEDULED else None,
     )

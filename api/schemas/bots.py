@@ -27,9 +27,16 @@ class DeletionAccepted(BaseModel):
     status: str = Field(
         description="`running`, or `completed` when a previous request already finished it. After a wait that "
         "ran out, how the run stands: `running`, `paused` or `waiting_for_operator`; or `cancelled`, "
-        "`terminated` or `failed` if it closed without completing (a repeated request finishes it)."
+        "`terminated` or `failed` if it closed without completing (a repeated request finishes it). "
+        "`scheduled`: an account deletion in its grace period (ACCOUNT_DELETION_GRACE), see `deletes_at`."
     )
     status_url: str | None = Field(description="Where to follow the deletion; none once the caller is gone.")
+    deletes_at: datetime | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Only while `scheduled`: when the grace period ends and deleting begins. Until then nothing "
+        "is deleted, and an admin can restore the account (POST /accounts/{id}/restore).",
+    )
 
 
 class DeletionFinished(BaseModel):
@@ -62,6 +69,8 @@ class DeletionOut(BaseModel):
     workflow_id: str
     status: ShownStatus = Field(
         description=(
+            "`scheduled` (an account deletion in its grace period, see `deletes_at`), `restored` (an admin "
+            "restored the account during it; nothing was deleted), "
             "`running`, `paused`, `waiting_for_operator`, `completed`, `incomplete` (an operator skipped a "
             "service, so some data remains), `cancelled`, `terminated` or `failed`; `unknown` while the "
             "workflow service does not answer and the deletion has not recorded its completion."
@@ -73,4 +82,9 @@ class DeletionOut(BaseModel):
     resume: str | None = Field(
         description="How to resume a deletion that closed without completing; null otherwise.",
         examples=["Repeat DELETE /bots/{id} with the account's API key."],
+    )
+    deletes_at: datetime | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Only while `scheduled` (an account deletion in its grace period): when deleting begins.",
     )
