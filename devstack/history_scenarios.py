@@ -9,6 +9,7 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import timedelta
 
 import httpx
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
@@ -16,6 +17,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from devstack.seed import seed
 from lifecycle.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus, SiteProgress
+from lifecycle.db.engine import make_engine, make_sessionmaker
+from lifecycle.deletion_requests import request_account_deletion
 from lifecycle.deletion_starts import BOT_DELETION_WORKFLOW, deletion_search_attributes
 from lifecycle.settings import Settings
 from lifecycle.statuses import DeletionState
@@ -315,6 +318,40 @@ async def account_deletion_export_first(ctx: Context) -> str:
     return account_deletion_id(seeded.account_id)
 
 
+async def _scheduled_account_deletion(ctx: Context) -> WorkflowHandle:
+    """`DELETE /account` as the API takes it with ACCOUNT_DELETION_GRACE=PT1H (the recorder's own API keeps
+    the local default, zero): signed out, recorded with its deletes_at, and waiting on its grace timer."""
+    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=200)
+    graced = ctx.settings.model_copy(update={"account_deletion_grace": timedelta(hours=1)})
+    engine = make_engine(ctx.settings.database_url, pool_size=1)
+    try:
+        async with make_sessionmaker(engine)() as session:
+            await request_account_deletion(session, ctx.client, graced, account_id=uuid.UUID(seeded.account_id))
+    finally:
+        await engine.dispose()
+    handle = ctx.client.get_workflow_handle(account_deletion_id(seeded.account_id))
+    await _query_until(handle, lambda status: status.status == DeletionState.SCHEDULED)
+    return handle
+
+
+async def account_deletion_grace_restored(ctx: Context) -> str:
+    """A grace-period deletion an admin restores (`POST /accounts/{id}/restore`): it ends having deleted nothing."""
+    handle = await _scheduled_account_deletion(ctx)
+    account_id = handle.id.removeprefix("account-deletion-")
+    restored = await ctx.api.post(f"/accounts/{account_id}/restore", headers=ctx.admin_headers)
+    restored.raise_for_status()
+    await handle.result()
+    return handle.id
+
+
+async def account_deletion_grace_expedited(ctx: Context) -> str:
+    """A grace-period deletion an operator expedites (update `expedite`): it deletes at once, as without one."""
+    handle = await _scheduled_account_deletion(ctx)
+    await handle.execute_update("expedite", result_type=str)
+    await handle.result()
+    return handle.id
+
+
 # (scenario, run): the file is named <WorkflowType>-<scenario>.json.
 HAPPY: list[tuple[str, Scenario]] = [
     ("happy", bot_deletion_happy),
@@ -330,6 +367,8 @@ HAPPY: list[tuple[str, Scenario]] = [
     ("expired-now", account_export_expired_now),
     ("reset", account_export_reset),
     ("export-first", account_deletion_export_first),
+    ("grace-restored", account_deletion_grace_restored),
+    ("grace-expedited", account_deletion_grace_expedited),
 ]
 FAULTY: list[tuple[str, Scenario]] = [
     ("operator-retry-skip", bot_deletion_operator),
