@@ -14,8 +14,9 @@ from api.body_limit import BodySizeLimit
 from api.dependencies import TemporalConnection
 from api.metrics import install_metrics
 from api.problems import document_problems, install_problem_handlers
-from api.routers import account_deletion, account_exports, accounts, bots, deletion_status, health, sites
+from api.routers import account_deletion, account_exports, accounts, bots, deletion_status, events, health, sites
 from lifecycle.db.engine import make_engine, make_sessionmaker
+from lifecycle.events_hub import EventHub
 from lifecycle.settings import Settings, get_settings
 
 ROUTERS = (
@@ -26,6 +27,7 @@ ROUTERS = (
     account_deletion.router,
     sites.router,
     account_exports.router,
+    events.router,
 )
 
 
@@ -39,9 +41,19 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
         app.state.temporal = TemporalConnection(settings, temporal_client)
+        # The one LISTEN connection that wakes every event stream of this process.
+        app.state.events = EventHub(
+            engine,
+            settings.database_url,
+            poll_interval=settings.events_poll_interval,
+            retention=settings.events_retention,
+            prune_interval=settings.events_prune_interval,
+        )
+        await app.state.events.start()
         try:
             yield
         finally:
+            await app.state.events.stop()
             await engine.dispose()
 
     app = FastAPI(

@@ -74,6 +74,16 @@ class Settings(BaseSettings):
     export_retention: timedelta = timedelta(days=7)
     # Rows per keyset batch while writing an export: memory holds one batch of one table at a time.
     export_batch_rows: int = Field(default=5_000, ge=1, le=100_000)
+    # Live progress streams (GET /sites/{id}/events and the deletion ones). A comment every events_keepalive
+    # seconds keeps proxies from closing an idle stream; the API's one LISTEN connection is backed by a poll
+    # every events_poll_interval seconds; a deletion's status, part of which only Temporal knows, is asked
+    # again at most every events_deletion_refresh seconds per deletion however many watch it; rows of the
+    # events table older than events_retention (ISO 8601 duration) are pruned every events_prune_interval.
+    events_keepalive: float = Field(default=15.0, gt=0)
+    events_poll_interval: float = Field(default=5.0, gt=0)
+    events_deletion_refresh: float = Field(default=5.0, gt=0)
+    events_retention: timedelta = timedelta(days=1)
+    events_prune_interval: float = Field(default=3600.0, gt=0)
 
     @model_validator(mode="after")
     def _derive_paths(self) -> Settings:
