@@ -21,6 +21,8 @@ from tests.deletion.helpers import own_queue
 
 # Short enough that a test sees a keepalive at once, long enough not to crowd the stream.
 KEEPALIVE_SECONDS = 0.3
+# How soon a stream sees what only Temporal knows (a run that closed after its last database write).
+DELETION_REFRESH_SECONDS = 0.3
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,9 @@ class ServedApi:
 @pytest_asyncio.fixture(scope="module")
 async def served(settings: Settings, temporal_client: Client) -> AsyncIterator[ServedApi]:
     """An API whose runs wait on a queue no one polls until a test starts `own_worker` on it."""
-    own = own_queue(settings).model_copy(update={"events_keepalive": KEEPALIVE_SECONDS})
+    own = own_queue(settings).model_copy(
+        update={"events_keepalive": KEEPALIVE_SECONDS, "events_deletion_refresh": DELETION_REFRESH_SECONDS}
+    )
     app = create_app(own, temporal_client=temporal_client)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
