@@ -81,8 +81,9 @@ class EventHub:
         self._notified = asyncio.Event()
         self._listener: asyncpg.Connection | None = None
         self._task: asyncio.Task[None] | None = None
-        # Every id up to _low was dispatched or given up on; _seen holds those dispatched above it.
-        self._low = 0
+        # Every id up to _low was dispatched or given up on; _seen holds those dispatched above it. None until
+        # the first read, which starts at the newest row: no stream watched anything before.
+        self._low: int | None = None
         self._seen: set[int] = set()
         self._gaps: dict[int, float] = {}
         # Names this process's listening session in pg_stat_activity.
@@ -93,8 +94,7 @@ class EventHub:
         return sum(len(watches) for watches in self._watches.values())
 
     async def start(self) -> None:
-        async with self._engine.connect() as connection:
-            self._low = (await connection.execute(select(func.max(LifecycleEvent.id)))).scalar_one() or 0
+        """Starts listening in the background: the API starts (and answers) while PostgreSQL is away."""
         self._task = asyncio.get_running_loop().create_task(self._run(), name="lifecycle-events-hub")
 
     async def stop(self) -> None:
@@ -161,6 +161,9 @@ class EventHub:
                 await listener.close(timeout=1)
 
     async def _dispatch_new(self) -> None:
+        if self._low is None:
+            async with self._engine.connect() as connection:
+                self._low = (await connection.execute(select(func.max(LifecycleEvent.id)))).scalar_one() or 0
         while True:
             async with self._engine.connect() as connection:
                 rows = (
@@ -194,6 +197,7 @@ class EventHub:
                 return
 
     def _advance(self) -> None:
+        assert self._low is not None
         now = time.monotonic()
         top = max(self._seen, default=self._low)
         while self._low < top:

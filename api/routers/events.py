@@ -56,6 +56,9 @@ TERMINAL_DELETION_STATUSES: Final = frozenset(
     {DeletionState.COMPLETED, DeletionState.INCOMPLETE, *CLOSED_WITHOUT_COMPLETING}
 )
 
+# A site stream reads its site by itself this often even without a wake-up: one indexed read per watcher.
+SITE_RECHECK_SECONDS: Final = 30.0
+
 LastEventId = Annotated[
     int | None,
     Header(
@@ -166,7 +169,8 @@ async def _site_stream(request: Request, site_id: uuid.UUID, after: int | None) 
                 after = event_id
                 if answer.status in TERMINAL_SITE_STATUSES:
                     return
-            await watch.wait(at_most=None)
+            # The hub wakes it; the bound only covers a hub that could not read for a while (PostgreSQL away).
+            await watch.wait(at_most=SITE_RECHECK_SECONDS)
 
 
 async def _site_settled_at(request: Request, site_id: uuid.UUID, after: int) -> bool:
