@@ -138,9 +138,9 @@ class EventHub:
                         logger.info("pruned %d lifecycle events older than %s", pruned, self._retention)
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as err:
                 # PostgreSQL away: streams wait (their keepalives go on) and the hub tries again.
-                logger.warning("lifecycle events hub: cannot read events", exc_info=True)
+                logger.warning("lifecycle events hub: cannot read events: %r", err)
                 await self._close_listener()
                 await asyncio.sleep(RECONNECT_AFTER)
 
