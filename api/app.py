@@ -21,10 +21,12 @@ from api.routers import (
     accounts,
     bots,
     deletion_status,
+    events,
     health,
     sites,
 )
 from lifecycle.db.engine import make_engine, make_sessionmaker
+from lifecycle.events_hub import EventHub
 from lifecycle.settings import Settings, get_settings
 
 ROUTERS = (
@@ -36,6 +38,7 @@ ROUTERS = (
     sites.router,
     account_exports.router,
     account_restore.router,
+    events.router,
 )
 
 
@@ -49,9 +52,19 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
         app.state.temporal = TemporalConnection(settings, temporal_client)
+        # The one LISTEN connection that wakes every event stream of this process.
+        app.state.events = EventHub(
+            engine,
+            settings.database_url,
+            poll_interval=settings.events_poll_interval,
+            retention=settings.events_retention,
+            prune_interval=settings.events_prune_interval,
+        )
+        await app.state.events.start()
         try:
             yield
         finally:
+            await app.state.events.stop()
             await engine.dispose()
 
     app = FastAPI(

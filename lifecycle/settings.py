@@ -78,6 +78,16 @@ class Settings(BaseSettings):
     # nothing for this long (ISO 8601 duration, e.g. P7D), during which an admin can restore it. Zero, the
     # local default, deletes at once as before; docker-compose.yml sets P7D.
     account_deletion_grace: timedelta = Field(default=timedelta(0), ge=timedelta(0))
+    # Live progress streams (GET /sites/{id}/events and the deletion ones). A comment every events_keepalive
+    # seconds keeps proxies from closing an idle stream; the API's one LISTEN connection is backed by a poll
+    # every events_poll_interval seconds; a deletion's status, part of which only Temporal knows, is asked
+    # again at most every events_deletion_refresh seconds per deletion however many watch it; rows of the
+    # events table older than events_retention (ISO 8601 duration) are pruned every events_prune_interval.
+    events_keepalive: float = Field(default=15.0, gt=0)
+    events_poll_interval: float = Field(default=5.0, gt=0)
+    events_deletion_refresh: float = Field(default=5.0, gt=0)
+    events_retention: timedelta = timedelta(days=1)
+    events_prune_interval: float = Field(default=3600.0, gt=0)
 
     @model_validator(mode="after")
     def _derive_paths(self) -> Settings:

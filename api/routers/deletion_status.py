@@ -10,6 +10,8 @@ from __future__ import annotations
 import uuid
 
 from fastapi import APIRouter
+from sqlalchemy.ext.asyncio import AsyncSession
+from temporalio.client import Client
 
 from api.dependencies import AdminDep, CallerDep, ReachableTemporalDep, SessionDep
 from api.problems import ProblemError, problem_responses
@@ -39,9 +41,7 @@ async def get_bot_deletion(
     record = await session.get(DeletionRequest, bot_deletion_id(bot_id))
     if record is None or record.account_id != caller.account_id:
         raise ProblemError(404, "No deletion was requested for this bot.")
-    view = await bot_deletion_view(session, client, record)
-    resume = f"Repeat DELETE /bots/{bot_id} with the account's API key." if view.resumable else None
-    return _deletion_out(record, view, resume)
+    return await bot_deletion_out(session, client, record)
 
 
 @router.get(
@@ -56,8 +56,21 @@ async def get_account_deletion(
     record = await account_deletion_record(session, account_id)
     if record is None:
         raise ProblemError(404, "No deletion was requested for this account.")
+    return await account_deletion_out(session, client, record)
+
+
+# The answers of the two status endpoints, shared with their event streams (api/routers/events.py).
+
+
+async def bot_deletion_out(session: AsyncSession, client: Client | None, record: DeletionRequest) -> DeletionOut:
+    view = await bot_deletion_view(session, client, record)
+    resume = f"Repeat DELETE /bots/{record.bot_id} with the account's API key." if view.resumable else None
+    return _deletion_out(record, view, resume)
+
+
+async def account_deletion_out(session: AsyncSession, client: Client | None, record: DeletionRequest) -> DeletionOut:
     view = await account_deletion_view(session, client, record)
-    resume = f"POST /accounts/{account_id}/deletion with the admin token." if view.resumable else None
+    resume = f"POST /accounts/{record.account_id}/deletion with the admin token." if view.resumable else None
     return _deletion_out(record, view, resume)
 
 

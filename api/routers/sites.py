@@ -113,7 +113,8 @@ async def create_site(
     return _accepted(site, response)
 
 
-def _site_out(site: Site) -> SiteOut:
+def site_out(site: Site) -> SiteOut:
+    """GET /sites/{id}'s answer, also the data of each event of GET /sites/{id}/events."""
     return SiteOut(
         id=site.id,
         name=site.name,
@@ -138,7 +139,7 @@ async def list_sites(caller: CallerDep, session: SessionDep) -> list[SiteOut]:
     sites = (
         await session.execute(select(Site).where(Site.account_id == caller.account_id).order_by(Site.created_at))
     ).scalars()
-    return [_site_out(site) for site in sites]
+    return [site_out(site) for site in sites]
 
 
 @router.get(
@@ -148,7 +149,7 @@ async def list_sites(caller: CallerDep, session: SessionDep) -> list[SiteOut]:
     responses=problem_responses(401, 404),
 )
 async def get_site(site_id: uuid.UUID, caller: CallerDep, session: SessionDep) -> SiteOut:
-    return _site_out(await _own_site(session, caller, site_id))
+    return site_out(await _own_site(session, caller, site_id))
 
 
 @router.delete(

@@ -1,0 +1,352 @@
+"""Live progress as Server-Sent Events (seed 004): the "your site is being built" animation, and deletions.
+
+Each event's data is the JSON of the matching status endpoint, built by the same function; its id is the id of
+the `lifecycle_events` row it reflects (lifecycle/events_log.py), so `Last-Event-ID` resumes exactly:
+
+- a site's events carry the site as each change left it, so a stream (or a resume) shows every step in order,
+  even steps that committed while the client was away;
+- a deletion's answer mixes PostgreSQL and Temporal's describe, so its stream recomputes the answer when the
+  deletion changes in the database, and at most every `events_deletion_refresh` seconds per deletion (shared by
+  all its watchers) for what only Temporal knows: a run that paused, closed or was terminated. Such a change
+  seen only in Temporal is recorded as an event of its own, so it too has an id to resume after.
+
+A stream ends after the event with a terminal status. Nothing here asks a worker anything, and a waiting stream
+holds no database session: it waits on the process's one LISTEN connection (lifecycle/events_hub.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Final
+
+from fastapi import APIRouter, Depends, Header, Request
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from api.dependencies import Caller, Credentials, TemporalConnection, require_account, require_admin
+from api.problems import ProblemError, problem_responses
+from api.routers.deletion_status import account_deletion_out, bot_deletion_out
+from api.routers.sites import site_out
+from api.schemas.bots import DeletionOut
+from lifecycle.db.models import DeletionRequest, Site
+from lifecycle.deletion_status import CLOSED_WITHOUT_COMPLETING, DESCRIBE_TIMEOUT, account_deletion_record
+from lifecycle.events_hub import EventHub, SubjectKey, account_key
+from lifecycle.events_log import (
+    DELETION,
+    SITE,
+    latest_deletion_event,
+    record_observed_deletion_change,
+    site_events,
+)
+from lifecycle.settings import Settings
+from lifecycle.statuses import DeletionState, SiteStatus
+from lifecycle.workflow_ids import bot_deletion_id
+
+router = APIRouter(tags=["events"])
+
+# Where a site stops changing by itself: built, rolled back, or deleted. A failed rollback waits for an operator,
+# so its stream stays open.
+TERMINAL_SITE_STATUSES: Final = frozenset({SiteStatus.ACTIVE, SiteStatus.ROLLED_BACK, SiteStatus.DELETED})
+TERMINAL_DELETION_STATUSES: Final = frozenset(
+    {DeletionState.COMPLETED, DeletionState.INCOMPLETE, *CLOSED_WITHOUT_COMPLETING}
+)
+
+# A site stream reads its site by itself this often even without a wake-up: one indexed read per watcher.
+SITE_RECHECK_SECONDS: Final = 30.0
+
+LastEventId = Annotated[
+    int | None,
+    Header(
+        alias="Last-Event-ID",
+        ge=0,
+        le=2**63 - 1,
+        description="The id of the last event received: the stream resumes after it.",
+    ),
+]
+
+_EVENT_STREAM_DESCRIPTION = (
+    "`text/event-stream`: one event per status or step change, its data the JSON of {answer} and its id usable "
+    "as `Last-Event-ID`; a comment line every `EVENTS_KEEPALIVE` seconds (15 by default); the stream ends after "
+    "the event with a terminal status ({terminal})."
+)
+
+
+def _stream_responses(answer: str, terminal: str, *problems: int) -> dict[int | str, dict[str, Any]]:
+    description = _EVENT_STREAM_DESCRIPTION.format(answer=answer, terminal=terminal)
+    return {
+        200: {"description": description, "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+        **problem_responses(*problems),
+    }
+
+
+def _sessions(request: Request) -> async_sessionmaker[AsyncSession]:
+    sessionmaker: async_sessionmaker[AsyncSession] = request.app.state.sessionmaker
+    return sessionmaker
+
+
+# The callers are checked with a session of their own, closed before the stream begins: the shared
+# dependencies would hold theirs open until the response ends, which for a stream is minutes.
+
+
+async def _stream_caller(request: Request, credentials: Credentials) -> Caller:
+    async with _sessions(request)() as session:
+        return await require_account(credentials, session)
+
+
+async def _stream_admin(request: Request, credentials: Credentials) -> None:
+    async with _sessions(request)() as session:
+        await require_admin(credentials, session, request.app.state.settings)
+
+
+StreamCallerDep = Annotated[Caller, Depends(_stream_caller)]
+StreamAdminDep = Annotated[None, Depends(_stream_admin)]
+
+
+def _event_stream(request: Request, events: AsyncIterator[ServerSentEvent]) -> EventSourceResponse:
+    settings: Settings = request.app.state.settings
+    return EventSourceResponse(
+        events,
+        ping=settings.events_keepalive,
+        ping_message_factory=lambda: ServerSentEvent(comment="keepalive"),
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+def _hub(request: Request) -> EventHub:
+    hub: EventHub = request.app.state.events
+    return hub
+
+
+@router.get(
+    "/sites/{site_id}/events",
+    response_class=EventSourceResponse,
+    summary="A site's progress as Server-Sent Events, each the JSON of GET /sites/{id}",
+    responses=_stream_responses("GET /sites/{id}", "active, rolled_back or deleted", 401, 404, 422),
+)
+async def site_events_stream(
+    site_id: uuid.UUID, request: Request, caller: StreamCallerDep, last_event_id: LastEventId = None
+) -> EventSourceResponse:
+    async with _sessions(request)() as session:
+        site = await session.get(Site, site_id)
+        # Another account's site is indistinguishable from a missing one.
+        if site is None or site.account_id != caller.account_id:
+            raise ProblemError(404, "No such site.")
+    return _event_stream(request, _site_stream(request, site_id, last_event_id))
+
+
+def _site_from_state(state: dict[str, Any]) -> Site:
+    """The site as a trigger recorded it (migration 0005), for the same builder as GET /sites/{id}."""
+    return Site(
+        id=uuid.UUID(state["id"]),
+        name=state["name"],
+        tagline=state["tagline"],
+        domain=state["domain"],
+        status=state["status"],
+        steps=state["steps"],
+        error=state["error"],
+    )
+
+
+async def _site_stream(request: Request, site_id: uuid.UUID, after: int | None) -> AsyncIterator[ServerSentEvent]:
+    async with _hub(request).watch((SITE, str(site_id))) as watch:
+        if after is not None and await _site_settled_at(request, site_id, after):
+            return
+        while True:
+            async with _sessions(request)() as session:
+                events = await site_events(session, site_id, after=after)
+                if not events and after is None:
+                    # Its events are past retention: the row itself is the current state.
+                    site = await session.get(Site, site_id)
+                    events = [(0, json.loads(site_out(site).model_dump_json()))] if site is not None else []
+            for event_id, state in events:
+                answer = site_out(_site_from_state(state))
+                yield ServerSentEvent(answer.model_dump_json(), id=str(event_id))
+                after = event_id
+                if answer.status in TERMINAL_SITE_STATUSES:
+                    return
+            # The hub wakes it; the bound only covers a hub that could not read for a while (PostgreSQL away).
+            await watch.wait(at_most=SITE_RECHECK_SECONDS)
+
+
+async def _site_settled_at(request: Request, site_id: uuid.UUID, after: int) -> bool:
+    """A resume after the last change of a settled site: the client has its final event, there is nothing to
+    send."""
+    async with _sessions(request)() as session:
+        if await site_events(session, site_id, after=after):
+            return False
+        latest = await site_events(session, site_id, after=None)
+    return bool(latest) and latest[-1][0] <= after and latest[-1][1]["status"] in TERMINAL_SITE_STATUSES
+
+
+# --- Deletions
+
+
+@dataclass(frozen=True)
+class _DeletionSubject:
+    """What a deletion stream follows: the keys the hub wakes it for, and how to build its answer."""
+
+    key: SubjectKey
+    workflow_id: str
+    account_id: uuid.UUID
+    # Read again for each answer: its completed_at changes while the stream runs.
+    record: Callable[[AsyncSession], Awaitable[DeletionRequest | None]]
+    answer: Callable[[AsyncSession, Any, DeletionRequest], Awaitable[DeletionOut]]
+    # The latest change of the subject: one deletion's, or any of an account's deletions.
+    latest: Callable[[AsyncSession], Awaitable[int]]
+
+
+@dataclass
+class _Computed:
+    latest: int
+    at: float
+    answer: DeletionOut
+
+
+class _DeletionGone(Exception):
+    """The deletion's record went away while a stream followed it (an operator removed it)."""
+
+
+class SharedDeletionAnswers:
+    """One computation of a deletion's answer per change (or per refresh interval), whatever the number of
+    watchers: the first watcher to wake computes, the others reuse it. This bounds Temporal describes to
+    one per deletion per `events_deletion_refresh`, not one per watcher."""
+
+    def __init__(self, refresh: float) -> None:
+        self._refresh = refresh
+        self._cache: dict[SubjectKey, _Computed] = {}
+        self._locks: dict[SubjectKey, asyncio.Lock] = {}
+
+    async def answer(self, request: Request, subject: _DeletionSubject) -> tuple[int, DeletionOut]:
+        lock = self._locks.setdefault(subject.key, asyncio.Lock())
+        async with lock:
+            async with _sessions(request)() as session:
+                latest = await subject.latest(session)
+                cached = self._cache.get(subject.key)
+                now = time.monotonic()
+                if cached is not None and cached.latest == latest and now - cached.at < self._refresh:
+                    return latest, cached.answer
+                record = await subject.record(session)
+                if record is None:
+                    raise _DeletionGone()
+                connection: TemporalConnection = request.app.state.temporal
+                client = await connection.get_or_none(wait=DESCRIBE_TIMEOUT.total_seconds())
+                answer = await subject.answer(session, client, record)
+            self._cache[subject.key] = _Computed(latest, time.monotonic(), answer)
+            self._forget_stale(now)
+            return latest, answer
+
+    def _forget_stale(self, now: float) -> None:
+        stale = [key for key, computed in self._cache.items() if now - computed.at > 10 * self._refresh]
+        for key in stale:
+            del self._cache[key]
+            lock = self._locks.get(key)
+            if lock is not None and not lock.locked():
+                del self._locks[key]
+
+
+def _shared_answers(request: Request) -> SharedDeletionAnswers:
+    answers: SharedDeletionAnswers | None = getattr(request.app.state, "deletion_answers", None)
+    if answers is None:
+        answers = SharedDeletionAnswers(request.app.state.settings.events_deletion_refresh)
+        request.app.state.deletion_answers = answers
+    return answers
+
+
+@router.get(
+    "/bots/{bot_id}/deletion/events",
+    response_class=EventSourceResponse,
+    summary="A bot deletion's progress as Server-Sent Events, each the JSON of GET /bots/{id}/deletion",
+    responses=_stream_responses(
+        "GET /bots/{id}/deletion", "completed, incomplete, cancelled, terminated or failed", 401, 404, 422
+    ),
+)
+async def bot_deletion_events(
+    bot_id: uuid.UUID, request: Request, caller: StreamCallerDep, last_event_id: LastEventId = None
+) -> EventSourceResponse:
+    async with _sessions(request)() as session:
+        record = await session.get(DeletionRequest, bot_deletion_id(bot_id))
+    if record is None or record.account_id != caller.account_id:
+        raise ProblemError(404, "No deletion was requested for this bot.")
+    workflow_id = record.workflow_id
+
+    async def reread(session: AsyncSession) -> DeletionRequest | None:
+        return await session.get(DeletionRequest, workflow_id)
+
+    async def latest(session: AsyncSession) -> int:
+        return await latest_deletion_event(session, workflow_id=workflow_id)
+
+    subject = _DeletionSubject(
+        (DELETION, workflow_id), workflow_id, record.account_id, reread, bot_deletion_out, latest
+    )
+    return _event_stream(request, _deletion_stream(request, subject, last_event_id))
+
+
+@router.get(
+    "/accounts/{account_id}/deletion/events",
+    response_class=EventSourceResponse,
+    summary="An account deletion's progress as Server-Sent Events, each the JSON of GET /accounts/{id}/deletion "
+    "(admin token)",
+    responses=_stream_responses(
+        "GET /accounts/{id}/deletion", "completed, incomplete, cancelled, terminated or failed", 401, 403, 404, 422
+    ),
+)
+async def account_deletion_events(
+    account_id: uuid.UUID, request: Request, _admin: StreamAdminDep, last_event_id: LastEventId = None
+) -> EventSourceResponse:
+    async with _sessions(request)() as session:
+        record = await account_deletion_record(session, account_id)
+    if record is None:
+        raise ProblemError(404, "No deletion was requested for this account.")
+
+    async def reread(session: AsyncSession) -> DeletionRequest | None:
+        return await account_deletion_record(session, account_id)
+
+    async def latest(session: AsyncSession) -> int:
+        return await latest_deletion_event(session, account_id=account_id)
+
+    subject = _DeletionSubject(
+        account_key(account_id), record.workflow_id, account_id, reread, account_deletion_out, latest
+    )
+    return _event_stream(request, _deletion_stream(request, subject, last_event_id))
+
+
+async def _deletion_stream(
+    request: Request, subject: _DeletionSubject, after: int | None
+) -> AsyncIterator[ServerSentEvent]:
+    settings: Settings = request.app.state.settings
+    answers = _shared_answers(request)
+    sent: str | None = None
+    async with _hub(request).watch(subject.key) as watch:
+        try:
+            latest, answer = await answers.answer(request, subject)
+            terminal = answer.status in TERMINAL_DELETION_STATUSES
+            resumed_unchanged = after is not None and latest <= after
+            if resumed_unchanged and not terminal:
+                # Nothing changed since the client's last event: it has this answer already.
+                sent = answer.model_dump_json()
+            while True:
+                data = answer.model_dump_json()
+                if data != sent:
+                    if after is not None and latest <= after and not (resumed_unchanged and terminal):
+                        # A change only Temporal knows of (no database change explains it): give it an id.
+                        async with _sessions(request)() as session:
+                            latest = await record_observed_deletion_change(
+                                session, subject.workflow_id, subject.account_id
+                            )
+                    # A resume at a settled deletion answers its final state once more, under the id the
+                    # client sent: its EventSource reconnected, so it may not have seen it.
+                    yield ServerSentEvent(data, id=str(latest))
+                    sent, after = data, max(latest, after or 0)
+                if terminal:
+                    return
+                await watch.wait(at_most=settings.events_deletion_refresh)
+                resumed_unchanged = False
+                latest, answer = await answers.answer(request, subject)
+                terminal = answer.status in TERMINAL_DELETION_STATUSES
+        except _DeletionGone:
+            return

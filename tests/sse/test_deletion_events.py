@@ -1,0 +1,83 @@
+"""GET /bots/{id}/deletion/events and the admin account stream; pruning of the events table."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import timedelta
+
+import httpx
+from sqlalchemy import func, insert, select
+from temporalio.client import Client
+
+from devstack.seed import rows_per_service, seed
+from lifecycle.events_log import DELETION, LifecycleEvent, prune_events
+from tests.conftest import ADMIN_HEADERS
+from tests.deletion.helpers import own_worker
+from tests.sse.conftest import ServedApi
+from tests.sse.test_site_events import _collect
+
+
+async def test_a_bot_deletion_streams_its_progress_and_ends_at_completed(
+    served: ServedApi, http: httpx.AsyncClient, temporal_client: Client
+) -> None:
+    seeded = await seed(served.settings.database_url, served.settings.storage_path, bots=1, rows=60)
+    headers = {"Authorization": f"Bearer {seeded.api_key}"}
+    bot_id = seeded.bot_ids[0]
+    assert (await http.delete(f"/bots/{bot_id}", headers=headers)).status_code == 202
+    path = f"/bots/{bot_id}/deletion/events"
+
+    connected = asyncio.Event()
+    stream = asyncio.create_task(_collect(http, path, headers, connected))
+    await asyncio.wait_for(connected.wait(), 30)
+    async with own_worker(served.settings, temporal_client):
+        events = await asyncio.wait_for(stream, 60)
+
+    bodies = [json.loads(event.data) for event in events]
+    ids = [int(event.id) for event in events]
+    assert ids == sorted(set(ids)), ids
+    assert bodies[0]["status"] == "running"
+    assert [body["status"] for body in bodies].count("completed") == 1
+    assert bodies[-1]["status"] == "completed"
+    assert bodies[-1] == (await http.get(f"/bots/{bot_id}/deletion", headers=headers)).json()
+    deleted = [sum(count["deleted"] for count in body["progress"].values()) for body in bodies]
+    assert deleted == sorted(deleted) and deleted[-1] == sum(rows_per_service(60).values())
+
+    # A resume from an earlier event gets the final state under its own id; from the final event, the final
+    # state once more (the client reconnected, so it may have missed it), then the end.
+    resumed = await _collect(http, path, {**headers, "Last-Event-ID": events[0].id})
+    assert [(e.id, e.data) for e in resumed] == [(events[-1].id, events[-1].data)]
+    resumed = await _collect(http, path, {**headers, "Last-Event-ID": events[-1].id})
+    assert [(e.id, e.data) for e in resumed] == [(events[-1].id, events[-1].data)]
+
+    # Another account cannot follow it.
+    stranger = await http.post("/accounts", json={"name": "S", "email": "s@example.com"}, headers=ADMIN_HEADERS)
+    other = {"Authorization": f"Bearer {stranger.json()['api_key']}"}
+    response = await http.get(path, headers=other)
+    assert response.status_code == 404
+    assert response.headers["content-type"] == "application/problem+json"
+
+
+async def test_the_account_stream_is_admin_only(http: httpx.AsyncClient) -> None:
+    created = await http.post("/accounts", json={"name": "A", "email": "a@example.com"}, headers=ADMIN_HEADERS)
+    account = {"Authorization": f"Bearer {created.json()['api_key']}"}
+    path = f"/accounts/{created.json()['id']}/deletion/events"
+    assert (await http.get(path, headers=account)).status_code == 403
+    response = await http.get(path, headers=ADMIN_HEADERS)
+    assert response.status_code == 404
+    assert response.headers["content-type"] == "application/problem+json"
+
+
+async def test_pruning_deletes_events_past_retention_only(served: ServedApi) -> None:
+    engine = served.app.state.engine
+    subject = f"prune-{uuid.uuid4().hex[:8]}"
+    async with engine.begin() as connection:
+        for age in (timedelta(days=3), timedelta(hours=1)):
+            await connection.execute(
+                insert(LifecycleEvent).values(subject_kind=DELETION, subject_id=subject, created_at=func.now() - age)
+            )
+    assert await prune_events(engine, timedelta(days=1)) >= 1
+    async with engine.connect() as connection:
+        left = await connection.execute(select(func.count()).where(LifecycleEvent.subject_id == subject))
+        assert left.scalar_one() == 1
