@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import pstats
+import signal
 import statistics
 import sys
 import tempfile
@@ -85,7 +86,8 @@ async def _served(settings: Settings, profile_to: Path | None) -> AsyncIterator[
                 raise RuntimeError("the API did not start")
         yield Served(f"http://127.0.0.1:{port}", psutil.Process(process.pid))
     finally:
-        process.terminate()
+        # SIGINT: uvicorn shuts down gracefully, and cProfile (if any) writes its file on KeyboardInterrupt.
+        process.send_signal(signal.SIGINT)
         await asyncio.wait_for(process.wait(), 30)
 
 
