@@ -15,7 +15,7 @@ from api.dependencies import TemporalConnection
 from api.metrics import install_metrics
 from api.problems import document_problems, install_problem_handlers
 from api.routers import account_deletion, account_exports, accounts, bots, deletion_status, health, sites
-from lifecycle.db.engine import make_engine, make_sessionmaker
+from lifecycle.db.engine import POOL_CAPACITY, make_engine, make_sessionmaker
 from lifecycle.settings import Settings, get_settings
 
 ROUTERS = (
@@ -34,7 +34,10 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = make_engine(settings.database_url)
+        # The same cap of POOL_CAPACITY connections, all of them kept once opened: overflow connections are
+        # closed on return, and under a burst of DELETE /bots/{id} opening and closing them (TLS probe, auth,
+        # type introspection) took more of the API's CPU than the requests themselves (bench.api --profile).
+        engine = make_engine(settings.database_url, pool_size=POOL_CAPACITY, max_overflow=0)
         app.state.settings = settings
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)

@@ -5,7 +5,7 @@
 is measured. The load comes from `bench.load`, a separate process per phase, open loop at `--rate` calls/s;
 phases of `--phase-seconds` alternate (raw, API, raw, API, ...) until each side had `--seconds`, so drift skews
 neither side. Targets: the API adds at most 5 ms to p50 and 20 ms to p99, and its process spends at most 1.5 ms
-of CPU per request (its own user+system times, read with psutil over the API phases only).
+of CPU per request (its own user+system times, read with psutil while the API phases' load runs).
 
 `--profile` runs the API under cProfile and prints where its main thread spent the time.
 `--saturation` also prints closed-loop throughput at concurrency 20 (shared cores: not a target).
@@ -41,6 +41,7 @@ from lifecycle.settings import Settings
 P50_TARGET_MS = 5.0
 P99_TARGET_MS = 20.0
 CPU_TARGET_MS = 1.5
+IDLE_SECONDS = 3.0
 
 
 def _met(ok: bool) -> str:
@@ -91,16 +92,23 @@ async def _served(settings: Settings, profile_to: Path | None) -> AsyncIterator[
         await asyncio.wait_for(process.wait(), 30)
 
 
-async def _load(job: dict[str, Any]) -> dict[str, Any]:
-    """One phase of `bench.load` in its own process."""
+async def _load(job: dict[str, Any], process: psutil.Process | None = None) -> tuple[dict[str, Any], float]:
+    """One phase of `bench.load` in its own process; also the CPU `process` spent while the load ran."""
     generator = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bench.load", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
     )
-    out, _ = await generator.communicate(json.dumps(job).encode())
-    if generator.returncode != 0:
+    assert generator.stdin is not None and generator.stdout is not None
+    generator.stdin.write(json.dumps(job).encode())
+    generator.stdin.close()
+    if (await generator.stdout.readline()).strip() != b"ready":
+        raise RuntimeError("bench.load did not start")
+    cpu_before = _cpu_seconds(process) if process else 0.0
+    out = await generator.stdout.read()
+    cpu = _cpu_seconds(process) - cpu_before if process else 0.0
+    if await generator.wait() != 0:
         raise RuntimeError(f"bench.load failed ({generator.returncode})")
     result: dict[str, Any] = json.loads(out)
-    return result
+    return result, cpu
 
 
 def _cpu_seconds(process: psutil.Process) -> float:
@@ -127,12 +135,16 @@ async def main(rate: float, seconds: float, phase_seconds: float, profile: bool,
     phases = max(1, round(seconds / phase_seconds))
     raw, api = Side(), Side()
     api_cpu = 0.0
+    idle_rate = 0.0
     saturated: float | None = None
     profile_to = Path(tempfile.mkdtemp(prefix="bench-api-")) / "api.prof" if profile else None
     async with throwaway_stack("bench", durable=True) as stack:
         settings = stack.settings
         seeded = await seed(settings.database_url, settings.storage_path, bots=per_phase * phases, rows=5)
         async with _served(settings, profile_to) as served:
+            idle_before = _cpu_seconds(served.process)
+            await asyncio.sleep(IDLE_SECONDS)
+            idle_rate = (_cpu_seconds(served.process) - idle_before) / IDLE_SECONDS
             for phase in range(phases):
                 bots = seeded.bot_ids[phase * per_phase : (phase + 1) * per_phase]
                 raw_job = {
@@ -143,13 +155,12 @@ async def main(rate: float, seconds: float, phase_seconds: float, profile: bool,
                     "task_queue": settings.task_queue,
                     "account_id": seeded.account_id,
                 }
-                result = await _load(raw_job)
+                result, _ = await _load(raw_job)
                 raw.latencies += result["latencies"]
                 raw.errors += result["errors"]
                 api_job = {"mode": "http", "rate": rate, "targets": bots, "base_url": served.base_url}
-                cpu_before = _cpu_seconds(served.process)
-                result = await _load(api_job | {"api_key": seeded.api_key})
-                api_cpu += _cpu_seconds(served.process) - cpu_before
+                result, cpu = await _load(api_job | {"api_key": seeded.api_key}, served.process)
+                api_cpu += cpu
                 api.latencies += result["latencies"]
                 api.errors += result["errors"]
                 print(f"phase {phase + 1}/{phases}: raw then API, {per_phase} starts each", flush=True)
@@ -157,6 +168,10 @@ async def main(rate: float, seconds: float, phase_seconds: float, profile: bool,
                 extra = await seed(settings.database_url, settings.storage_path, bots=300, rows=1)
                 saturated = await _saturation(served, extra.api_key, extra.bot_ids)
     _print(rate, phases * phase_seconds, raw, api, api_cpu, saturated)
+    print(
+        f"(the idle API burns {idle_rate * 1000:.1f} ms of CPU per second, measured over {IDLE_SECONDS:.0f} s before"
+        f" the load: {idle_rate * 1000 / rate:.2f} ms of each request's figure at {rate:.0f}/s; it is not subtracted)"
+    )
     if profile_to:
         _print_profile(profile_to)
 

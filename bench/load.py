@@ -1,7 +1,7 @@
 """`python -m bench.load`: the open-loop load generator `bench.api` runs in its own process.
 
 Reads one JSON job from stdin, fires one call per target at a fixed offered rate (call i is due at
-start + i/rate, whether or not earlier calls have answered), and writes the latencies as JSON to stdout.
+start + i/rate, whether or not earlier calls have answered), and writes "ready" then the latencies as JSON to stdout.
 Latency counts from when a call was due, not from when it was sent, so a generator that falls behind shows up
 as latency instead of hiding it (no coordinated omission). Running apart from the API keeps this process's
 CPU off the API's books.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -37,6 +38,9 @@ async def _open_loop(rate: float, calls: list[Callable[[], Awaitable[None]]]) ->
             errors.append(repr(exc)[:200])
 
     tasks = []
+    # The parent reads the API's CPU times when this line arrives: the clock starts after this process's setup.
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
     start = time.perf_counter() + 0.05
     for i, call in enumerate(calls):
         due = start + i / rate
@@ -77,6 +81,10 @@ def main() -> None:
     job = json.loads(sys.stdin.read())
     result = asyncio.run(_http(job) if job["mode"] == "http" else _raw(job))
     json.dump(result, sys.stdout)
+    sys.stdout.flush()
+    # Skips interpreter finalization, where the SDK's runtime threads sometimes abort the process
+    # ("PyGILState_Release: thread state must be current"), after the result is out.
+    os._exit(0)
 
 
 if __name__ == "__main__":
