@@ -1,6 +1,6 @@
 """`python -m bench.deletion [--rows N] [--rounds R]`: a bot deleted via the API and a worker process, against a
-plain script doing the same work on the same database: one DELETE per table, and an unlink of every document
-file of the bot.
+plain script doing the same work on the same database: one DELETE per table, an unlink of every document
+file of the bot, and the DELETE of the bot row.
 
 Each round seeds a fresh bot (same shape: `devstack.seed`) for each side and alternates which side goes first,
 so drift skews neither. Prints rows/s of each side per round, the ratio of the medians (target >= 0.9) and the
@@ -113,6 +113,8 @@ async def _delete_plainly(settings: Settings, rows: int) -> float:
                         os.unlink(os.path.join(storage, key))
             else:
                 await conn.execute(f"DELETE FROM {table} WHERE bot_id = $1::uuid", bot_id)
+        # The workflow removes the bot row last; its foreign-key checks walk each table's (bot_id) index too.
+        await conn.execute("DELETE FROM bots WHERE id = $1::uuid", bot_id)
         return time.perf_counter() - started
     finally:
         await conn.close()
