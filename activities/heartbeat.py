@@ -27,6 +27,8 @@ async def heartbeating(details: Callable[[], object] | None = None) -> AsyncIter
     """Heartbeat from a background task for as long as the block runs; `details()` is sent with each beat."""
 
     async def beat() -> None:
+        if activity.info().is_local:
+            return  # a local activity has no heartbeat: it keeps its workflow task alive instead
         while True:
             if details is None:
                 activity.heartbeat()

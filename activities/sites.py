@@ -113,14 +113,26 @@ class SiteActivities:
     async def _forward(self, site_id: str, step: str, work: Callable[[], Awaitable[None]]) -> SiteStatus:
         """Run a forward step while the site is provisioning; otherwise do nothing and say what it is."""
         async with heartbeating():
-            status = await self._status(site_id)
-            if status != SiteStatus.PROVISIONING:
+            # Check and record in one statement; only a refusal reads the row, to say what the site is.
+            started = await self._execute(
+                "UPDATE sites SET updated_at = now(),"
+                " steps = steps || jsonb_build_object(CAST(:step AS text), CAST(:running AS text))"
+                " WHERE id = :id AND status = :provisioning",
+                id=uuid.UUID(site_id),
+                step=step,
+                running=StepStatus.RUNNING,
+                provisioning=SiteStatus.PROVISIONING,
+            )
+            if not started:
+                status = await self._status(site_id)
+                if status == SiteStatus.PROVISIONING:
+                    # Refused, yet provisioning when read: it changed in between; a retry looks again.
+                    raise ApplicationError(f"site {site_id} changed while {step} started", type="SiteChanged")
                 activity.logger.info("site %s is %s: %s step does nothing", site_id, status, step)
                 return status
-            await self._set_step(site_id, step, StepStatus.RUNNING)
             await work()
             await self._set_step(site_id, step, StepStatus.DONE)
-            return status
+            return SiteStatus.PROVISIONING
 
     async def _undo(
         self, site_id: str, step: str, work: Callable[[], Awaitable[None]], allowed: tuple[SiteStatus, ...]

@@ -16,6 +16,10 @@ def main() -> None:
         port=settings.api_port,
         log_config=None,
         proxy_headers=True,
+        # The C event loop and HTTP parser: h11 and the pure-Python loop were a large share of the API's CPU
+        # per request (bench.api, docs/benchmarks.md).
+        loop="uvloop",
+        http="httptools",
     )
 
 

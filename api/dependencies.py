@@ -83,7 +83,9 @@ class TemporalConnection:
         return client
 
 
-def get_settings(request: Request) -> Settings:
+# The trivial dependencies are `async def` on purpose: FastAPI runs a plain `def` dependency in its thread pool,
+# and those hand-offs were a visible share of the API's CPU per request (bench.api, docs/benchmarks.md).
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
@@ -94,7 +96,7 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
         yield session
 
 
-def get_engine(request: Request) -> AsyncEngine:
+async def get_engine(request: Request) -> AsyncEngine:
     engine: AsyncEngine = request.app.state.engine
     return engine
 

@@ -18,6 +18,10 @@ STEP_RETRY = RetryPolicy(
     maximum_attempts=5,
 )
 
+# Activation runs as a local activity (one UPDATE, no heartbeat): a hung statement is cut off here and retried,
+# rather than holding the workflow task for the ten minutes a step may take.
+LOCAL_ACTIVATION_TIMEOUT = timedelta(seconds=30)
+
 # An undo is idempotent and must not be lost, so it retries until it succeeds (0 = no limit) or fails for good
 # (non-retryable), which the rollback records and hands to an operator. Bounded like a step.
 UNDO_TIMEOUT = timedelta(minutes=10)

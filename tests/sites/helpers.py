@@ -32,12 +32,25 @@ async def start_creation(client: Client, task_queue: str, site_id: str) -> Workf
 
 
 async def scheduled_activities(handle: WorkflowHandle[Any, Any]) -> list[str]:
-    """Activity types in the order the workflow scheduled them (a retry is not a new schedule)."""
+    """Activity types in the order the workflow scheduled them (a retry is not a new schedule); a local
+    activity counts where its marker is recorded, once per activity."""
     names = []
+    local_seen: set[int] = set()
     async for event in handle.fetch_history_events():
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             names.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+        elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            marker = event.marker_recorded_event_attributes
+            if marker.marker_name == _LOCAL_ACTIVITY_MARKER:
+                data = json.loads(marker.details["data"].payloads[0].data)
+                if data["seq"] not in local_seen:
+                    local_seen.add(data["seq"])
+                    names.append(data["activity_type"])
     return names
+
+
+# How the SDK's core records a local activity's result in the history.
+_LOCAL_ACTIVITY_MARKER = "core_local_activity"
 
 
 async def undos_run(handle: WorkflowHandle[Any, Any]) -> list[str]:
