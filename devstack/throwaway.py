@@ -3,6 +3,7 @@ and Temporal dev server, in a temporary directory, all gone when the run ends.""
 
 from __future__ import annotations
 
+import secrets
 import tempfile
 import uuid
 from collections.abc import AsyncIterator
@@ -59,6 +60,8 @@ async def throwaway_stack(
                 temporal_address=env.client.service_client.config.target_host,
                 task_queue=f"{purpose}-{uuid.uuid4().hex[:8]}",
                 admin_token=admin_token,
+                # A throwaway key: links it signs die with the stack.
+                export_signing_key=secrets.token_urlsafe(32),
                 smtp_port=mail.port,
                 mail_dir=mail.directory,
             )
