@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -182,3 +183,8 @@ async def main() -> None:
 
 if __name__ == "__main__":
     asyncio.run(main())
+    # Everything is stopped and logged by now. Interpreter finalization can still abort ("PyGILState_Release:
+    # thread state must be current") when the SDK core's native threads outlive it, which turns a clean stop
+    # into exit code -6; leave without finalizing instead.
+    logging.shutdown()
+    os._exit(0)
