@@ -49,7 +49,8 @@ async def _probe(check: Coroutine[Any, Any, None]) -> str:
     try:
         await asyncio.wait_for(check, READINESS_TIMEOUT_SECONDS)
     except Exception as exc:
-        return f"unavailable: {type(exc).__name__}"
+        # The type and the message (say, gRPC's "transport error"), so an operator sees why.
+        return f"unavailable: {type(exc).__name__} {exc}".rstrip()
     return "ok"
 
 
