@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,6 +117,16 @@ def _cpu_seconds(process: psutil.Process) -> float:
     return times.user + times.system
 
 
+def _cpu_by_thread_name(process: psutil.Process) -> dict[str, float]:
+    """CPU seconds so far per thread name (Linux's comm): the Python thread against the SDK core's threads."""
+    spent: dict[str, float] = defaultdict(float)
+    for thread in process.threads():
+        with contextlib.suppress(OSError):
+            name = Path(f"/proc/{process.pid}/task/{thread.id}/comm").read_text().strip()
+            spent[name] += thread.user_time + thread.system_time
+    return spent
+
+
 async def _saturation(served: Served, api_key: str, bot_ids: list[str]) -> float:
     gate = asyncio.Semaphore(20)
     headers = {"Authorization": f"Bearer {api_key}", "Prefer": "respond-async"}
@@ -135,6 +146,7 @@ async def main(rate: float, seconds: float, phase_seconds: float, profile: bool,
     phases = max(1, round(seconds / phase_seconds))
     raw, api = Side(), Side()
     api_cpu = 0.0
+    api_threads: dict[str, float] = defaultdict(float)
     idle_rate = 0.0
     saturated: float | None = None
     profile_to = Path(tempfile.mkdtemp(prefix="bench-api-")) / "api.prof" if profile else None
@@ -159,7 +171,10 @@ async def main(rate: float, seconds: float, phase_seconds: float, profile: bool,
                 raw.latencies += result["latencies"]
                 raw.errors += result["errors"]
                 api_job = {"mode": "http", "rate": rate, "targets": bots, "base_url": served.base_url}
+                threads_before = _cpu_by_thread_name(served.process)
                 result, cpu = await _load(api_job | {"api_key": seeded.api_key}, served.process)
+                for name, seconds in _cpu_by_thread_name(served.process).items():
+                    api_threads[name] += seconds - threads_before.get(name, 0.0)
                 api_cpu += cpu
                 api.latencies += result["latencies"]
                 api.errors += result["errors"]
@@ -168,6 +183,10 @@ async def main(rate: float, seconds: float, phase_seconds: float, profile: bool,
                 extra = await seed(settings.database_url, settings.storage_path, bots=300, rows=1)
                 saturated = await _saturation(served, extra.api_key, extra.bot_ids)
     _print(rate, phases * phase_seconds, raw, api, api_cpu, saturated)
+    requests = max(1, len(api.latencies) + len(api.errors))
+    heaviest_first = sorted(api_threads.items(), key=lambda item: -item[1])
+    by_thread = ", ".join(f"{name} {seconds * 1000 / requests:.2f} ms" for name, seconds in heaviest_first)
+    print(f"API CPU per request by thread name: {by_thread}")
     print(
         f"(the idle API burns {idle_rate * 1000:.1f} ms of CPU per second, measured over {IDLE_SECONDS:.0f} s before"
         f" the load: {idle_rate * 1000 / rate:.2f} ms of each request's figure at {rate:.0f}/s; it is not subtracted)"

@@ -8,6 +8,10 @@ it waits.
 Notifications only wake the hub early: it also polls every `poll_interval`, so a dropped LISTEN connection
 (PostgreSQL restarted) delays a stream by at most that long while the hub reconnects.
 
+While no stream watches, the hub reads nothing: a notification per DELETE cost the API process a query each
+(a sixth of its CPU under bench.api). It forgets its cursor then, and the first watcher to register re-reads
+where the log ends before its stream's first read, so every change after that read still wakes it.
+
 Ids come from a sequence, so a transaction that started first may commit after a later one: the cursor waits
 at such a gap for up to GAP_GRACE (a rolled-back insert leaves a gap for ever) before moving past it.
 """
@@ -81,8 +85,8 @@ class EventHub:
         self._notified = asyncio.Event()
         self._listener: asyncpg.Connection | None = None
         self._task: asyncio.Task[None] | None = None
-        # Every id up to _low was dispatched or given up on; _seen holds those dispatched above it. None until
-        # the first read, which starts at the newest row: no stream watched anything before.
+        # Every id up to _low was dispatched or given up on; _seen holds those dispatched above it. None while
+        # no stream watches; the first watcher starts it at the newest row.
         self._low: int | None = None
         self._seen: set[int] = set()
         self._gaps: dict[int, float] = {}
@@ -109,6 +113,10 @@ class EventHub:
         """Registered before the stream's first read, so no change falls between the read and the wait;
         removed when the stream ends or the client goes away."""
         watch = Watch()
+        if self._low is None:
+            # PostgreSQL away: the hub's loop starts the cursor once it can.
+            with contextlib.suppress(Exception):
+                await self._start_cursor()
         for key in keys:
             self._watches.setdefault(key, set()).add(watch)
         try:
@@ -160,10 +168,25 @@ class EventHub:
             with contextlib.suppress(Exception):
                 await listener.close(timeout=1)
 
-    async def _dispatch_new(self) -> None:
+    async def _start_cursor(self) -> None:
+        """Start at the newest row: no stream watched anything before."""
+        async with self._engine.connect() as connection:
+            newest = (await connection.execute(select(func.max(LifecycleEvent.id)))).scalar_one() or 0
         if self._low is None:
-            async with self._engine.connect() as connection:
-                self._low = (await connection.execute(select(func.max(LifecycleEvent.id)))).scalar_one() or 0
+            self._low = newest
+
+    def _forget_cursor(self) -> None:
+        self._low = None
+        self._seen.clear()
+        self._gaps.clear()
+
+    async def _dispatch_new(self) -> None:
+        if not self._watches:
+            self._forget_cursor()
+            return
+        if self._low is None:
+            await self._start_cursor()
+            assert self._low is not None
         while True:
             async with self._engine.connect() as connection:
                 rows = (

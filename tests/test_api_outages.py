@@ -23,7 +23,7 @@ from tests.conftest import ADMIN_HEADERS
 from tests.processes import ApiProcess
 
 # How long a recovered dependency may take to be noticed: the API retries Temporal every second, and the
-# pool's pre-ping replaces connections that died with PostgreSQL.
+# pool's checkout drops connections that PostgreSQL closed (lifecycle/db/engine.py).
 RECOVERY_LIMIT_SECONDS = 30.0
 
 

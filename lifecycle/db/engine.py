@@ -1,6 +1,11 @@
 """Async SQLAlchemy engines and sessions."""
 
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 # Connections kept open, and extra ones opened under load; a process never holds more than their sum.
 POOL_SIZE = 10
@@ -9,8 +14,21 @@ POOL_CAPACITY = POOL_SIZE + MAX_OVERFLOW
 
 
 def make_engine(database_url: str, *, pool_size: int = POOL_SIZE, max_overflow: int = MAX_OVERFLOW) -> AsyncEngine:
-    # pre_ping lets the pool drop connections that died while PostgreSQL restarted.
-    return create_async_engine(database_url, pool_size=pool_size, max_overflow=max_overflow, pool_pre_ping=True)
+    engine = create_async_engine(database_url, pool_size=pool_size, max_overflow=max_overflow)
+    event.listen(engine.sync_engine, "checkout", _refuse_closed_connection)
+    return engine
+
+
+def _refuse_closed_connection(dbapi_connection: Any, record: ConnectionPoolEntry, proxy: PoolProxiedConnection) -> None:
+    """Drop a pooled connection that PostgreSQL closed (a restart, an admin's terminate) before handing it out.
+
+    asyncpg reads the server's goodbye on the idle socket as soon as it arrives and marks the connection closed,
+    so this check costs no round trip. SQLAlchemy's pool_pre_ping did the same job with BEGIN, `;` and ROLLBACK on
+    every checkout: a third of the API's CPU per `DELETE /bots/{id}` (bench.api, docs/benchmarks.md). Raising
+    DisconnectionError makes the pool discard this connection and check out or open another.
+    """
+    if dbapi_connection.driver_connection.is_closed():
+        raise DisconnectionError("PostgreSQL closed this pooled connection")
 
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

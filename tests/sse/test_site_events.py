@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 from httpx_sse import ServerSentEvent, aconnect_sse
-from sqlalchemy import text
+from sqlalchemy import event, text
 from temporalio.client import Client
 
 from lifecycle.contracts import SITE_STEPS
@@ -180,3 +180,42 @@ async def test_another_accounts_site_is_404_and_a_bad_last_event_id_is_422(
     assert response.status_code == 422
     assert response.headers["content-type"] == "application/problem+json"
     assert (await http.get(f"/sites/{site_id}/events")).status_code == 401
+
+
+async def test_an_unwatched_hub_reads_nothing_and_its_first_watcher_is_woken_by_the_next_change(
+    served: ServedApi,
+) -> None:
+    """A change no stream watches costs the API process no query; the first watcher still misses nothing."""
+    engine = served.app.state.engine
+    reads: list[str] = []
+
+    def count_event_reads(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        if "FROM lifecycle_events" in statement:
+            reads.append(statement)
+
+    async def change(subject: str) -> None:
+        async with engine.begin() as connection:
+            await connection.execute(
+                text("INSERT INTO lifecycle_events (subject_kind, subject_id) VALUES ('deletion', :subject)"),
+                {"subject": subject},
+            )
+            await connection.execute(text("SELECT pg_notify('lifecycle_events', '')"))
+
+    assert served.hub.watch_count == 0
+    event.listen(engine.sync_engine, "before_cursor_execute", count_event_reads)
+    try:
+        for n in range(20):
+            await change(f"unwatched-{n}")
+        # The hub handles a notification within milliseconds; it had a second for these twenty.
+        await asyncio.sleep(1.0)
+        assert reads == []
+
+        subject = f"watched-{uuid.uuid4().hex[:8]}"
+        async with served.hub.watch(("deletion", subject)) as watch:
+            await change(subject)
+            # Woken by the notification, well before the hub's own poll (events_poll_interval, 5 s).
+            await asyncio.wait_for(watch.changed.wait(), 2.0)
+        # The control: with a watcher, the same kind of change was read.
+        assert reads
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", count_event_reads)
