@@ -118,12 +118,14 @@ def _cpu_seconds(process: psutil.Process) -> float:
 
 
 def _cpu_by_thread_name(process: psutil.Process) -> dict[str, float]:
-    """CPU seconds so far per thread name (Linux's comm): the Python thread against the SDK core's threads."""
+    """CPU seconds so far per thread name (Linux's comm) and mode: the Python thread against the SDK core's
+    threads, and user against system time (the kernel's side of the sockets)."""
     spent: dict[str, float] = defaultdict(float)
     for thread in process.threads():
         with contextlib.suppress(OSError):
             name = Path(f"/proc/{process.pid}/task/{thread.id}/comm").read_text().strip()
-            spent[name] += thread.user_time + thread.system_time
+            spent[f"{name} user"] += thread.user_time
+            spent[f"{name} system"] += thread.system_time
     return spent
 
 
@@ -146,6 +148,7 @@ async def main(rate: float, seconds: float, phase_seconds: float, profile: bool,
     phases = max(1, round(seconds / phase_seconds))
     raw, api = Side(), Side()
     api_cpu = 0.0
+    raw_cpu = 0.0
     api_threads: dict[str, float] = defaultdict(float)
     idle_rate = 0.0
     saturated: float | None = None
@@ -168,6 +171,7 @@ async def main(rate: float, seconds: float, phase_seconds: float, profile: bool,
                     "account_id": seeded.account_id,
                 }
                 result, _ = await _load(raw_job)
+                raw_cpu += result["cpu_seconds"]
                 raw.latencies += result["latencies"]
                 raw.errors += result["errors"]
                 api_job = {"mode": "http", "rate": rate, "targets": bots, "base_url": served.base_url}
@@ -187,6 +191,10 @@ async def main(rate: float, seconds: float, phase_seconds: float, profile: bool,
     heaviest_first = sorted(api_threads.items(), key=lambda item: -item[1])
     by_thread = ", ".join(f"{name} {seconds * 1000 / requests:.2f} ms" for name, seconds in heaviest_first)
     print(f"API CPU per request by thread name: {by_thread}")
+    print(
+        f"the raw side's own process (the SDK's start and the load loop, nothing else): "
+        f"{raw_cpu * 1000 / max(1, len(raw.latencies) + len(raw.errors)):.2f} ms of CPU per start"
+    )
     print(
         f"(the idle API burns {idle_rate * 1000:.1f} ms of CPU per second, measured over {IDLE_SECONDS:.0f} s before"
         f" the load: {idle_rate * 1000 / rate:.2f} ms of each request's figure at {rate:.0f}/s; it is not subtracted)"
