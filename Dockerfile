@@ -11,5 +11,8 @@ COPY workflows ./workflows
 COPY activities ./activities
 COPY api ./api
 COPY worker.py ./
+# Bytecode at build time: PYTHONDONTWRITEBYTECODE stops imports from writing it, and the workflow sandbox imports
+# the workflow modules afresh for every new run (worker.py, ensure_workflow_bytecode).
+RUN python -m compileall -q lifecycle workflows activities api worker.py
 RUN useradd --system --create-home app && mkdir -p /var/lib/lifecycle && chown app /var/lib/lifecycle
 USER app

@@ -17,16 +17,13 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import pstats
-import signal
 import statistics
 import sys
 import tempfile
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,10 +31,9 @@ from typing import Any
 import httpx
 import psutil
 
-from devstack.ports import free_port
+from bench.processes import Served, served_api
 from devstack.seed import seed
 from devstack.throwaway import throwaway_stack
-from lifecycle.settings import Settings
 
 P50_TARGET_MS = 5.0
 P99_TARGET_MS = 20.0
@@ -56,41 +52,6 @@ class Side:
 
     def p(self, percentile: int) -> float:
         return statistics.quantiles(self.latencies, n=100)[percentile - 1] * 1000
-
-
-@dataclass
-class Served:
-    base_url: str
-    process: psutil.Process
-
-
-@contextlib.asynccontextmanager
-async def _served(settings: Settings, profile_to: Path | None) -> AsyncIterator[Served]:
-    """`python -m api` in a child process, as production runs it, with these settings."""
-    port = free_port()
-    env = {key: value for key, value in os.environ.items() if key.lower() not in Settings.model_fields}
-    env.update(
-        {name.upper(): str(value) for name in Settings.model_fields if (value := getattr(settings, name)) is not None}
-    )
-    env["API_PORT"] = str(port)
-    profiler = ["-m", "cProfile", "-o", str(profile_to)] if profile_to else []
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, *profiler, "-m", "api", env=env, stdout=asyncio.subprocess.DEVNULL
-    )
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as api:
-            for _ in range(300):
-                with contextlib.suppress(httpx.HTTPError):
-                    if (await api.get("/healthz")).status_code == 200:
-                        break
-                await asyncio.sleep(0.1)
-            else:
-                raise RuntimeError("the API did not start")
-        yield Served(f"http://127.0.0.1:{port}", psutil.Process(process.pid))
-    finally:
-        # SIGINT: uvicorn shuts down gracefully, and cProfile (if any) writes its file on KeyboardInterrupt.
-        process.send_signal(signal.SIGINT)
-        await asyncio.wait_for(process.wait(), 30)
 
 
 async def _load(job: dict[str, Any], process: psutil.Process | None = None) -> tuple[dict[str, Any], float]:
@@ -156,7 +117,7 @@ async def main(rate: float, seconds: float, phase_seconds: float, profile: bool,
     async with throwaway_stack("bench", durable=True) as stack:
         settings = stack.settings
         seeded = await seed(settings.database_url, settings.storage_path, bots=per_phase * phases, rows=5)
-        async with _served(settings, profile_to) as served:
+        async with served_api(settings, profile_to) as served:
             idle_before = _cpu_seconds(served.process)
             await asyncio.sleep(IDLE_SECONDS)
             idle_rate = (_cpu_seconds(served.process) - idle_before) / IDLE_SECONDS

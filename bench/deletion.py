@@ -14,12 +14,9 @@ import asyncio
 import contextlib
 import os
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import asyncpg
 import httpx
@@ -27,13 +24,13 @@ import psutil
 from temporalio.client import Client
 
 from api.app import create_app
+from bench.processes import worker_process
 from devstack.seed import asyncpg_dsn, seed
 from devstack.throwaway import throwaway_stack
 from lifecycle.contracts import DELETION_SERVICES as SERVICES
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 RATIO_TARGET = 0.9
 RSS_TARGET_MB = 300
 
@@ -51,18 +48,6 @@ class RssSamples:
         return max(self.values, default=0) / 2**20
 
 
-def _worker(settings: Settings) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "DATA_DIR": str(settings.data_dir),
-        "DATABASE_URL": settings.database_url,
-        "TEMPORAL_ADDRESS": settings.temporal_address,
-        "TASK_QUEUE": settings.task_queue,
-        "STORAGE_DIR": str(settings.storage_path),
-    }
-    return subprocess.Popen([sys.executable, "worker.py"], cwd=PROJECT_ROOT, env=env)
-
-
 async def _sample_rss(pid: int, samples: RssSamples, stop: asyncio.Event) -> None:
     process = psutil.Process(pid)
     while not stop.is_set():
@@ -73,7 +58,7 @@ async def _sample_rss(pid: int, samples: RssSamples, stop: asyncio.Event) -> Non
 
 @contextlib.asynccontextmanager
 async def _worker_sampled(settings: Settings, samples: RssSamples) -> AsyncIterator[None]:
-    worker = _worker(settings)
+    worker = worker_process(settings)
     stop = asyncio.Event()
     sampler = asyncio.create_task(_sample_rss(worker.pid, samples, stop))
     try:
