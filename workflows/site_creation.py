@@ -11,11 +11,10 @@ domain is freed only when every other undo succeeded. Otherwise the site ends `r
 waits for an operator's `retry` (an update; a signal too, for tctl), which runs the failed undos again.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: the sandbox imports this module afresh for every run, and
+# @workflow.defn would then evaluate each string annotation with eval(), about 0.4 ms of every run's first task.
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any
 
 from temporalio import workflow
@@ -39,25 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.workflow_types import SITE_CREATION_WORKFLOW
     from workflows import site_policies as policies
     from workflows.site_shield import uninterruptible
-
-ForwardActivity = Callable[[SiteActivities, SiteRef], Awaitable[SiteStatus]]
-# An undo answers whether it ran (the metadata undo: the status it left); None in older histories.
-UndoActivity = Callable[[SiteActivities, SiteRef], Awaitable[Any]]
-
-
-@dataclass(frozen=True)
-class _Step:
-    name: str
-    activity: ForwardActivity
-    undo: UndoActivity
-
-
-METADATA = _Step("metadata", SiteActivities.save_site_metadata, SiteActivities.release_site_domain)
-FILESYSTEM = _Step("filesystem", SiteActivities.create_site_filesystem, SiteActivities.remove_site_filesystem)
-DATABASE = _Step("database", SiteActivities.create_site_database, SiteActivities.drop_site_database)
-BOOTSTRAP = _Step("bootstrap", SiteActivities.bootstrap_site, SiteActivities.drop_site_tables)
-# In the order they run; a rollback undoes them in reverse.
-ALL_STEPS = (METADATA, FILESYSTEM, DATABASE, BOOTSTRAP)
+    from workflows.site_steps import ALL_STEPS, BOOTSTRAP, DATABASE, FILESYSTEM, METADATA, SiteStep
 
 # A site in one of these was already settled by an earlier run: this run changes nothing.
 _SETTLED = (SiteStatus.ROLLED_BACK, SiteStatus.DELETING, SiteStatus.DELETED)
@@ -73,7 +54,7 @@ LOCAL_ACTIVATION = "site-activate-local"
 
 
 class _UndoFailed(Exception):
-    def __init__(self, step: _Step, cause: str) -> None:
+    def __init__(self, step: SiteStep, cause: str) -> None:
         super().__init__(f"{step.name} undo failed: {cause}")
         self.step = step
 
@@ -84,7 +65,7 @@ class SiteCreationWorkflow:
         self._status = SiteStatus.PROVISIONING
         self._steps = dict.fromkeys(SITE_STEPS, StepStatus.PENDING)
         self._error: str | None = None
-        self._undos: list[_Step] = []
+        self._undos: list[SiteStep] = []
         self._failed_step: str | None = None
         self._waiting_for_retry = False
         self._retry_requested = False
@@ -154,7 +135,7 @@ class SiteCreationWorkflow:
             status = await self._step(site, BOOTSTRAP)
         return status
 
-    async def _step(self, site: SiteRef, step: _Step) -> SiteStatus:
+    async def _step(self, site: SiteRef, step: SiteStep) -> SiteStatus:
         self._undos.append(step)
         self._set_step(step.name, StepStatus.RUNNING)
         try:
@@ -190,7 +171,7 @@ class SiteCreationWorkflow:
             statuses.append(result)
         return statuses
 
-    async def _roll_back(self, site: SiteRef, reason: str, steps: list[_Step]) -> None:
+    async def _roll_back(self, site: SiteRef, reason: str, steps: list[SiteStep]) -> None:
         self._error = reason
         self._set_status(SiteStatus.ROLLING_BACK)
         status = await self._bookkeeping(
@@ -222,7 +203,7 @@ class SiteCreationWorkflow:
                 return
             pending = [err.step for err in failed if err.step is not METADATA]
 
-    async def _run_undos(self, site: SiteRef, steps: list[_Step]) -> list[_UndoFailed]:
+    async def _run_undos(self, site: SiteRef, steps: list[SiteStep]) -> list[_UndoFailed]:
         """Every undo runs, whatever the others do; the ones that failed for good are returned."""
         failed = []
         for step in steps:
@@ -232,7 +213,7 @@ class SiteCreationWorkflow:
                 failed.append(err)
         return failed
 
-    async def _undo(self, site: SiteRef, step: _Step) -> Any:
+    async def _undo(self, site: SiteRef, step: SiteStep) -> Any:
         self._set_step(step.name, StepStatus.COMPENSATING)
         try:
             result = await workflow.execute_activity_method(

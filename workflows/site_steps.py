@@ -1,0 +1,35 @@
+"""The site saga's steps, each with its undo: data the workflow reads, defined once per worker process.
+
+Passed through the sandbox by workflows/site_creation.py: the sandbox imports a workflow's own module afresh for
+every new run, and building these (a dataclass and its instances) there cost about 1.5 ms of each run's first
+workflow task (docs/benchmarks.md). Nothing here runs workflow code or keeps state between runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from activities.sites import SiteActivities
+from lifecycle.contracts import SiteRef
+from lifecycle.statuses import SiteStatus
+
+ForwardActivity = Callable[[SiteActivities, SiteRef], Awaitable[SiteStatus]]
+# An undo answers whether it ran (the metadata undo: the status it left); None in older histories.
+UndoActivity = Callable[[SiteActivities, SiteRef], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class SiteStep:
+    name: str
+    activity: ForwardActivity
+    undo: UndoActivity
+
+
+METADATA = SiteStep("metadata", SiteActivities.save_site_metadata, SiteActivities.release_site_domain)
+FILESYSTEM = SiteStep("filesystem", SiteActivities.create_site_filesystem, SiteActivities.remove_site_filesystem)
+DATABASE = SiteStep("database", SiteActivities.create_site_database, SiteActivities.drop_site_database)
+BOOTSTRAP = SiteStep("bootstrap", SiteActivities.bootstrap_site, SiteActivities.drop_site_tables)
+# In the order they run; a rollback undoes them in reverse.
+ALL_STEPS = (METADATA, FILESYSTEM, DATABASE, BOOTSTRAP)
