@@ -28,6 +28,7 @@ class ThrowawayStack:
     settings: Settings
     env: WorkflowEnvironment
     mail: SmtpSink
+    postgres: PostgresServer
 
     @property
     def address(self) -> str:
@@ -65,7 +66,7 @@ async def throwaway_stack(
                 smtp_port=mail.port,
                 mail_dir=mail.directory,
             )
-            yield ThrowawayStack(settings, env, mail)
+            yield ThrowawayStack(settings, env, mail, postgres)
         finally:
             if env is not None:
                 await env.shutdown()
