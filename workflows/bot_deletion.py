@@ -110,7 +110,10 @@ class BotDeletionWorkflow:
                         self._skip(remaining)
                         continue
                 for service in remaining:
-                    self._progress[service] = replace(self._progress[service], done=False)
+                    # From the bottom, not the cursor: a row that remained may lie below it (a writer took its id
+                    # before the cursor passed and committed after); walking the deleted rows' entries again is
+                    # the price, on this rare path only.
+                    self._progress[service] = replace(self._progress[service], done=False, cursor=0)
         except asyncio.CancelledError:
             self._set_status(DeletionState.CANCELLED)
             raise
