@@ -22,7 +22,12 @@ class BodySizeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers", [])).get(b"content-length")
+        headers = dict(scope.get("headers", []))
+        declared = headers.get(b"content-length")
+        if declared is None and b"transfer-encoding" not in headers:
+            # No body (RFC 9112, 6.3): nothing to buffer, as on every DELETE /bots/{id}.
+            await self.app(scope, receive, send)
+            return
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await self._refuse(scope, receive, send)
             return

@@ -113,6 +113,22 @@ async def test_oversized_bodies_are_413(
     assert str(settings.max_request_body_bytes) in response.json()["detail"]
 
 
+async def test_an_oversized_chunked_body_without_a_length_is_413(
+    api: httpx.AsyncClient, account: ApiAccount, settings: Settings
+) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b'{"name": "'
+        yield b"x" * settings.max_request_body_bytes
+        yield b'"}'
+
+    headers = account.headers | {"Content-Type": "application/json"}
+    response = await api.post("/bots", content=chunks(), headers=headers)
+    assert response.request.headers["transfer-encoding"] == "chunked"
+    assert "content-length" not in response.request.headers
+    assert response.status_code == 413
+    assert response.headers["content-type"] == "application/problem+json"
+
+
 async def test_path_outside_the_api_is_a_404_that_says_where_to_look(api: httpx.AsyncClient) -> None:
     response = await api.delete("/sites/..%2F..%2Fetc%2Fpasswd")
     assert response.status_code == 404
