@@ -30,11 +30,14 @@ async def heartbeating(details: Callable[[], object] | None = None) -> AsyncIter
         if activity.info().is_local:
             return  # a local activity has no heartbeat: it keeps its workflow task alive instead
         while True:
+            # The first beat after one interval, not at once: the server times the heartbeat from the start, so
+            # an immediate beat says nothing new, and it cost the server and the worker an RPC (and a write of
+            # the activity's state) for every step, most of which end well within a second (docs/benchmarks.md).
+            await asyncio.sleep(HEARTBEAT_EVERY.total_seconds())
             if details is None:
                 activity.heartbeat()
             else:
                 activity.heartbeat(details())
-            await asyncio.sleep(HEARTBEAT_EVERY.total_seconds())
 
     task = asyncio.create_task(beat())
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from temporalio.client import WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from lifecycle.contracts import SiteProgress
@@ -110,6 +110,24 @@ async def test_cancellation_during_a_step_rolls_back(
         assert await undos_run(handle) == expected_undos
     state = await site_state(settings, site_id)
     assert (state.status, state.error) == ("rolled_back", "cancelled")
+    assert not (state.database or state.role or state.directory)
+
+
+async def test_cancellation_before_the_first_step_rolls_back(
+    temporal_client: Client, site_worker: WorkerFactory, site_id: str
+) -> None:
+    """On the real server, cancelled right after the start, usually before the first workflow task: the
+    rollback still runs to the end and frees the domain (a parallel first step once left it `rolling_back`,
+    docs/benchmarks.md)."""
+    async with site_worker(temporal_client, "save_site_metadata=transient:99") as (worker, settings):
+        handle = await start_creation(temporal_client, worker.task_queue, site_id)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        assert (await undos_run(handle))[-1] == "release_site_domain"
+    state = await site_state(settings, site_id)
+    # The reason is "cancelled", or the step's failure when the cancellation found it waiting to retry.
+    assert state.status == "rolled_back"
     assert not (state.database or state.role or state.directory)
 
 
