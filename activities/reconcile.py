@@ -12,6 +12,7 @@ The rule (also in the README's runbook):
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
@@ -21,7 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.resources import ActivityResources
 from lifecycle.contracts import ReconcileResult
-from lifecycle.deletion_starts import start_account_deletion, start_bot_deletion
+from lifecycle.deletion_starts import start_account_deletion_while_row_exists, start_bot_deletion_while_row_exists
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 
 # Rows read per page; the run goes through every page, in id order.
@@ -51,9 +52,34 @@ class Reconciler:
             rows = await conn.execute(text(sql), {"after": after, "n": PAGE_SIZE})
             return [(row[0], row[1]) for row in rows]
 
+    # Each start holds its row (deletion_starts.while_row_exists): a run that completes between this page's read
+    # and the start is not followed by a second one. False: the row went meanwhile, and nothing was started.
+
+    async def _start_bot_deletion(self, bot_id: uuid.UUID, account_id: uuid.UUID) -> bool:
+        async with self._resources.engine.connect() as conn:
+            return await start_bot_deletion_while_row_exists(
+                conn,
+                self._resources.client,
+                self._resources.settings.task_queue,
+                bot_id=str(bot_id),
+                account_id=str(account_id),
+            )
+
+    async def _start_account_deletion(self, account_id: uuid.UUID, deletes_at: datetime | None) -> bool:
+        settings = self._resources.settings
+        async with self._resources.engine.connect() as conn:
+            return await start_account_deletion_while_row_exists(
+                conn,
+                self._resources.client,
+                settings.task_queue,
+                account_id=str(account_id),
+                site_task_queue=settings.site_task_queue,
+                deletes_at=deletes_at,
+            )
+
     @activity.defn(name="reconcile_deletions")
     async def reconcile_deletions(self) -> ReconcileResult:
-        client, settings = self._resources.client, self._resources.settings
+        client = self._resources.client
         result = ReconcileResult()
         after = _FIRST
         # Marked bots whose row remains: settled ones are gone (the row goes when the data is gone).
@@ -63,10 +89,9 @@ class Reconciler:
             after,
         ):
             for bot_id, account_id in page:
-                if await needs_start(client, bot_deletion_id(bot_id)):
-                    await start_bot_deletion(
-                        client, settings.task_queue, bot_id=str(bot_id), account_id=str(account_id)
-                    )
+                if await needs_start(client, bot_deletion_id(bot_id)) and await self._start_bot_deletion(
+                    bot_id, account_id
+                ):
                     result.bot_deletions_started += 1
                 activity.heartbeat()
             after = page[-1][0]
@@ -79,14 +104,9 @@ class Reconciler:
             after,
         ):
             for account_id, deletes_at in page:
-                if await needs_start(client, account_deletion_id(account_id)):
-                    await start_account_deletion(
-                        client,
-                        settings.task_queue,
-                        account_id=str(account_id),
-                        site_task_queue=settings.site_task_queue,
-                        deletes_at=deletes_at,
-                    )
+                if await needs_start(client, account_deletion_id(account_id)) and await self._start_account_deletion(
+                    account_id, deletes_at
+                ):
                     result.account_deletions_started += 1
                 activity.heartbeat()
             after = page[-1][0]

@@ -22,7 +22,7 @@ from temporalio.service import RPCError
 
 from lifecycle.contracts import AccountDeletionResult, BotDeletionResult, ServiceProgress
 from lifecycle.db.models import Account, ApiKey, DeletionRequest
-from lifecycle.deletion_starts import start_account_deletion, start_bot_deletion
+from lifecycle.deletion_starts import start_account_deletion_while_row_exists, start_bot_deletion_while_row_exists
 from lifecycle.deletion_status import DESCRIBE_TIMEOUT
 from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
@@ -84,17 +84,20 @@ async def request_bot_deletion(
         driver = raw.driver_connection
         assert driver is not None, "a pooled connection always has its driver connection"
         row = await driver.fetchrow(_AUTHORIZE_MARK_RECORD, key_hash, bot_id, workflow_id)
-    assert row is not None, "the statement always answers one row"
-    if row["account_id"] is None:
-        raise Unauthorized
-    if not row["marked"]:
-        # The bot row goes when its deletion completes; the request record says whether it was ours.
-        if row["recorded_for"] != row["account_id"]:
-            return None
-        return Accepted(workflow_id, finished=bool(row["finished"]))
-    # The bot row still exists, so its data may too: start a run, or join the open one (see ON_REUSE).
-    await start_bot_deletion(client, task_queue, bot_id=str(bot_id), account_id=str(row["account_id"]))
-    return Accepted(workflow_id, finished=False)
+        assert row is not None, "the statement always answers one row"
+        if row["account_id"] is None:
+            raise Unauthorized
+        if not row["marked"]:
+            # The bot row goes when its deletion completes; the request record says whether it was ours.
+            if row["recorded_for"] != row["account_id"]:
+                return None
+            return Accepted(workflow_id, finished=bool(row["finished"]))
+        # The bot row still exists, so its data may too: start a run, or join the open one (see ON_REUSE).
+        started = await start_bot_deletion_while_row_exists(
+            connection, client, task_queue, bot_id=str(bot_id), account_id=str(row["account_id"])
+        )
+    # Not started: the run completed (and deleted the row) since the statement above.
+    return Accepted(workflow_id, finished=not started)
 
 
 async def request_account_deletion(
@@ -136,13 +139,17 @@ async def request_account_deletion(
         select(DeletionRequest.deletes_at).where(DeletionRequest.workflow_id == workflow_id)
     )
     await session.commit()
-    await start_account_deletion(
+    started = await start_account_deletion_while_row_exists(
+        session,
         client,
         settings.task_queue,
         account_id=str(account_id),
         site_task_queue=settings.site_task_queue,
         deletes_at=deletes_at,
     )
+    if not started:
+        # The run completed (and deleted the row) since the commit above: an admin's re-drive racing its end.
+        return Accepted(workflow_id, finished=True)
     # A grace already over (ran out, or expedited) is none: the run deletes at once.
     still_scheduled = deletes_at is not None and deletes_at > datetime.now(UTC)
     return Accepted(workflow_id, finished=False, deletes_at=deletes_at if still_scheduled else None)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from temporalio.client import Client
 from temporalio.common import (
     SearchAttributePair,
@@ -13,6 +17,7 @@ from temporalio.common import (
 )
 
 from lifecycle.contracts import AccountDeletionInput, BotDeletionInput
+from lifecycle.db.models import Account, Bot
 from lifecycle.priorities import deletion_priority
 from lifecycle.search_attributes import ACCOUNT_ID, BOT_ID, LIFECYCLE_STATUS
 from lifecycle.statuses import DeletionState
@@ -30,6 +35,30 @@ ON_CONFLICT = WorkflowIDConflictPolicy.USE_EXISTING
 # refuse after an operator's skip, which completes the run with data left.
 ON_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE
 
+# "Only while the row exists" is checked and the start made under a key-share lock on the row, held until the
+# start has returned. A run's last step deletes that row (finish_bot_deletion; finish_account_deletion locks it
+# FOR UPDATE first), so it waits for the start, which finds the run still open and joins it. Without the lock,
+# a run that deleted the row and completed between the caller's check and its start was followed by a second
+# run (ON_REUSE): the flood drill saw it, tests/deletion/test_start_racing_completion.py shows it.
+_Database = AsyncConnection | AsyncSession
+
+
+async def while_row_exists(
+    db: _Database, table: type[Bot] | type[Account], row_id: uuid.UUID | str, start: Callable[[], Awaitable[None]]
+) -> bool:
+    """Run `start` under a key-share lock on the row; False (nothing started) if the row is gone.
+
+    `db` must have no transaction of its own open: the lock's transaction is begun and ended here.
+    """
+    try:
+        held = await db.execute(select(table.id).where(table.id == row_id).with_for_update(read=True, key_share=True))
+        if held.first() is None:
+            return False
+        await start()
+    finally:
+        await db.rollback()  # only the lock was taken: ending the transaction releases it
+    return True
+
 
 def deletion_search_attributes(
     account_id: str, bot_id: str | None = None, status: DeletionState = DeletionState.RUNNING
@@ -44,8 +73,39 @@ def deletion_search_attributes(
     return TypedSearchAttributes(pairs)
 
 
+async def start_bot_deletion_while_row_exists(
+    db: _Database, client: Client, task_queue: str, *, bot_id: str, account_id: str
+) -> bool:
+    """Start the bot's deletion, or join the open run; False if the bot row is gone (its deletion completed)."""
+
+    async def start() -> None:
+        await start_bot_deletion(client, task_queue, bot_id=bot_id, account_id=account_id)
+
+    return await while_row_exists(db, Bot, bot_id, start)
+
+
+async def start_account_deletion_while_row_exists(
+    db: _Database,
+    client: Client,
+    task_queue: str,
+    *,
+    account_id: str,
+    site_task_queue: str,
+    deletes_at: datetime | None = None,
+) -> bool:
+    """Start the account's deletion, or join the open run; False if the account row is gone (deleted)."""
+
+    async def start() -> None:
+        await start_account_deletion(
+            client, task_queue, account_id=account_id, site_task_queue=site_task_queue, deletes_at=deletes_at
+        )
+
+    return await while_row_exists(db, Account, account_id, start)
+
+
 async def start_bot_deletion(client: Client, task_queue: str, *, bot_id: str, account_id: str) -> None:
-    """Start the bot's deletion, or join the open run. Call it only while the bot row exists (see ON_REUSE)."""
+    """Start the bot's deletion, or join the open run. Only through start_bot_deletion_while_row_exists (see
+    ON_REUSE), but for the benches' raw side, which measures the start alone."""
     await client.start_workflow(
         BOT_DELETION_WORKFLOW,
         BotDeletionInput(bot_id=bot_id, account_id=account_id),
@@ -63,7 +123,7 @@ async def start_bot_deletion(client: Client, task_queue: str, *, bot_id: str, ac
 async def start_account_deletion(
     client: Client, task_queue: str, *, account_id: str, site_task_queue: str, deletes_at: datetime | None = None
 ) -> None:
-    """Start the account's deletion, or join the open run. Call it only while the account row exists.
+    """Start the account's deletion, or join the open run. Only through start_account_deletion_while_row_exists.
 
     `deletes_at` is the end of its grace period (deletion_requests.deletes_at): a run deletes nothing before it.
     """

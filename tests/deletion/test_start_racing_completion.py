@@ -1,0 +1,193 @@
+"""A repeated request whose start reaches Temporal just as the run completes joins that run: never a second one.
+
+The request checks the bot or account row, then starts the workflow (ON_REUSE allows a new run after any close,
+so that a stopped deletion can be driven on). If the run deleted the row and completed between the check and
+the start, the start would begin a second run. The flood drill (200 identical DELETEs) once saw exactly that.
+Here the request is held inside the client's start, by a client interceptor on a real client, while the run is
+resumed and goes as far as it can; then the start is let through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from email import message_from_bytes
+from typing import Any
+
+import asyncpg
+import pytest
+import pytest_asyncio
+from sqlalchemy.ext.asyncio import AsyncEngine
+from temporalio import client as temporal
+from temporalio.client import Client
+
+from api.security import hash_api_key
+from devstack.seed import asyncpg_dsn, seed
+from devstack.smtp_sink import SmtpSink
+from lifecycle.contracts import AccountDeletionInput
+from lifecycle.db.engine import make_engine, make_sessionmaker
+from lifecycle.db.models import Bot
+from lifecycle.deletion_requests import request_account_deletion, request_bot_deletion
+from lifecycle.deletion_starts import ON_CONFLICT, ON_REUSE, deletion_search_attributes, while_row_exists
+from lifecycle.settings import Settings
+from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
+from lifecycle.workflow_types import ACCOUNT_DELETION_WORKFLOW
+from tests.deletion.helpers import eventually
+from tests.operators.starts import start_bot_deletion
+from worker import LifecycleWorkers
+
+
+class HeldStart(temporal.Interceptor):
+    """Holds this client's workflow starts until released: the moment between a request's check and its start."""
+
+    def __init__(self) -> None:
+        self.reached = asyncio.Event()
+        self.released = asyncio.Event()
+
+    def intercept_client(self, next: temporal.OutboundInterceptor) -> temporal.OutboundInterceptor:
+        return _Holding(next, self)
+
+
+class _Holding(temporal.OutboundInterceptor):
+    def __init__(self, next: temporal.OutboundInterceptor, hold: HeldStart) -> None:
+        super().__init__(next)
+        self._hold = hold
+
+    async def start_workflow(self, input: temporal.StartWorkflowInput) -> temporal.WorkflowHandle[Any, Any]:
+        self._hold.reached.set()
+        await self._hold.released.wait()
+        return await super().start_workflow(input)
+
+
+def _held_client(client: Client, hold: HeldStart) -> Client:
+    return Client(
+        client.service_client, namespace=client.namespace, data_converter=client.data_converter, interceptors=[hold]
+    )
+
+
+@pytest_asyncio.fixture
+async def engine(settings: Settings) -> AsyncIterator[AsyncEngine]:
+    created = make_engine(settings.database_url, pool_size=2)
+    try:
+        yield created
+    finally:
+        await created.dispose()
+
+
+async def _fetchval(settings: Settings, sql: str, *args: object) -> Any:
+    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+    try:
+        return await conn.fetchval(sql, *args)
+    finally:
+        await conn.close()
+
+
+async def _closed_or_blocked(client: Client, settings: Settings, workflow_id: str, row_statement: str) -> bool:
+    """The run closed, or its last step waits for a lock on the row (the request holds one while it starts)."""
+    if (await client.get_workflow_handle(workflow_id).describe()).status != temporal.WorkflowExecutionStatus.RUNNING:
+        return True
+    waiting = await _fetchval(
+        settings,
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
+        f"{row_statement}%",
+    )
+    return bool(waiting)
+
+
+async def _runs(client: Client, workflow_id: str) -> list[str]:
+    return [str(run.status.name) async for run in client.list_workflows(f'WorkflowId = "{workflow_id}"') if run.status]
+
+
+async def _let_through_when_it_cannot_go_further(
+    client: Client, settings: Settings, hold: HeldStart, workflow_id: str, row_statement: str
+) -> None:
+    async def stuck() -> bool:
+        return await _closed_or_blocked(client, settings, workflow_id, row_statement)
+
+    await eventually(stuck, f"{workflow_id} closes, or its last step waits for the row's lock")
+    hold.released.set()
+
+
+@pytest.mark.usefixtures("worker")
+async def test_a_bot_deletion_requested_again_as_it_completes_stays_one_run(
+    settings: Settings, temporal_client: Client, engine: AsyncEngine
+) -> None:
+    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=30)
+    bot_id = seeded.bot_ids[0]
+    workflow_id = bot_deletion_id(bot_id)
+    running = await start_bot_deletion(
+        temporal_client, settings.task_queue, bot_id=bot_id, account_id=seeded.account_id, paused=True
+    )
+    hold = HeldStart()
+    request = asyncio.create_task(
+        request_bot_deletion(
+            engine,
+            _held_client(temporal_client, hold),
+            settings.task_queue,
+            key_hash=hash_api_key(seeded.api_key),
+            bot_id=uuid.UUID(bot_id),
+        )
+    )
+    await asyncio.wait_for(hold.reached.wait(), timeout=30)
+    await running.signal("resume")
+    await _let_through_when_it_cannot_go_further(temporal_client, settings, hold, workflow_id, "DELETE FROM bots")
+
+    accepted = await asyncio.wait_for(request, timeout=30)
+    assert accepted is not None and accepted.workflow_id == workflow_id
+    result = await asyncio.wait_for(temporal_client.get_workflow_handle(workflow_id).result(), timeout=60)
+    assert result["status"] == "completed"
+    assert await _fetchval(settings, "SELECT count(*) FROM bots WHERE id = $1::uuid", bot_id) == 0
+    assert await _runs(temporal_client, workflow_id) == ["COMPLETED"]
+
+
+async def test_an_account_deletion_redriven_as_it_completes_stays_one_run_and_one_email(
+    settings: Settings, temporal_client: Client, worker: LifecycleWorkers, smtp_sink: SmtpSink, engine: AsyncEngine
+) -> None:
+    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=30)
+    address = await _fetchval(settings, "SELECT email FROM accounts WHERE id = $1::uuid", seeded.account_id)
+    workflow_id = account_deletion_id(seeded.account_id)
+    running = await temporal_client.start_workflow(
+        ACCOUNT_DELETION_WORKFLOW,
+        AccountDeletionInput(account_id=seeded.account_id, site_task_queue=settings.site_task_queue),
+        id=workflow_id,
+        task_queue=settings.task_queue,
+        id_conflict_policy=ON_CONFLICT,
+        id_reuse_policy=ON_REUSE,
+        search_attributes=deletion_search_attributes(seeded.account_id),
+        start_signal="pause",
+    )
+    hold = HeldStart()
+
+    async def redrive() -> None:
+        async with make_sessionmaker(engine)() as session:
+            await request_account_deletion(
+                session, _held_client(temporal_client, hold), settings, account_id=uuid.UUID(seeded.account_id)
+            )
+
+    request = asyncio.create_task(redrive())
+    await asyncio.wait_for(hold.reached.wait(), timeout=30)
+    await running.signal("resume")
+    await _let_through_when_it_cannot_go_further(
+        temporal_client, settings, hold, workflow_id, "SELECT id FROM accounts WHERE id = $1 FOR UPDATE"
+    )
+
+    await asyncio.wait_for(request, timeout=30)
+    result = await asyncio.wait_for(temporal_client.get_workflow_handle(workflow_id).result(), timeout=60)
+    assert result["status"] == "completed" and result["account_row_deleted"]
+    assert await _fetchval(settings, "SELECT count(*) FROM accounts WHERE id = $1::uuid", seeded.account_id) == 0
+    assert await _runs(temporal_client, workflow_id) == ["COMPLETED"]
+    mails = [message_from_bytes(path.read_bytes()) for path in smtp_sink.messages()]
+    assert len([m for m in mails if m["To"] == address]) == 1
+
+
+async def test_a_start_that_finds_the_row_gone_starts_nothing(engine: AsyncEngine) -> None:
+    started: list[str] = []
+
+    async def start() -> None:
+        started.append("started")
+
+    async with engine.connect() as conn:
+        assert not await while_row_exists(conn, Bot, uuid.uuid4(), start)
+        assert not conn.in_transaction()
+    assert started == []
