@@ -56,6 +56,11 @@ EXPORT_FIRST = "export-first"
 # timer, `scheduled`, while an admin may `restore` the account or an operator `expedite` it. Runs without
 # `deletes_at` (every run before it, and every run with a zero grace) take no new step and issue no new command.
 DELETION_GRACE = "deletion-grace"
+# Patch: messages to the bot deletions go out one at a time, each once the previous one was delivered, and a
+# pause or resume sends the account's pause state as it stands when its turn comes. Two signals in flight to one
+# run may arrive in either order: a `resume` overtook the `pause` a reset run sent again, and left the bot
+# deletion paused under a running account for good (tests/operators/test_matrix_deletions.py, reset-last-open).
+ORDERED_FORWARDS = "ordered-forwards"
 
 
 def _add(totals: dict[str, ServiceProgress], services: dict[str, ServiceProgress], sign: int = 1) -> None:
@@ -85,6 +90,8 @@ class AccountDeletionWorkflow:
         # What each bot deletion of this run counted, so a bot deleted again is not counted twice.
         self._counted: dict[str, dict[str, ServiceProgress]] = {}
         self._gate = OperatorGate()
+        # Held while a message is forwarded to the bot deletions (ORDERED_FORWARDS).
+        self._forwarding = asyncio.Lock()
         # The grace period: true while nothing may be deleted yet and the account can still be restored.
         self._in_grace = False
         self._deletes_at = request.deletes_at
@@ -276,7 +283,7 @@ class AccountDeletionWorkflow:
                 # It follows the account's pause state from here on, as the account's own children do: a reset
                 # leaves the old run's children running, paused if the account was, and a `resume` sent to the
                 # reset run before it took them over would otherwise never reach them.
-                await self._signal_bot(workflow_id, "pause" if self._paused else "resume")
+                await self._forward(only=workflow_id)
             return await workflow.execute_activity_method(
                 DeletionRecords.await_bot_deletion,
                 AwaitBotDeletionInput(workflow_id=workflow_id),
@@ -362,9 +369,17 @@ class AccountDeletionWorkflow:
             line = f"scheduled: deletes at {self._deletes_at}; an admin may restore the account until then"
         workflow.set_current_details(f"{line}; {self._gate.ignored}" if self._gate.ignored else line)
 
-    async def _forward(self, message: str) -> int:
-        """Send `message` to every bot deletion in flight; one that closed meanwhile is skipped."""
-        runs = sorted(self._bot_runs)
+    async def _forward(self, decision: Decision | None = None, *, only: str | None = None) -> int:
+        """Send `decision`, or else the account's pause state, to every bot deletion in flight (or to `only`);
+        one that closed meanwhile is skipped."""
+        if not workflow.patched(ORDERED_FORWARDS):
+            return await self._send(decision, only)
+        async with self._forwarding:
+            return await self._send(decision, only)
+
+    async def _send(self, decision: Decision | None, only: str | None) -> int:
+        message = decision or ("pause" if self._paused else "resume")
+        runs = [only] if only is not None else sorted(self._bot_runs)
         for workflow_id in runs:
             await self._signal_bot(workflow_id, message)
         return len(runs)
@@ -383,14 +398,14 @@ class AccountDeletionWorkflow:
         # During the grace it stays `scheduled`: nothing runs to pause yet; deleting then starts paused.
         if self._gate.waiting_on is None and not self._in_grace:
             self._set_status(DeletionState.PAUSED)
-        await self._forward("pause")
+        await self._forward()
 
     @workflow.signal
     async def resume(self) -> None:
         self._paused = False
         if self._gate.waiting_on is None and not self._in_grace:
             self._set_status(DeletionState.RUNNING)
-        await self._forward("resume")
+        await self._forward()
 
     async def _decide(self, decision: Decision) -> str:
         """The account's own question if one waits, else the bot deletions' (each takes or ignores it)."""
