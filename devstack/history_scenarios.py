@@ -16,10 +16,16 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from devstack.seed import seed
-from lifecycle.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus, SiteProgress
+from lifecycle.contracts import (
+    AccountDeletionInput,
+    BotDeletionInput,
+    BotDeletionResult,
+    DeletionStatus,
+    SiteProgress,
+)
 from lifecycle.db.engine import make_engine, make_sessionmaker
 from lifecycle.deletion_requests import request_account_deletion
-from lifecycle.deletion_starts import BOT_DELETION_WORKFLOW, deletion_search_attributes
+from lifecycle.deletion_starts import BOT_DELETION_WORKFLOW, ON_CONFLICT, ON_REUSE, deletion_search_attributes
 from lifecycle.settings import Settings
 from lifecycle.statuses import DeletionState
 from lifecycle.workflow_ids import (
@@ -29,6 +35,7 @@ from lifecycle.workflow_ids import (
     site_creation_id,
     site_deletion_id,
 )
+from lifecycle.workflow_types import ACCOUNT_DELETION_WORKFLOW
 from workflows.reconciler import RECONCILER_WORKFLOW
 
 
@@ -69,10 +76,16 @@ async def _start_bot_deletion(ctx: Context, bot_id: str, account_id: str, *, pau
 
 
 async def _query_until(handle: WorkflowHandle, done: Callable[[DeletionStatus], bool]) -> DeletionStatus:
+    """Polls the run's progress until `done`; a run not started yet (a parent starts it soon) is waited for."""
     while True:
-        status = await handle.query("progress", result_type=DeletionStatus)
-        if done(status):
-            return status
+        try:
+            status = await handle.query("progress", result_type=DeletionStatus)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+        else:
+            if done(status):
+                return status
         await asyncio.sleep(0.1)
 
 
@@ -107,6 +120,30 @@ async def account_deletion_joins_paused_bot(ctx: Context) -> str:
     account = ctx.client.get_workflow_handle(account_deletion_id(seeded.account_id))
     await _await_activity(account, "await_bot_deletion")
     await bot.signal("resume")
+    await account.result()
+    return account.id
+
+
+async def account_deletion_forwards_in_order(ctx: Context) -> str:
+    """An operator's resume, pause and resume reach a paused account deletion together: they go on to its bot
+    deletion one at a time, each once the previous was delivered (ordered-forwards), and the last one holds."""
+    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=200)
+    account = await ctx.client.start_workflow(
+        ACCOUNT_DELETION_WORKFLOW,
+        AccountDeletionInput(account_id=seeded.account_id, site_task_queue=ctx.settings.site_task_queue),
+        id=account_deletion_id(seeded.account_id),
+        task_queue=ctx.settings.task_queue,
+        id_conflict_policy=ON_CONFLICT,
+        id_reuse_policy=ON_REUSE,
+        search_attributes=deletion_search_attributes(seeded.account_id),
+        start_signal="pause",
+    )
+    # The admin's re-drive joins the paused run, and marks and records the account as the API does.
+    redrive = await ctx.api.post(f"/accounts/{seeded.account_id}/deletion", headers=ctx.admin_headers)
+    redrive.raise_for_status()
+    bot = ctx.client.get_workflow_handle(bot_deletion_id(seeded.bot_ids[0]))
+    await _query_until(bot, lambda s: s.status == "paused")
+    await asyncio.gather(*(account.signal(message) for message in ("resume", "pause", "resume")))
     await account.result()
     return account.id
 
@@ -357,6 +394,7 @@ HAPPY: list[tuple[str, Scenario]] = [
     ("happy", bot_deletion_happy),
     ("happy", account_deletion_happy),
     ("joins-paused-bot", account_deletion_joins_paused_bot),
+    ("forwards-in-order", account_deletion_forwards_in_order),
     ("cancelled-then-repeated", bot_deletion_cancelled_then_repeated),
     ("happy", reconciler_happy),
     ("reset", reconciler_reset),
