@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator
 from email import message_from_bytes
 from typing import Any
 
-import asyncpg
 import pytest
 import pytest_asyncio
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -23,7 +22,7 @@ from temporalio import client as temporal
 from temporalio.client import Client
 
 from api.security import hash_api_key
-from devstack.seed import asyncpg_dsn, seed
+from devstack.seed import seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.contracts import AccountDeletionInput
 from lifecycle.db.engine import make_engine, make_sessionmaker
@@ -34,6 +33,7 @@ from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from lifecycle.workflow_types import ACCOUNT_DELETION_WORKFLOW
 from tests.deletion.helpers import eventually
+from tests.drills.probes import fetchval
 from tests.operators.starts import start_bot_deletion
 from worker import LifecycleWorkers
 
@@ -75,20 +75,12 @@ async def engine(settings: Settings) -> AsyncIterator[AsyncEngine]:
         await created.dispose()
 
 
-async def _fetchval(settings: Settings, sql: str, *args: object) -> Any:
-    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
-    try:
-        return await conn.fetchval(sql, *args)
-    finally:
-        await conn.close()
-
-
 async def _closed_or_blocked(client: Client, settings: Settings, workflow_id: str, row_statement: str) -> bool:
     """The run closed, or its last step waits for a lock on the row (the request holds one while it starts)."""
     if (await client.get_workflow_handle(workflow_id).describe()).status != temporal.WorkflowExecutionStatus.RUNNING:
         return True
-    waiting = await _fetchval(
-        settings,
+    waiting = await fetchval(
+        settings.database_url,
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
         f"{row_statement}%",
     )
@@ -137,7 +129,7 @@ async def test_a_bot_deletion_requested_again_as_it_completes_stays_one_run(
     assert accepted is not None and accepted.workflow_id == workflow_id
     result = await asyncio.wait_for(temporal_client.get_workflow_handle(workflow_id).result(), timeout=60)
     assert result["status"] == "completed"
-    assert await _fetchval(settings, "SELECT count(*) FROM bots WHERE id = $1::uuid", bot_id) == 0
+    assert await fetchval(settings.database_url, "SELECT count(*) FROM bots WHERE id = $1::uuid", bot_id) == 0
     assert await _runs(temporal_client, workflow_id) == ["COMPLETED"]
 
 
@@ -145,7 +137,7 @@ async def test_an_account_deletion_redriven_as_it_completes_stays_one_run_and_on
     settings: Settings, temporal_client: Client, worker: LifecycleWorkers, smtp_sink: SmtpSink, engine: AsyncEngine
 ) -> None:
     seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=30)
-    address = await _fetchval(settings, "SELECT email FROM accounts WHERE id = $1::uuid", seeded.account_id)
+    address = await fetchval(settings.database_url, "SELECT email FROM accounts WHERE id = $1::uuid", seeded.account_id)
     workflow_id = account_deletion_id(seeded.account_id)
     running = await temporal_client.start_workflow(
         ACCOUNT_DELETION_WORKFLOW,
@@ -175,7 +167,10 @@ async def test_an_account_deletion_redriven_as_it_completes_stays_one_run_and_on
     await asyncio.wait_for(request, timeout=30)
     result = await asyncio.wait_for(temporal_client.get_workflow_handle(workflow_id).result(), timeout=60)
     assert result["status"] == "completed" and result["account_row_deleted"]
-    assert await _fetchval(settings, "SELECT count(*) FROM accounts WHERE id = $1::uuid", seeded.account_id) == 0
+    assert (
+        await fetchval(settings.database_url, "SELECT count(*) FROM accounts WHERE id = $1::uuid", seeded.account_id)
+        == 0
+    )
     assert await _runs(temporal_client, workflow_id) == ["COMPLETED"]
     mails = [message_from_bytes(path.read_bytes()) for path in smtp_sink.messages()]
     assert len([m for m in mails if m["To"] == address]) == 1
