@@ -22,7 +22,11 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.resources import ActivityResources
 from lifecycle.contracts import ReconcileResult
-from lifecycle.deletion_starts import start_account_deletion_while_row_exists, start_bot_deletion_while_row_exists
+from lifecycle.deletion_starts import (
+    driver_connection,
+    start_account_deletion_while_row_exists,
+    start_bot_deletion_while_row_exists,
+)
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 
 # Rows read per page; the run goes through every page, in id order.
@@ -58,7 +62,7 @@ class Reconciler:
     async def _start_bot_deletion(self, bot_id: uuid.UUID, account_id: uuid.UUID) -> bool:
         async with self._resources.engine.connect() as conn:
             return await start_bot_deletion_while_row_exists(
-                conn,
+                await driver_connection(conn),
                 self._resources.client,
                 self._resources.settings.task_queue,
                 bot_id=str(bot_id),
@@ -69,7 +73,7 @@ class Reconciler:
         settings = self._resources.settings
         async with self._resources.engine.connect() as conn:
             return await start_account_deletion_while_row_exists(
-                conn,
+                await driver_connection(conn),
                 self._resources.client,
                 settings.task_queue,
                 account_id=str(account_id),

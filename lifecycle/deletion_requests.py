@@ -22,7 +22,11 @@ from temporalio.service import RPCError
 
 from lifecycle.contracts import AccountDeletionResult, BotDeletionResult, ServiceProgress
 from lifecycle.db.models import Account, ApiKey, DeletionRequest
-from lifecycle.deletion_starts import start_account_deletion_while_row_exists, start_bot_deletion_while_row_exists
+from lifecycle.deletion_starts import (
+    driver_connection,
+    start_account_deletion_while_row_exists,
+    start_bot_deletion_while_row_exists,
+)
 from lifecycle.deletion_status import DESCRIBE_TIMEOUT
 from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
@@ -80,9 +84,7 @@ async def request_bot_deletion(
     # record is still committed before the workflow starts. The connection comes from the engine's pool, so
     # the process keeps one pool and its limits.
     async with engine.connect() as connection:
-        raw = await connection.get_raw_connection()
-        driver = raw.driver_connection
-        assert driver is not None, "a pooled connection always has its driver connection"
+        driver = await driver_connection(connection)
         row = await driver.fetchrow(_AUTHORIZE_MARK_RECORD, key_hash, bot_id, workflow_id)
         assert row is not None, "the statement always answers one row"
         if row["account_id"] is None:
@@ -94,7 +96,7 @@ async def request_bot_deletion(
             return Accepted(workflow_id, finished=bool(row["finished"]))
         # The bot row still exists, so its data may too: start a run, or join the open one (see ON_REUSE).
         started = await start_bot_deletion_while_row_exists(
-            connection, client, task_queue, bot_id=str(bot_id), account_id=str(row["account_id"])
+            driver, client, task_queue, bot_id=str(bot_id), account_id=str(row["account_id"])
         )
     # Not started: the run completed (and deleted the row) since the statement above.
     return Accepted(workflow_id, finished=not started)
@@ -139,8 +141,9 @@ async def request_account_deletion(
         select(DeletionRequest.deletes_at).where(DeletionRequest.workflow_id == workflow_id)
     )
     await session.commit()
+    # The session's next transaction, in which SQLAlchemy has run nothing yet (see driver_connection).
     started = await start_account_deletion_while_row_exists(
-        session,
+        await driver_connection(await session.connection()),
         client,
         settings.task_queue,
         account_id=str(account_id),

@@ -26,9 +26,14 @@ from devstack.seed import seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.contracts import AccountDeletionInput
 from lifecycle.db.engine import make_engine, make_sessionmaker
-from lifecycle.db.models import Bot
 from lifecycle.deletion_requests import request_account_deletion, request_bot_deletion
-from lifecycle.deletion_starts import ON_CONFLICT, ON_REUSE, deletion_search_attributes, while_row_exists
+from lifecycle.deletion_starts import (
+    ON_CONFLICT,
+    ON_REUSE,
+    deletion_search_attributes,
+    driver_connection,
+    while_row_exists,
+)
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from lifecycle.workflow_types import ACCOUNT_DELETION_WORKFLOW
@@ -183,6 +188,7 @@ async def test_a_start_that_finds_the_row_gone_starts_nothing(engine: AsyncEngin
         started.append("started")
 
     async with engine.connect() as conn:
-        assert not await while_row_exists(conn, Bot, uuid.uuid4(), start)
-        assert not conn.in_transaction()
+        driver = await driver_connection(conn)
+        assert not await while_row_exists(driver, "bots", uuid.uuid4(), start)
+        assert not driver.is_in_transaction()
     assert started == []
