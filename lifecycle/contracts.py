@@ -117,6 +117,8 @@ class AccountDeletionInput:
     # The end of the grace period (ISO 8601, UTC), from deletion_requests.deletes_at: nothing is deleted before
     # it, and an admin may restore the account until then. None (every run before the field): no grace.
     deletes_at: str | None = None
+    # Carried across continue-as-new: an operator's pause holds in the next run, whose bot deletions start paused.
+    paused: bool = False
 
 
 @dataclass

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import NoReturn
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
@@ -61,6 +62,10 @@ DELETION_GRACE = "deletion-grace"
 # run may arrive in either order: a `resume` overtook the `pause` a reset run sent again, and left the bot
 # deletion paused under a running account for good (tests/operators/test_matrix_deletions.py, reset-last-open).
 ORDERED_FORWARDS = "ordered-forwards"
+# Patch: the run continues as new after a wave of bot deletions, not before one, and only once every message
+# handler has finished. Before, a new run whose history was already past the threshold continued as new again
+# before deleting anything, and a message waiting its turn (ORDERED_FORWARDS) would have gone with the old run.
+CONTINUE_AFTER_A_WAVE = "continue-after-a-wave"
 
 
 def _add(totals: dict[str, ServiceProgress], services: dict[str, ServiceProgress], sign: int = 1) -> None:
@@ -82,8 +87,9 @@ class AccountDeletionWorkflow:
         self._finished = list(request.finished_bot_ids)
         self._totals = {name: replace(p) for name, p in request.totals.items()}
         self._bots_total = len(self._finished)
-        self._status = DeletionState.RUNNING
-        self._paused = False
+        # An operator's pause outlives continue-as-new (AccountDeletionInput.paused).
+        self._paused = request.paused
+        self._status = DeletionState.PAUSED if self._paused else DeletionState.RUNNING
         # Bot deletions in flight (children, or runs a DELETE /bots started that we wait for): the operator's
         # messages to the account reach them.
         self._bot_runs: set[str] = set()
@@ -232,7 +238,9 @@ class AccountDeletionWorkflow:
         self._bots_total = len(set(self._finished) | set(pending))
         self._publish_details()
         for start in range(0, len(pending), request.max_concurrent_bots):
-            self._continue_as_new_if_long(request)
+            after_a_wave = workflow.patched(CONTINUE_AFTER_A_WAVE)
+            if not after_a_wave and self._history_is_long(request):
+                self._continue_as_new(request)
             wave = pending[start : start + request.max_concurrent_bots]
             for result in await asyncio.gather(*(self._delete_bot(request, bot_id) for bot_id in wave)):
                 if result.bot_id in self._counted:
@@ -242,6 +250,10 @@ class AccountDeletionWorkflow:
                 if result.bot_id not in self._finished:
                     self._finished.append(result.bot_id)
             self._publish_details()
+            more = start + request.max_concurrent_bots < len(pending)
+            if after_a_wave and more and self._history_is_long(request):
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                self._continue_as_new(request)
 
     async def _delete_bot(self, request: AccountDeletionInput, bot_id: str) -> BotDeletionResult:
         """The bot's deletion to its end: one that closes without completing is started again after a backoff."""
@@ -345,15 +357,18 @@ class AccountDeletionWorkflow:
                 summary=f"wait for the running deletion of site {site_id}",
             )
 
-    def _continue_as_new_if_long(self, request: AccountDeletionInput) -> None:
+    @staticmethod
+    def _history_is_long(request: AccountDeletionInput) -> bool:
         info = workflow.info()
-        if info.get_current_history_length() < request.continue_as_new_after_events and not (
-            info.is_continue_as_new_suggested()
-        ):
-            return
+        return (
+            info.get_current_history_length() >= request.continue_as_new_after_events
+            or info.is_continue_as_new_suggested()
+        )
+
+    def _continue_as_new(self, request: AccountDeletionInput) -> NoReturn:
         # Past its grace (if it had one): the next run deletes on at once, even if the grace was expedited.
         workflow.continue_as_new(
-            replace(request, finished_bot_ids=self._finished, totals=self._totals, deletes_at=None)
+            replace(request, finished_bot_ids=self._finished, totals=self._totals, deletes_at=None, paused=self._paused)
         )
 
     def _set_status(self, status: DeletionState) -> None:
