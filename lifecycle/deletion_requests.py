@@ -111,9 +111,13 @@ async def request_account_deletion(
     closed without completing, or joins the open one.
     """
     workflow_id = account_deletion_id(account_id)
-    email, already_requested = (
+    found = (
         await session.execute(select(Account.email, Account.deletion_requested_at).where(Account.id == account_id))
-    ).one()
+    ).one_or_none()
+    if found is None:
+        # Gone since the caller found it: only a completing deletion deletes an account row (and records that).
+        return Accepted(workflow_id, finished=True)
+    email, already_requested = found
     await session.execute(
         update(ApiKey).where(ApiKey.account_id == account_id, ApiKey.revoked_at.is_(None)).values(revoked_at=func.now())
     )

@@ -192,3 +192,21 @@ async def test_a_start_that_finds_the_row_gone_starts_nothing(engine: AsyncEngin
         assert not await while_row_exists(driver, "bots", uuid.uuid4(), start)
         assert not driver.is_in_transaction()
     assert started == []
+
+
+@pytest.mark.usefixtures("worker")
+async def test_an_account_that_went_while_its_request_ran_is_answered_finished(
+    settings: Settings, temporal_client: Client, engine: AsyncEngine
+) -> None:
+    """The admin's re-drive found the account row, then the deletion completed before the request read it."""
+    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=30)
+    account_id = uuid.UUID(seeded.account_id)
+    sessions = make_sessionmaker(engine)
+    async with sessions() as session:
+        first = await request_account_deletion(session, temporal_client, settings, account_id=account_id)
+    await asyncio.wait_for(temporal_client.get_workflow_handle(first.workflow_id).result(), timeout=60)
+
+    async with sessions() as session:
+        again = await request_account_deletion(session, temporal_client, settings, account_id=account_id)
+    assert (again.workflow_id, again.finished) == (first.workflow_id, True)
+    assert await _runs(temporal_client, first.workflow_id) == ["COMPLETED"]
