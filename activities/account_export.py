@@ -104,6 +104,15 @@ def _write_lines(handle: object, lines: list[str]) -> None:
     handle.write("".join(line + "\n" for line in lines).encode())  # type: ignore[attr-defined]
 
 
+async def expire_export(resources: ActivityResources, export_id: str) -> None:
+    """Delete the archive (whatever of it exists) and mark the export expired. Idempotent."""
+    await asyncio.to_thread(remove_export_files, resources.settings.exports_path, export_id)
+    async with resources.engine.begin() as conn:
+        await conn.execute(
+            _MARK_EXPIRED, {"id": export_id, "expired": ExportStatus.EXPIRED, "failed": ExportStatus.FAILED}
+        )
+
+
 class AccountExportActivities:
     def __init__(self, resources: ActivityResources) -> None:
         self._resources = resources
@@ -254,13 +263,7 @@ class AccountExportActivities:
     @activity.defn(name="expire_account_export")
     @heartbeats
     async def expire_account_export(self, request: ExportRef) -> None:
-        """Delete the archive (whatever of it exists) and mark the export expired. Idempotent."""
-        await asyncio.to_thread(remove_export_files, self._exports, request.export_id)
-        async with self._resources.engine.begin() as conn:
-            await conn.execute(
-                _MARK_EXPIRED,
-                {"id": request.export_id, "expired": ExportStatus.EXPIRED, "failed": ExportStatus.FAILED},
-            )
+        await expire_export(self._resources, request.export_id)
 
     @activity.defn(name="mark_export_failed")
     @heartbeats

@@ -36,15 +36,21 @@ _RESTARTED = (WorkflowExecutionStatus.FAILED, WorkflowExecutionStatus.TIMED_OUT)
 _FIRST = uuid.UUID(int=0)
 
 
-async def needs_start(client: Client, workflow_id: str) -> bool:
-    """True when no run ever had this id, or the last one failed or timed out (see the module's rule)."""
+async def latest_run_status(client: Client, workflow_id: str) -> WorkflowExecutionStatus | None:
+    """The latest run's status; None when no run ever had this id."""
     try:
         description = await client.get_workflow_handle(workflow_id).describe()
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
-            return True
+            return None
         raise
-    return description.status in _RESTARTED
+    return description.status
+
+
+async def needs_start(client: Client, workflow_id: str) -> bool:
+    """True when no run ever had this id, or the last one failed or timed out (see the module's rule)."""
+    status = await latest_run_status(client, workflow_id)
+    return status is None or status in _RESTARTED
 
 
 class Reconciler:

@@ -11,6 +11,7 @@ from activities.alerts import Alerts
 from activities.deleters import BotDataDeleters
 from activities.deletion_grace import DeletionGrace
 from activities.deletion_records import DeletionRecords
+from activities.export_reconciler import ExportReconciler
 from activities.notifications import Notifications
 from activities.reconcile import Reconciler
 from activities.resources import ActivityResources
@@ -35,6 +36,7 @@ def build_activities(resources: ActivityResources) -> list[Callable[..., Any]]:
         Alerts(resources).raise_alert,
         Reconciler(resources).reconcile_deletions,
         SiteReconciler(resources).reconcile_sites,
+        ExportReconciler(resources).reconcile_exports,
         *_export_activities(AccountExportActivities(resources)),
         DeletionGrace(resources).end_account_deletion_grace,
     ]

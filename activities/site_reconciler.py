@@ -17,8 +17,8 @@ import uuid
 from sqlalchemy import text
 from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
 
+from activities.reconcile import latest_run_status
 from activities.resources import ActivityResources
 from lifecycle.site_contracts import SiteReconcileInput, SitesReconciled
 from lifecycle.site_starts import start_site_creation, start_site_deletion
@@ -45,16 +45,6 @@ class SiteReconciler:
     def __init__(self, resources: ActivityResources) -> None:
         self._resources = resources
 
-    async def _run_status(self, workflow_id: str) -> WorkflowExecutionStatus | None:
-        """The latest run's status; None when no run ever had this id."""
-        try:
-            description = await self._resources.client.get_workflow_handle(workflow_id).describe()
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
-        return description.status
-
     @activity.defn(name="reconcile_sites")
     async def reconcile_sites(self, request: SiteReconcileInput) -> SitesReconciled:
         details = activity.info().heartbeat_details
@@ -80,14 +70,14 @@ class SiteReconciler:
         client, queue = self._resources.client, self._resources.settings.site_task_queue
         result.examined += 1
         if deletion_requested or status == SiteStatus.DELETING:
-            if await self._run_status(site_deletion_id(site_id)) == WorkflowExecutionStatus.RUNNING:
+            if await latest_run_status(client, site_deletion_id(site_id)) == WorkflowExecutionStatus.RUNNING:
                 result.open_runs_skipped += 1
             elif await start_site_deletion(client, queue, site_id=site_id, account_id=account_id):
                 result.deletions_started += 1
             else:
                 result.left_alone.append(site_id)
             return
-        creation = await self._run_status(site_creation_id(site_id))
+        creation = await latest_run_status(client, site_creation_id(site_id))
         if creation == WorkflowExecutionStatus.RUNNING:
             result.open_runs_skipped += 1
         elif creation is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from lifecycle.export_contracts import ExportsReconciled
 from lifecycle.site_contracts import SitesReconciled
 from lifecycle.statuses import DeletionState
 
@@ -162,6 +163,7 @@ class ReconcileResult:
     bot_deletions_started: int = 0
     account_deletions_started: int = 0
     sites: SitesReconciled | None = None
+    exports: ExportsReconciled | None = None
 
 
 # Sites

@@ -84,3 +84,14 @@ class AccountExportResult:
     status: str
     size_bytes: int = 0
     sha256: str = ""
+
+
+@dataclass
+class ExportsReconciled:
+    """What the reconciler did to exports no open run will settle (activities/export_reconciler.py)."""
+
+    examined: int = 0
+    expired: int = 0
+    started: int = 0
+    # Cancelled or terminated by an operator, and no account deletion waits for them: the user's repeat decides.
+    left_alone: list[str] = field(default_factory=list)

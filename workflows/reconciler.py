@@ -1,11 +1,12 @@
-"""Backup for the API's start path, run by a Temporal Schedule: drive on the deletions and sites the database
-asks for that no run is working on."""
+"""Backup for the API's start path, run by a Temporal Schedule: drive on the deletions, sites and exports the
+database asks for that no run is working on."""
 
 from __future__ import annotations
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from activities.export_reconciler import ExportReconciler
     from activities.reconcile import Reconciler
     from activities.site_reconciler import SiteReconciler
     from lifecycle.contracts import ReconcileResult
@@ -33,5 +34,13 @@ class DeletionReconcilerWorkflow:
                 heartbeat_timeout=policies.RECONCILE_HEARTBEAT,
                 retry_policy=policies.STEP_RETRY,
                 summary="finish, roll back or tear down sites that no run is working on",
+            )
+        if workflow.patched("reconcile-exports"):
+            result.exports = await workflow.execute_activity_method(
+                ExportReconciler.reconcile_exports,
+                start_to_close_timeout=policies.RECONCILE_TIMEOUT,
+                heartbeat_timeout=policies.RECONCILE_HEARTBEAT,
+                retry_policy=policies.STEP_RETRY,
+                summary="delete overdue archives and start again the exports no run is working on",
             )
         return result

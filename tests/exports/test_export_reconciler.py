@@ -1,0 +1,99 @@
+"""The reconciler settles the exports an operator's terminate left: an archive past its expiry is deleted, and an
+export an account deletion waits for is started again, so the deletion finishes."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import asyncpg
+from temporalio.client import Client
+
+from devstack.seed import asyncpg_dsn
+from lifecycle.contracts import AccountDeletionResult, ReconcileResult
+from lifecycle.settings import Settings
+from lifecycle.workflow_ids import account_deletion_id
+from lifecycle.workflow_types import RECONCILER_WORKFLOW
+from tests.deletion.helpers import own_queue, own_worker
+from tests.exports.conftest import ApiWith
+from tests.exports.helpers import export_row, headers_of, seeded_account, wait_for_status
+from worker import LifecycleWorkers
+
+
+async def _reconcile(client: Client, settings: Settings) -> ReconcileResult:
+    return await client.execute_workflow(
+        RECONCILER_WORKFLOW,
+        id=f"reconciler-exports-{uuid.uuid4().hex[:8]}",
+        task_queue=settings.task_queue,
+        result_type=ReconcileResult,
+    )
+
+
+async def _execute(settings: Settings, sql: str, *args: object) -> None:
+    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+    try:
+        await conn.execute(sql, *args)
+    finally:
+        await conn.close()
+
+
+def _files(settings: Settings, export_id: str) -> list[str]:
+    return sorted(path.name for path in settings.exports_path.glob(f"{export_id}*"))
+
+
+async def test_an_archive_whose_run_was_terminated_is_deleted_once_it_expires(
+    api_with: ApiWith, worker: LifecycleWorkers, settings: Settings, temporal_client: Client
+) -> None:
+    seeded = await seeded_account(settings, bots=1, rows=20)
+    async with api_with() as api:
+        response = await api.post("/account/exports", headers=headers_of(seeded))
+    assert response.status_code == 202, response.text
+    export_id = str(response.json()["id"])
+    ready = await wait_for_status(settings, export_id, "ready")
+    # An operator terminates the run during the archive's retention, so its timer will never fire.
+    await temporal_client.get_workflow_handle(ready["workflow_id"]).terminate("operator test")
+    assert _files(settings, export_id)
+    # The retention runs out (set back rather than waited for: the export's default retention is days).
+    await _execute(
+        settings, "UPDATE account_exports SET expires_at = now() - interval '1 second' WHERE id = $1", ready["id"]
+    )
+
+    result = await _reconcile(temporal_client, settings)
+
+    assert result.exports is not None and result.exports.expired >= 1
+    row = await export_row(settings, export_id)
+    assert row["status"] == "expired" and row["expired_at"] is not None
+    assert _files(settings, export_id) == []
+
+
+async def test_an_export_a_deletion_waits_for_is_started_again_after_a_terminate(
+    api_with: ApiWith, worker: LifecycleWorkers, settings: Settings, temporal_client: Client
+) -> None:
+    seeded = await seeded_account(settings, bots=1, rows=20)
+    # No worker polls this queue yet: the export and the account deletion wait there for the test.
+    held = own_queue(settings)
+    async with api_with(task_queue=held.task_queue) as api:
+        response = await api.request("DELETE", "/account", json={"export_first": True}, headers=headers_of(seeded))
+    assert response.status_code == 202, response.text
+    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+    try:
+        export = await conn.fetchrow(
+            "SELECT id, workflow_id FROM account_exports WHERE account_id = $1", uuid.UUID(seeded.account_id)
+        )
+    finally:
+        await conn.close()
+    assert export is not None
+    # An operator terminates the export before it wrote anything; the account's keys are already revoked.
+    await temporal_client.get_workflow_handle(export["workflow_id"]).terminate("operator test")
+
+    account = temporal_client.get_workflow_handle(
+        account_deletion_id(seeded.account_id), result_type=AccountDeletionResult
+    )
+    async with own_worker(held, temporal_client):
+        # The session's worker runs the reconciler, and the export it starts again on the session's queue.
+        result = await _reconcile(temporal_client, settings)
+        assert result.exports is not None and str(export["id"]) not in result.exports.left_alone
+        row = await wait_for_status(settings, str(export["id"]), "ready")
+        finished = await asyncio.wait_for(account.result(), timeout=90)
+    assert finished.status == "completed" and finished.account_row_deleted
+    assert row["mailed_at"] is not None
