@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import httpx
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from devstack.seed import seed
@@ -328,7 +328,13 @@ async def _expired_export(ctx: Context) -> WorkflowHandle:
             break
         await asyncio.sleep(0.1)
     handle = ctx.client.get_workflow_handle(account_export_id(seeded.account_id, 1))
-    await handle.execute_update("expire_now", result_type=str)
+    while True:
+        try:
+            await handle.execute_update("expire_now", result_type=str)
+            break
+        except WorkflowUpdateFailedError:
+            # The row reads `ready` once its activity committed, a workflow task before the run says so.
+            await asyncio.sleep(0.1)
     await handle.result()
     return handle
 
