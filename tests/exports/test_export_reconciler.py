@@ -12,7 +12,7 @@ from temporalio.client import Client
 from devstack.seed import asyncpg_dsn
 from lifecycle.contracts import AccountDeletionResult, ReconcileResult
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id
+from lifecycle.workflow_ids import account_deletion_id, account_export_id
 from lifecycle.workflow_types import RECONCILER_WORKFLOW
 from tests.deletion.helpers import own_queue, own_worker
 from tests.exports.conftest import ApiWith
@@ -97,3 +97,42 @@ async def test_an_export_a_deletion_waits_for_is_started_again_after_a_terminate
         finished = await asyncio.wait_for(account.result(), timeout=90)
     assert finished.status == "completed" and finished.account_row_deleted
     assert row["mailed_at"] is not None
+
+
+async def test_an_export_whose_run_never_started_is_started(
+    worker: LifecycleWorkers, settings: Settings, temporal_client: Client
+) -> None:
+    """The API died between committing the export row and starting its run."""
+    seeded = await seeded_account(settings, bots=1, rows=20)
+    export_id = uuid.uuid4()
+    workflow_id = account_export_id(uuid.UUID(seeded.account_id), 1)
+    await _execute(
+        settings,
+        "INSERT INTO account_exports (id, account_id, sequence, workflow_id, status) VALUES ($1, $2, 1, $3, 'pending')",
+        export_id,
+        uuid.UUID(seeded.account_id),
+        workflow_id,
+    )
+
+    result = await _reconcile(temporal_client, settings)
+
+    assert result.exports is not None and result.exports.started >= 1
+    row = await wait_for_status(settings, str(export_id), "ready")
+    assert row["workflow_id"] == workflow_id and _files(settings, str(export_id))
+
+
+async def test_an_export_an_operator_terminated_is_left_for_the_users_next_request(
+    api_with: ApiWith, worker: LifecycleWorkers, settings: Settings, temporal_client: Client
+) -> None:
+    seeded = await seeded_account(settings, bots=1, rows=20)
+    async with api_with(task_queue=own_queue(settings).task_queue) as api:
+        response = await api.post("/account/exports", headers=headers_of(seeded))
+    assert response.status_code == 202, response.text
+    export_id = str(response.json()["id"])
+    row = await export_row(settings, export_id)
+    await temporal_client.get_workflow_handle(row["workflow_id"]).terminate("operator test")
+
+    result = await _reconcile(temporal_client, settings)
+
+    assert result.exports is not None and export_id in result.exports.left_alone
+    assert (await export_row(settings, export_id))["status"] == "pending"
