@@ -1,4 +1,5 @@
-"""Shared by the deletion tests: counting what a bot still owns, and waiting on a condition."""
+"""Shared by the deletion tests: counting what a bot still owns, waiting on a condition, starting a paused
+account deletion, and running the reconciler once."""
 
 from __future__ import annotations
 
@@ -7,15 +8,19 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import asyncpg
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 
 from activities.resources import ActivityResources
 from devstack.seed import asyncpg_dsn
 from lifecycle.contracts import DELETION_SERVICES as SERVICES
+from lifecycle.contracts import AccountDeletionInput, AccountDeletionResult, ReconcileResult
+from lifecycle.deletion_starts import ON_CONFLICT, ON_REUSE, deletion_search_attributes
 from lifecycle.settings import Settings
+from lifecycle.workflow_ids import account_deletion_id
+from lifecycle.workflow_types import ACCOUNT_DELETION_WORKFLOW, RECONCILER_WORKFLOW
 from worker import build_worker
 
 T = TypeVar("T")
@@ -69,3 +74,31 @@ def own_queue(settings: Settings) -> Settings:
     """Settings with a queue nobody polls until own_worker starts: runs started there wait for the test."""
     queue = f"own-{uuid.uuid4().hex[:8]}"
     return settings.model_copy(update={"task_queue": queue, "site_task_queue": queue})
+
+
+async def start_paused_account_deletion(
+    client: Client, settings: Settings, account_id: str, **changes: Any
+) -> WorkflowHandle[Any, AccountDeletionResult]:
+    """The account's deletion, started as the API starts it but paused from its first task (signal-with-start),
+    so its bot deletions start paused too. Nothing is marked or recorded: the admin's re-drive does that."""
+    return await client.start_workflow(
+        ACCOUNT_DELETION_WORKFLOW,
+        AccountDeletionInput(account_id=account_id, site_task_queue=settings.site_task_queue, **changes),
+        id=account_deletion_id(account_id),
+        task_queue=settings.task_queue,
+        id_conflict_policy=ON_CONFLICT,
+        id_reuse_policy=ON_REUSE,
+        search_attributes=deletion_search_attributes(account_id),
+        start_signal="pause",
+        result_type=AccountDeletionResult,
+    )
+
+
+async def run_reconciler(client: Client, settings: Settings) -> ReconcileResult:
+    """One run of the reconciler on `settings`' queue, as its schedule starts it."""
+    return await client.execute_workflow(
+        RECONCILER_WORKFLOW,
+        id=f"reconciler-test-{uuid.uuid4().hex[:8]}",
+        task_queue=settings.task_queue,
+        result_type=ReconcileResult,
+    )

@@ -13,13 +13,11 @@ from temporalio.worker import Replayer
 
 from devstack.seed import rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import AccountDeletionInput, AccountDeletionResult, DeletionStatus
-from lifecycle.deletion_starts import ON_CONFLICT, ON_REUSE, deletion_search_attributes
+from lifecycle.contracts import DeletionStatus
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
-from lifecycle.workflow_types import ACCOUNT_DELETION_WORKFLOW
+from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import eventually, remaining_rows
+from tests.deletion.helpers import eventually, remaining_rows, start_paused_account_deletion
 from tests.drills.probes import fetchval
 from worker import LifecycleWorkers
 from workflows.registry import WORKFLOWS
@@ -43,22 +41,9 @@ async def test_a_paused_account_deletion_stays_paused_across_continue_as_new(
 ) -> None:
     seeded = await seed(settings.database_url, settings.storage_path, bots=2, rows=ROWS)
     address = await fetchval(settings.database_url, "SELECT email FROM accounts WHERE id = $1::uuid", seeded.account_id)
-    account = await temporal_client.start_workflow(
-        ACCOUNT_DELETION_WORKFLOW,
-        # One bot per wave, and a history always "long": it continues as new after every wave.
-        AccountDeletionInput(
-            account_id=seeded.account_id,
-            site_task_queue=settings.site_task_queue,
-            max_concurrent_bots=1,
-            continue_as_new_after_events=1,
-        ),
-        id=account_deletion_id(seeded.account_id),
-        task_queue=settings.task_queue,
-        id_conflict_policy=ON_CONFLICT,
-        id_reuse_policy=ON_REUSE,
-        search_attributes=deletion_search_attributes(seeded.account_id),
-        start_signal="pause",
-        result_type=AccountDeletionResult,
+    # One bot per wave, and a history always "long": it continues as new after every wave.
+    account = await start_paused_account_deletion(
+        temporal_client, settings, seeded.account_id, max_concurrent_bots=1, continue_as_new_after_events=1
     )
     # The admin's re-drive joins it, and marks and records the account (the confirmation's address) as the API does.
     joined = await api.post(f"/accounts/{seeded.account_id}/deletion", headers=ADMIN_HEADERS)

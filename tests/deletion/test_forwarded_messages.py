@@ -12,12 +12,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from devstack.seed import seed
-from lifecycle.contracts import AccountDeletionInput, AccountDeletionResult, DeletionStatus
-from lifecycle.deletion_starts import ON_CONFLICT, ON_REUSE, deletion_search_attributes
+from lifecycle.contracts import DeletionStatus
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
-from lifecycle.workflow_types import ACCOUNT_DELETION_WORKFLOW
-from tests.deletion.helpers import eventually, own_queue, own_worker
+from lifecycle.workflow_ids import bot_deletion_id
+from tests.deletion.helpers import eventually, own_queue, own_worker, start_paused_account_deletion
 
 _SENT = EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED
 _SETTLED = {
@@ -31,17 +29,7 @@ async def test_messages_that_arrive_together_reach_the_bot_deletion_one_at_a_tim
 ) -> None:
     seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=30)
     own = own_queue(settings)
-    account = await temporal_client.start_workflow(
-        ACCOUNT_DELETION_WORKFLOW,
-        AccountDeletionInput(account_id=seeded.account_id, site_task_queue=own.site_task_queue),
-        id=account_deletion_id(seeded.account_id),
-        task_queue=own.task_queue,
-        id_conflict_policy=ON_CONFLICT,
-        id_reuse_policy=ON_REUSE,
-        search_attributes=deletion_search_attributes(seeded.account_id),
-        start_signal="pause",
-        result_type=AccountDeletionResult,
-    )
+    account = await start_paused_account_deletion(temporal_client, own, seeded.account_id)
     bot = temporal_client.get_workflow_handle(bot_deletion_id(seeded.bot_ids[0]))
 
     async def bot_paused() -> bool:

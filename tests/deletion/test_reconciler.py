@@ -12,23 +12,13 @@ from sqlalchemy import text
 from temporalio.client import Client
 
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import ReconcileResult
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
-from lifecycle.workflow_types import RECONCILER_WORKFLOW
 from tests.conftest import ApiAccount
+from tests.deletion.helpers import run_reconciler
 from worker import LifecycleWorkers
 
 CONFIRMATION = "Your account has been deleted"
-
-
-async def _reconcile(client: Client, settings: Settings) -> ReconcileResult:
-    return await client.execute_workflow(
-        RECONCILER_WORKFLOW,
-        id=f"reconciler-test-{uuid.uuid4().hex[:8]}",
-        task_queue=settings.task_queue,
-        result_type=ReconcileResult,
-    )
 
 
 async def _crash_after_recording(app: FastAPI, bot_id: str, other: ApiAccount) -> None:
@@ -76,7 +66,7 @@ async def test_reconciler_starts_what_the_api_recorded_but_never_started(
     other = ApiAccount(**created.json())
     await _crash_after_recording(app, bot["id"], other)
 
-    first = await _reconcile(temporal_client, settings)
+    first = await run_reconciler(temporal_client, settings)
     assert first.bot_deletions_started >= 1
     assert first.account_deletions_started >= 1
     await asyncio.wait_for(temporal_client.get_workflow_handle(bot_deletion_id(bot["id"])).result(), 60)
@@ -88,7 +78,7 @@ async def test_reconciler_starts_what_the_api_recorded_but_never_started(
     assert [message_from_bytes(m.read_bytes())["Subject"] for m in mails] == [CONFIRMATION]
 
     # Everything consistent now: a second pass starts nothing.
-    second = await _reconcile(temporal_client, settings)
+    second = await run_reconciler(temporal_client, settings)
     assert (second.bot_deletions_started, second.account_deletions_started) == (0, 0)
     # The same pass also looked at the sites (tests/sites/test_site_reconciler.py shows what it does there).
     assert second.sites is not None

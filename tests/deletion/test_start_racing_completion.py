@@ -24,20 +24,15 @@ from temporalio.client import Client
 from api.security import hash_api_key
 from devstack.seed import seed
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import AccountDeletionInput
 from lifecycle.db.engine import make_engine, make_sessionmaker
 from lifecycle.deletion_requests import request_account_deletion, request_bot_deletion
 from lifecycle.deletion_starts import (
-    ON_CONFLICT,
-    ON_REUSE,
-    deletion_search_attributes,
     driver_connection,
     while_row_exists,
 )
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
-from lifecycle.workflow_types import ACCOUNT_DELETION_WORKFLOW
-from tests.deletion.helpers import eventually
+from tests.deletion.helpers import eventually, start_paused_account_deletion
 from tests.drills.probes import fetchval
 from tests.operators.starts import start_bot_deletion
 from worker import LifecycleWorkers
@@ -144,16 +139,7 @@ async def test_an_account_deletion_redriven_as_it_completes_stays_one_run_and_on
     seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=30)
     address = await fetchval(settings.database_url, "SELECT email FROM accounts WHERE id = $1::uuid", seeded.account_id)
     workflow_id = account_deletion_id(seeded.account_id)
-    running = await temporal_client.start_workflow(
-        ACCOUNT_DELETION_WORKFLOW,
-        AccountDeletionInput(account_id=seeded.account_id, site_task_queue=settings.site_task_queue),
-        id=workflow_id,
-        task_queue=settings.task_queue,
-        id_conflict_policy=ON_CONFLICT,
-        id_reuse_policy=ON_REUSE,
-        search_attributes=deletion_search_attributes(seeded.account_id),
-        start_signal="pause",
-    )
+    running = await start_paused_account_deletion(temporal_client, settings, seeded.account_id)
     hold = HeldStart()
 
     async def redrive() -> None:

@@ -10,23 +10,13 @@ import asyncpg
 from temporalio.client import Client
 
 from devstack.seed import asyncpg_dsn
-from lifecycle.contracts import AccountDeletionResult, ReconcileResult
+from lifecycle.contracts import AccountDeletionResult
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, account_export_id
-from lifecycle.workflow_types import RECONCILER_WORKFLOW
-from tests.deletion.helpers import own_queue, own_worker
+from tests.deletion.helpers import own_queue, own_worker, run_reconciler
 from tests.exports.conftest import ApiWith
 from tests.exports.helpers import export_row, headers_of, seeded_account, wait_for_status
 from worker import LifecycleWorkers
-
-
-async def _reconcile(client: Client, settings: Settings) -> ReconcileResult:
-    return await client.execute_workflow(
-        RECONCILER_WORKFLOW,
-        id=f"reconciler-exports-{uuid.uuid4().hex[:8]}",
-        task_queue=settings.task_queue,
-        result_type=ReconcileResult,
-    )
 
 
 async def _execute(settings: Settings, sql: str, *args: object) -> None:
@@ -58,7 +48,7 @@ async def test_an_archive_whose_run_was_terminated_is_deleted_once_it_expires(
         settings, "UPDATE account_exports SET expires_at = now() - interval '1 second' WHERE id = $1", ready["id"]
     )
 
-    result = await _reconcile(temporal_client, settings)
+    result = await run_reconciler(temporal_client, settings)
 
     assert result.exports is not None and result.exports.expired >= 1
     row = await export_row(settings, export_id)
@@ -91,7 +81,7 @@ async def test_an_export_a_deletion_waits_for_is_started_again_after_a_terminate
     )
     async with own_worker(held, temporal_client):
         # The session's worker runs the reconciler, and the export it starts again on the session's queue.
-        result = await _reconcile(temporal_client, settings)
+        result = await run_reconciler(temporal_client, settings)
         assert result.exports is not None and str(export["id"]) not in result.exports.left_alone
         row = await wait_for_status(settings, str(export["id"]), "ready")
         finished = await asyncio.wait_for(account.result(), timeout=90)
@@ -114,7 +104,7 @@ async def test_an_export_whose_run_never_started_is_started(
         workflow_id,
     )
 
-    result = await _reconcile(temporal_client, settings)
+    result = await run_reconciler(temporal_client, settings)
 
     assert result.exports is not None and result.exports.started >= 1
     row = await wait_for_status(settings, str(export_id), "ready")
@@ -132,7 +122,7 @@ async def test_an_export_an_operator_terminated_is_left_for_the_users_next_reque
     row = await export_row(settings, export_id)
     await temporal_client.get_workflow_handle(row["workflow_id"]).terminate("operator test")
 
-    result = await _reconcile(temporal_client, settings)
+    result = await run_reconciler(temporal_client, settings)
 
     assert result.exports is not None and export_id in result.exports.left_alone
     assert (await export_row(settings, export_id))["status"] == "pending"

@@ -15,7 +15,6 @@ operator, as the runbook says.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from email import message_from_bytes
 from typing import Any
@@ -29,13 +28,17 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from devstack.seed import asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import AccountDeletionInput, DeletionStatus, ReconcileResult
-from lifecycle.deletion_starts import ON_CONFLICT, ON_REUSE, deletion_search_attributes
+from lifecycle.contracts import DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
-from lifecycle.workflow_types import ACCOUNT_DELETION_WORKFLOW, RECONCILER_WORKFLOW
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import eventually, remaining_files, remaining_rows
+from tests.deletion.helpers import (
+    eventually,
+    remaining_files,
+    remaining_rows,
+    run_reconciler,
+    start_paused_account_deletion,
+)
 from tests.operators.cli import AsyncCli
 from tests.operators.starts import start_bot_deletion
 from worker import LifecycleWorkers
@@ -111,16 +114,7 @@ async def _start_open(api: httpx.AsyncClient, client: Client, settings: Settings
             client, settings.task_queue, bot_id=subject.bot_ids[0], account_id=subject.account_id, paused=True
         )
     else:
-        await client.start_workflow(
-            ACCOUNT_DELETION_WORKFLOW,
-            AccountDeletionInput(account_id=subject.account_id, site_task_queue=settings.site_task_queue),
-            id=subject.workflow_id,
-            task_queue=settings.task_queue,
-            id_conflict_policy=ON_CONFLICT,
-            id_reuse_policy=ON_REUSE,
-            search_attributes=deletion_search_attributes(subject.account_id),
-            start_signal="pause",
-        )
+        await start_paused_account_deletion(client, settings, subject.account_id)
     joined = await _request(api, subject)
     assert joined.status_code == 202, joined.text
     assert joined.json()["status"] == "running"
@@ -141,15 +135,6 @@ async def _workflow_tasks_completed(client: Client, workflow_id: str) -> list[in
         async for event in handle.fetch_history_events()
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
     ]
-
-
-async def _reconcile(client: Client, settings: Settings) -> ReconcileResult:
-    return await client.execute_workflow(
-        RECONCILER_WORKFLOW,
-        id=f"reconciler-matrix-{uuid.uuid4().hex[:8]}",
-        task_queue=settings.task_queue,
-        result_type=ReconcileResult,
-    )
 
 
 async def _act(cli: AsyncCli, client: Client, subject: Subject, action: str) -> Any:
@@ -285,7 +270,7 @@ async def test_operator_action_keeps_the_promise(
             shown = (await api.get(f"/bots/{subject.bot_ids[0]}/deletion", headers=_headers(subject))).json()
             assert shown["status"] in {"canceled", "cancelled", "terminated"} and shown["status"][:4] == action[:4]
         # A deliberate stop: the reconciler leaves it for the repeated request.
-        await _reconcile(temporal_client, settings)
+        await run_reconciler(temporal_client, settings)
         after = await _describe(temporal_client, wid)
         assert (after.run_id, after.status) == (before.run_id, STOPPED[action])
     if when == "open" and action in RESETS:
