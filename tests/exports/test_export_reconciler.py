@@ -7,7 +7,8 @@ import asyncio
 import uuid
 
 import asyncpg
-from temporalio.client import Client
+import pytest
+from temporalio.client import Client, WorkflowFailureError
 
 from devstack.seed import asyncpg_dsn
 from lifecycle.contracts import AccountDeletionResult
@@ -126,3 +127,28 @@ async def test_an_export_an_operator_terminated_is_left_for_the_users_next_reque
 
     assert result.exports is not None and export_id in result.exports.left_alone
     assert (await export_row(settings, export_id))["status"] == "pending"
+
+
+async def test_an_export_whose_run_failed_is_started_again(
+    api_with: ApiWith, worker: LifecycleWorkers, settings: Settings, temporal_client: Client
+) -> None:
+    seeded = await seeded_account(settings, bots=1, rows=20)
+    faulty = own_queue(settings)
+    async with api_with(task_queue=faulty.task_queue) as api:
+        response = await api.post("/account/exports", headers=headers_of(seeded))
+    assert response.status_code == 202, response.text
+    export_id = str(response.json()["id"])
+    row = await export_row(settings, export_id)
+    failed = temporal_client.get_workflow_handle(row["workflow_id"])
+    # A worker whose first export step fails for good: the run fails, the row stays open.
+    async with own_worker(faulty, temporal_client, faults="begin_account_export=permanent"):
+        with pytest.raises(WorkflowFailureError):
+            await asyncio.wait_for(failed.result(), timeout=60)
+    assert (await export_row(settings, export_id))["status"] == "pending"
+
+    # The session's worker runs the reconciler, and the export it starts again.
+    result = await run_reconciler(temporal_client, settings)
+
+    assert result.exports is not None and result.exports.started >= 1
+    ready = await wait_for_status(settings, export_id, "ready")
+    assert ready["mailed_at"] is not None and _files(settings, export_id)
