@@ -36,6 +36,12 @@ class RetriedActivity:
         return "timeout" in self.last_failure.lower()
 
     @property
+    def noticed_by_heartbeat(self) -> bool:
+        """The server noticed the lost attempt by its missing heartbeats, within the step's heartbeat timeout,
+        rather than at its start-to-close timeout (minutes for a site step)."""
+        return "heartbeat timeout" in self.last_failure.lower()
+
+    @property
     def seconds_per_lost_attempt(self) -> float:
         return self.waited / (self.attempts - 1)
 
@@ -74,6 +80,11 @@ async def retried_activities(client: Client, workflow_ids: list[str]) -> list[Re
                         RetriedActivity(workflow_id, name, started.attempt, waited, _failure_text(started.last_failure))
                     )
     return retried
+
+
+def longest_waits(retried: list[RetriedActivity], count: int) -> list[RetriedActivity]:
+    """The activities whose lost attempts cost the most time each."""
+    return sorted(retried, key=lambda activity: activity.seconds_per_lost_attempt, reverse=True)[:count]
 
 
 def summary(retried: list[RetriedActivity]) -> Counter[str]:

@@ -15,13 +15,12 @@ from activities.site_files import site_directory
 from lifecycle.workflow_ids import site_creation_id
 from tests.conftest import ADMIN_TOKEN
 from tests.drills import figures
+from tests.drills.chaos_evidence import retried_activities
 from tests.drills.conftest import DrillStack
 from tests.drills.probes import fetchval, wait_until
 
 # The first attempt of the database step works 30 s longer (heartbeating), so the kill lands inside it.
 SLOW_STEP = "create_site_database=delay:30:1"
-# The target is 15 s; the assertion leaves room for a loaded machine, the figure is recorded.
-RESUME_BOUND_SECONDS = 30
 
 
 async def test_worker_killed_inside_a_site_step(drill_stack: DrillStack) -> None:
@@ -86,7 +85,14 @@ async def test_worker_killed_inside_a_site_step(drill_stack: DrillStack) -> None
 
     figures.record("worker kill -9 inside a site step -> step done on new worker", step_done, SLOW_STEP)
     figures.record("worker kill -9 inside a site step -> site active under new worker", resumed, SLOW_STEP)
-    assert resumed < RESUME_BOUND_SECONDS
+    # How the loss was noticed, from the history: by the missing heartbeats (5 s), so the step resumed in
+    # seconds (the figures above; the target is 15 s), not at its start-to-close timeout of minutes.
+    retried = await retried_activities(drill_stack.client, [site_creation_id(site_id)])
+    assert [(r.activity, r.attempts) for r in retried if r.activity == "create_site_database"] == [
+        ("create_site_database", 2)
+    ], retried
+    # The filesystem step runs beside it and may have been in flight too.
+    assert all(r.noticed_by_heartbeat for r in retried), retried
     name = site_database_name(site_id)
     assert await fetchval(settings.database_url, "SELECT count(*) FROM pg_database WHERE datname = $1", name) == 1
     assert await fetchval(settings.database_url, "SELECT count(*) FROM pg_roles WHERE rolname = $1", name) == 1
