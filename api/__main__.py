@@ -7,6 +7,12 @@ import uvicorn
 from lifecycle.logging_setup import configure_logging
 from lifecycle.settings import get_settings
 
+# How long an idle client connection stays open: longer than the idle timeout of what usually sits in front
+# (a load balancer's 60 s) and of clients' pools (httpx keeps one 5 s), so that the client side is the one that
+# closes it. At uvicorn's default of 5 s both sides closed at the same moment, and a request sent on the
+# connection as the server closed it failed with a reset, a POST without an answer (tests/drills/test_api_flood).
+KEEP_ALIVE_SECONDS = 75
+
 
 def main() -> None:
     # One tokio worker thread for the SDK core's runtime, which tokio reads when the runtime is created (on the
@@ -23,6 +29,7 @@ def main() -> None:
         port=settings.api_port,
         log_config=None,
         proxy_headers=True,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
         # The C event loop and HTTP parser: h11 and the pure-Python loop were a large share of the API's CPU
         # per request (bench.api, docs/benchmarks.md).
         loop="uvloop",
