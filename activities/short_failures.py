@@ -2,7 +2,8 @@
 
 A raw driver error (an asyncpg connection refusal, say) carries a stack trace too large for the server to store,
 and the UI then shows only "Failure exceeds size limit". The full trace goes to the worker's log; the failure
-recorded in history names the error in a line, and keeps its retry semantics (retryable, as before).
+recorded in history names the error in a line, and keeps its retry semantics (retryable, as before). An
+activity's own ApplicationError keeps its line, type and details, without the chain it was raised from.
 """
 
 from __future__ import annotations
@@ -25,8 +26,18 @@ class _ShortFailures(ActivityInboundInterceptor):
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         try:
             return await super().execute_activity(input)
+        except ApplicationError as err:
+            # The activity's own error, often raised from a driver error (activities/deleters.py). Its chain's
+            # traces would reach history as the failure's causes, too large for what the server keeps of a
+            # retrying activity's last failure: operators then read the stand-in "Failure exceeds size limit."
+            # The chain goes to the log; the failure keeps the activity's line, type and details.
+            if err.__cause__ is not None or (err.__context__ is not None and not err.__suppress_context__):
+                activity.logger.warning("activity failed: %s", err, exc_info=True)
+                err.__cause__ = None
+                err.__suppress_context__ = True
+            raise
         except FailureError:
-            # Already Temporal's own: an ApplicationError the activity chose, or a cancellation.
+            # Already Temporal's own, a cancellation say.
             raise
         except Exception as exc:
             activity.logger.warning("activity failed: %s", type(exc).__name__, exc_info=True)

@@ -20,6 +20,8 @@ from tests.operators.starts import start_bot_deletion
 
 ROWS = 200_000
 OUTAGE_SECONDS = 20.0
+# How a deleter's failure reads while PostgreSQL is down: the driver's error type, then its message.
+TRANSIENT_PREFIXES = ("ConnectionRefusedError", "OSError", "OperationalError", "InterfaceError", "ConnectionError")
 
 
 async def test_deletion_rides_out_a_postgres_outage(drill_stack: DrillStack) -> None:
@@ -52,6 +54,7 @@ async def test_deletion_rides_out_a_postgres_outage(drill_stack: DrillStack) -> 
             async with httpx.AsyncClient(base_url=api.url) as http:
                 during = await http.get("/bots", headers=headers)
             await asyncio.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - stopped)))
+            seen_by_operators = await _last_failures(handle)
         finally:
             await asyncio.to_thread(drill_stack.postgres.start)
         assert during.status_code == 503, during.text
@@ -74,6 +77,16 @@ async def test_deletion_rides_out_a_postgres_outage(drill_stack: DrillStack) -> 
     assert await rows_left(settings.database_url, [bot_id]) == 0
     # Retried as transient throughout: no poison pill, no operator alert.
     assert await _alerts(handle) == 0
+    # What the UI and `temporal workflow describe` showed of the failing calls during the outage: the error in
+    # a line, not the server's stand-in for a failure too large to keep with a pending activity.
+    assert seen_by_operators, "no call had failed yet when the outage ended"
+    assert all(message.startswith(TRANSIENT_PREFIXES) for message in seen_by_operators), seen_by_operators
+
+
+async def _last_failures(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    """The last failure of each pending activity that has one, as describe shows it."""
+    pending = (await handle.describe()).raw_description.pending_activities
+    return [activity.last_failure.message for activity in pending if activity.HasField("last_failure")]
 
 
 def _past(deleted: Callable[[], Awaitable[int]], rows: int) -> Callable[[], Awaitable[bool]]:
