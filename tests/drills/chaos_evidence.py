@@ -29,6 +29,8 @@ class RetriedActivity:
     # From scheduling to the start of the attempt that finished: what the failed attempts cost.
     waited: float
     last_failure: str
+    # The server kept a stand-in for the last failure, too large to keep: operators saw no error there.
+    failure_cut_down: bool = False
 
     @property
     def lost_to_a_timeout(self) -> bool:
@@ -52,8 +54,12 @@ class RetriedActivity:
         )
 
 
+def _cut_down(failure: Failure) -> bool:
+    return failure.message == _CUT_DOWN
+
+
 def _failure_text(failure: Failure) -> str:
-    if failure.message == _CUT_DOWN and failure.HasField("cause"):
+    if _cut_down(failure) and failure.HasField("cause"):
         return f"{failure.cause.message[:90]} (cut down by the server: too large)"
     return failure.message[:90]
 
@@ -76,8 +82,11 @@ async def retried_activities(client: Client, workflow_ids: list[str]) -> list[Re
                 if started.attempt > 1:
                     name, at = scheduled[started.scheduled_event_id]
                     waited = (event.event_time.ToDatetime() - at).total_seconds()
+                    failure = started.last_failure
                     retried.append(
-                        RetriedActivity(workflow_id, name, started.attempt, waited, _failure_text(started.last_failure))
+                        RetriedActivity(
+                            workflow_id, name, started.attempt, waited, _failure_text(failure), _cut_down(failure)
+                        )
                     )
     return retried
 

@@ -340,6 +340,11 @@ async def _problems(
         for activity in retried
         if activity.lost_to_a_timeout and not activity.noticed_by_heartbeat
     ]
+    problems += [
+        f"{activity}: operators saw the server's stand-in for a failure too large to keep, not the error"
+        for activity in retried
+        if activity.failure_cut_down
+    ]
     problems += await bot_leftovers(settings, scenario.bots.bot_ids, requested_one_by_one=True)
     problems += await bot_leftovers(settings, scenario.doomed.bot_ids, requested_one_by_one=False)
     problems += await account_leftovers(settings, scenario.doomed.account_id)
