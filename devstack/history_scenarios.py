@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import httpx
+from temporalio.api.errordetails.v1 import WorkflowNotReadyFailure
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -286,9 +287,18 @@ async def account_deletion_incomplete(ctx: Context) -> str:
         if await _waits_for_operator(bot):
             await bot.signal("skip")
         elif await _waits_for_operator(account):
-            await account.execute_update("skip")
+            try:
+                await account.execute_update("skip")
+            except RPCError as err:
+                # A new run (after continue-as-new) whose first workflow task has not finished: ask again.
+                if not _not_ready(err):
+                    raise
         await asyncio.sleep(0.1)
     return account.id
+
+
+def _not_ready(err: RPCError) -> bool:
+    return any(detail.Is(WorkflowNotReadyFailure.DESCRIPTOR) for detail in err.grpc_status.details)
 
 
 async def _waits_for_operator(handle: WorkflowHandle) -> bool:
