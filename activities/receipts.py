@@ -11,6 +11,7 @@ insert finds the receipt of its deletion and returns it.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -47,6 +48,10 @@ _PROGRESS = text(
 )
 _BOT_RUNS = text(
     "SELECT workflow_id, bot_id FROM deletion_requests WHERE account_id = :account AND kind = 'bot' ORDER BY bot_id"
+)
+_BOT_RECEIPTS = text(
+    "SELECT subject_id, canonical FROM deletion_receipts WHERE account_id = :account AND subject_kind = 'bot'"
+    " ORDER BY seq"
 )
 _BUDGET_CHANGES = text(
     "SELECT rows_per_second, changed_at FROM deletion_budget_changes WHERE changed_at >= :since ORDER BY id"
@@ -140,6 +145,9 @@ class DeletionReceipts:
             for rate, changed_at in await conn.execute(_BUDGET_CHANGES, {"since": requested_at or check_started})
         ]
         actions = [{k: v for k, v in asdict(action).items() if v is not None} for action in request.operator_actions]
+        if request.subject_kind == ReceiptSubject.ACCOUNT:
+            # An operator's message to the account reaches its bot deletions, whose receipts recorded it.
+            actions += await _bot_actions(conn, request.account_id)
         body: dict[str, Any] = {
             "id": str(receipt_id(request)),
             "version": RECEIPT_VERSION,
@@ -189,6 +197,15 @@ class DeletionReceipts:
                 found = (await conn.execute(text(query), {"account": request.account_id})).scalar_one()
                 checks.append(_check(name, int(found)))
         return checks
+
+
+async def _bot_actions(conn: AsyncConnection, account_id: str) -> list[dict[str, Any]]:
+    actions = []
+    for bot_id, canonical in await conn.execute(_BOT_RECEIPTS, {"account": account_id}):
+        for action in json.loads(canonical)["operator_actions"]:
+            if action["action"] != "budget":  # the account's receipt lists each budget change once, itself
+                actions.append({**action, "bot": str(bot_id)})
+    return actions
 
 
 def _check(name: str, found: int, *, service: str | None = None) -> dict[str, Any]:
