@@ -23,11 +23,11 @@ import httpx
 import psutil
 from temporalio.client import Client
 
+from activities.deleters import DELETION_SERVICES as SERVICES
 from api.app import create_app
 from bench.processes import worker_process
 from devstack.seed import asyncpg_dsn, seed
 from devstack.throwaway import throwaway_stack
-from lifecycle.contracts import DELETION_SERVICES as SERVICES
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 

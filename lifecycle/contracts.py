@@ -11,14 +11,6 @@ from lifecycle.statuses import DeletionState
 
 # Deletion
 
-# The services a bot owns data in, one deleter each (activities/deleters.py registers them under these names).
-DELETION_SERVICES: tuple[str, ...] = (
-    "conversations",
-    "messages",
-    "analytics_events",
-    "knowledge_documents",
-    "integrations",
-)
 # A deleter call works for at most this long, then returns so the workflow can pause or resize batches.
 DELETER_SLICE = timedelta(seconds=5)
 # The ApplicationError type of infrastructure failures (database down, connection lost): the workflows retry

@@ -133,7 +133,7 @@ class AccountDeletionWorkflow:
             ),
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary="email the deletion confirmation (once)",
         )
         return self._close(request, DeletionState.COMPLETED, row_deleted=row_deleted)
@@ -159,7 +159,7 @@ class AccountDeletionWorkflow:
             workflow.info().workflow_id,
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary=f"record that the grace period of account {request.account_id} is over",
         )
         return True
@@ -192,7 +192,7 @@ class AccountDeletionWorkflow:
             FinishAccountDeletionInput(workflow_id=workflow.info().workflow_id, account_id=request.account_id),
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary=f"delete the keys and row of account {request.account_id} if nothing of it remains",
         )
 
@@ -230,7 +230,7 @@ class AccountDeletionWorkflow:
             request.account_id,
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary=f"list the bots of account {request.account_id}",
         )
 
@@ -320,7 +320,7 @@ class AccountDeletionWorkflow:
             request.account_id,
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary=f"list the sites of account {request.account_id}",
         )
         for start in range(0, len(site_ids), request.max_concurrent_bots):

@@ -10,10 +10,9 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.deleters import BotDataDeleters
+    from activities.deleters import DELETION_SERVICES, BotDataDeleters
     from activities.deletion_records import DeletionRecords
     from lifecycle.contracts import (
-        DELETION_SERVICES,
         MAX_BATCH_SIZE,
         MIN_BATCH_SIZE,
         TRANSIENT_ERROR,
@@ -145,7 +144,7 @@ class BotDeletionWorkflow:
             self._finish_input(request),
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary=f"check nothing remains, remove bot row {request.bot_id}, record completion",
         )
 
@@ -156,7 +155,7 @@ class BotDeletionWorkflow:
             self._finish_input(request),
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary=f"remove bot row {request.bot_id}, record completion",
         )
 

@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.statuses import SiteStatus
     from lifecycle.workflow_types import SITE_DELETION_WORKFLOW
+    from workflows import policies as retry
     from workflows import site_policies as policies
     from workflows.site_shield import uninterruptible
 
@@ -75,7 +76,7 @@ class SiteDeletionWorkflow:
             arg,
             start_to_close_timeout=policies.UNDO_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT_TIMEOUT,
-            retry_policy=policies.UNDO_RETRY,
+            retry_policy=retry.RETRY_WITHOUT_END,
             summary=summary,
         )
 

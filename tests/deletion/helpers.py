@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 import asyncpg
 from temporalio.client import Client, WorkflowHandle
 
+from activities.deleters import DELETION_SERVICES as SERVICES
 from activities.resources import ActivityResources
 from devstack.seed import asyncpg_dsn
-from lifecycle.contracts import DELETION_SERVICES as SERVICES
 from lifecycle.contracts import AccountDeletionInput, AccountDeletionResult, ReconcileResult
 from lifecycle.deletion_starts import ON_CONFLICT, ON_REUSE, deletion_search_attributes
 from lifecycle.settings import Settings

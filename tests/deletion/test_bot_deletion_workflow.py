@@ -15,7 +15,7 @@ from temporalio.exceptions import CancelledError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from lifecycle.contracts import DELETION_SERVICES as SERVICES
+from activities.deleters import DELETION_SERVICES as SERVICES
 from lifecycle.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
 from tests.deletion.fakes import ROWS_PER_SERVICE, FakeBotServices
 from tests.deletion.helpers import eventually

@@ -18,9 +18,9 @@ import asyncpg
 import pytest
 from temporalio.client import Client
 
+from activities.deleters import DELETION_SERVICES as SERVICES
 from devstack.seed import asyncpg_dsn, seed
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import DELETION_SERVICES as SERVICES
 from lifecycle.contracts import AccountDeletionResult, DeletionStatus
 from lifecycle.db.engine import make_engine, make_sessionmaker
 from lifecycle.deletion_requests import request_account_deletion
