@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from lifecycle.export_contracts import ExportsReconciled
 from lifecycle.site_contracts import SitesReconciled
-from lifecycle.statuses import DeletionState
+from lifecycle.statuses import DeletionState, SiteStatus, StepStatus
 
 # Deletion
 
@@ -62,7 +62,7 @@ class BotDeletionInput:
 class DeletionStatus:
     """What the `progress` query returns and the API shows."""
 
-    status: str
+    status: DeletionState
     services: dict[str, ServiceProgress]
     batch_size: int
     waiting_on: str | None = None
@@ -194,6 +194,6 @@ class SiteRollbackInput:
 class SiteProgress:
     """The `progress` query's answer: the same status and steps the API shows."""
 
-    status: str
-    steps: dict[str, str] = field(default_factory=dict)
+    status: SiteStatus
+    steps: dict[str, StepStatus] = field(default_factory=dict)
     error: str | None = None

@@ -177,7 +177,7 @@ async def redrive_account_deletion(
     return Accepted(record.workflow_id, finished=True)
 
 
-# Waiting for a deletion to finish, so a small one can answer 200 (issue 12). Only Temporal is asked: the
+# Waiting for a deletion to finish, so a small one can answer 200. Only Temporal is asked: the
 # caller has released its database connection before it waits.
 
 

@@ -39,11 +39,12 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.workflow_ids import bot_deletion_id, site_deletion_id
     from lifecycle.workflow_types import (
         ACCOUNT_DELETION_WORKFLOW,
-        BOT_DELETION_WORKFLOW,
-        SITE_DELETION_WORKFLOW,
     )
     from workflows import policies
     from workflows.operator_gate import Decision, OperatorGate
+
+from workflows.bot_deletion import BotDeletionWorkflow
+from workflows.site_deletion import SiteDeletionWorkflow
 
 # Patch: the account row goes, and the email with it, only once nothing of the account remains; otherwise
 # bots and sites are listed and deleted again, then an operator decides. Older runs replay the old path.
@@ -277,10 +278,9 @@ class AccountDeletionWorkflow:
         workflow_id = bot_deletion_id(bot_id)
         try:
             return await workflow.execute_child_workflow(
-                BOT_DELETION_WORKFLOW,
+                BotDeletionWorkflow.run,
                 BotDeletionInput(bot_id=bot_id, account_id=request.account_id, paused=self._paused),
                 id=workflow_id,
-                result_type=BotDeletionResult,
                 id_reuse_policy=ON_REUSE,
                 # Cancelling the account deletion cancels its bots; the deleters are safe to stop anywhere.
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
@@ -336,7 +336,7 @@ class AccountDeletionWorkflow:
         workflow_id = site_deletion_id(site_id)
         try:
             await workflow.execute_child_workflow(
-                SITE_DELETION_WORKFLOW,
+                SiteDeletionWorkflow.run,
                 SiteDeletionInput(site_id=site_id),
                 id=workflow_id,
                 # Customer-facing queue (with its own slots); runs from before the field use our own queue.

@@ -82,14 +82,15 @@ class BotDeletionWorkflow:
         self._progress = {s: replace(request.progress.get(s, ServiceProgress())) for s in DELETION_SERVICES}
         self._paused = request.paused
         self._batch_size = request.batch_size
-        self._status = ""
+        # Set by run's first step, which also publishes it as the search attribute.
+        self._status: DeletionState | None = None
         self._gate = OperatorGate()
         # One operator question at a time: the messages act on the single thing in `waiting_on`.
         self._operator = asyncio.Lock()
 
     @workflow.run
     async def run(self, request: BotDeletionInput) -> BotDeletionResult:
-        self._set_status(DeletionState.PAUSED if self._paused else DeletionState.RUNNING)
+        self._set_status(self._running_or_paused())
         try:
             rounds = 0
             while True:
@@ -220,7 +221,7 @@ class BotDeletionWorkflow:
             decision = await self._gate.ask(waiting_on, alert, announce)
         else:
             decision = await self._gate.ask_after_alert(waiting_on, alert, announce)
-        self._set_status(DeletionState.PAUSED if self._paused else DeletionState.RUNNING)
+        self._set_status(self._running_or_paused())
         return decision
 
     def _skip(self, services: list[str]) -> None:
@@ -241,6 +242,9 @@ class BotDeletionWorkflow:
             replace(request, batch_size=self._batch_size, progress=self._progress, paused=self._paused)
         )
 
+    def _running_or_paused(self) -> DeletionState:
+        return DeletionState.PAUSED if self._paused else DeletionState.RUNNING
+
     def _set_status(self, status: DeletionState) -> None:
         if status != self._status:
             self._status = status
@@ -248,7 +252,9 @@ class BotDeletionWorkflow:
         self._publish_details()
 
     def _publish_details(self) -> None:
-        workflow.set_current_details(describe_progress(self._progress, self._status, self._gate.ignored))
+        workflow.set_current_details(
+            describe_progress(self._progress, self._status or self._running_or_paused(), self._gate.ignored)
+        )
 
     @workflow.signal
     def pause(self) -> None:
@@ -302,7 +308,7 @@ class BotDeletionWorkflow:
     @workflow.query
     def progress(self) -> DeletionStatus:
         return DeletionStatus(
-            status=self._status,
+            status=self._status or self._running_or_paused(),
             services=self._progress,
             batch_size=self._batch_size,
             waiting_on=self._gate.waiting_on,

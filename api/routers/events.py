@@ -1,4 +1,4 @@
-"""Live progress as Server-Sent Events (seed 004): the "your site is being built" animation, and deletions.
+"""Live progress as Server-Sent Events: the "your site is being built" animation, and deletions.
 
 Each event's data is the JSON of the matching status endpoint, built by the same function; its id is the id of
 the `lifecycle_events` row it reflects (lifecycle/events_log.py), so `Last-Event-ID` resumes exactly:

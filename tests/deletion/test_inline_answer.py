@@ -1,5 +1,6 @@
-"""Small deletions answer at once (issue 12, seed 003): 200 with the finished deletion below the threshold or
-under `Prefer: wait=N`, 202 otherwise; against real PostgreSQL, a real Temporal dev server and real workers."""
+"""Small deletions answer at once, so a client need not follow one that is over in a moment: 200 with the
+finished deletion below the threshold or under `Prefer: wait=N`, 202 otherwise; against real PostgreSQL, a real
+Temporal dev server and real workers."""
 
 from __future__ import annotations
 

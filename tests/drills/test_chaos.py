@@ -53,7 +53,7 @@ from tests.drills.conftest import DrillStack
 from tests.drills.probes import fetchval
 from tests.operators.starts import start_bot_deletion
 
-# The kill schedule comes from this seed (issue 10), so a failing run can be repeated.
+# The kill schedule comes from this random seed, so a failing run can be repeated.
 SEED = 10
 WINDOW_SECONDS = 60.0
 KILL_EVERY_SECONDS = (2.0, 5.0)
@@ -78,8 +78,8 @@ SETTLE_LIMIT_SECONDS = 150.0
 # resumed: after the heartbeat timeout and the backoff, a retry waits for a slot on a worker that lives 2-5 s
 # and has six deletion activity slots for up to forty deleter calls (eight deletions of five services). That
 # wait measures the drill's capacity and the machine's load, not the step: 32-37 s once in CI, at most 15 s
-# in three runs here. The longest waits are printed; issue 10's 15 s, with a worker to spare, is a figure
-# test_site_step_killed records.
+# in three runs here. The longest waits are printed; the 15 s recovery target, with a worker to spare, is a
+# figure test_site_step_killed records.
 # Every site's database step works this much longer (heartbeating, as a slow CREATE DATABASE would), so that
 # some kills land inside a site step rather than between steps that take milliseconds.
 SLOW_SITE_STEP = "create_site_database=delay:1.5"

@@ -1,4 +1,4 @@
-"""The operator-action matrix for deletions (issue 9), driven by the real `temporal` binary.
+"""The operator-action matrix for deletions, driven by the real `temporal` binary.
 
 Workflow types (bot deletion, account deletion), crossed with actions (reset to the first task, the last
 task, a task completed in the middle; cancel; terminate), crossed with when (while the run is open, after
