@@ -3,10 +3,9 @@ account deletion, and running the reconciler once."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,9 +24,6 @@ from worker import build_worker
 
 T = TypeVar("T")
 
-# Generous: the machine is shared; tests assert outcomes, never durations.
-WAIT_LIMIT_SECONDS = 90.0
-
 
 async def remaining_rows(database_url: str, bot_id: str) -> dict[str, int]:
     conn = await asyncpg.connect(asyncpg_dsn(database_url))
@@ -43,19 +39,6 @@ async def remaining_rows(database_url: str, bot_id: str) -> dict[str, int]:
 def remaining_files(storage: Path, bot_id: str) -> int:
     directory = storage / bot_id
     return sum(1 for _ in directory.iterdir()) if directory.exists() else 0
-
-
-async def eventually(probe: Callable[[], Awaitable[T | None]], what: str) -> T:
-    """Poll until `probe` returns something truthy; fail with `what` if it never does."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_LIMIT_SECONDS
-    while True:
-        value = await probe()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        await asyncio.sleep(0.2)
 
 
 @contextlib.asynccontextmanager

@@ -25,7 +25,8 @@ from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import eventually, remaining_files, remaining_rows
+from tests.deletion.helpers import remaining_files, remaining_rows
+from tests.eventually import eventually
 from worker import LifecycleWorkers
 
 ROWS = 40

@@ -33,12 +33,12 @@ from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from tests.conftest import ADMIN_HEADERS
 from tests.deletion.helpers import (
-    eventually,
     remaining_files,
     remaining_rows,
     run_reconciler,
     start_paused_account_deletion,
 )
+from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
 from tests.operators.starts import start_bot_deletion
 from worker import LifecycleWorkers

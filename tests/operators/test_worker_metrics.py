@@ -9,7 +9,7 @@ import httpx
 
 from devstack.ports import free_port
 from lifecycle.settings import Settings
-from tests.deletion.helpers import eventually
+from tests.eventually import eventually
 from tests.processes import worker_process
 
 
