@@ -61,7 +61,9 @@ async def _scheduled_calls_once_idle(handle: WorkflowHandle[Any, Any]) -> int | 
     events = [event.event_type for event in (await handle.fetch_history()).events]
     scheduled = events.count(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
     closed = sum(events.count(kind) for kind in _ACTIVITY_CLOSED)
-    idle = events[-1] == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED and closed == scheduled
+    # A run that went on to the end is idle too: then what it scheduled is the answer.
+    settled = (EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
+    idle = events[-1] in settled and closed == scheduled
     return scheduled if idle else None
 
 
