@@ -277,6 +277,7 @@ class AccountExportActivities:
         return AccountExportResult(export_id=request.export_id, status=ExportStatus.FAILED)
 
     @activity.defn(name="await_account_exports")
+    @heartbeats
     async def await_account_exports(self, account_id: str) -> None:
         """Look once: fail (benign, retried by the server) while an export the deletion waits for is not yet
         ready and mailed. No worker slot is held while waiting (activities/polling.py)."""

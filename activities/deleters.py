@@ -1,6 +1,7 @@
 """The per-service deleters of a bot's data, and the one activity that runs them.
 
-Adding a service means adding one entry to DELETERS: the workflow and the API take the list from here.
+Adding a service means adding one entry to DELETERS: the workflow, the API's size estimate and the tests take
+the list of services (DELETION_SERVICES) from here.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from temporalio import activity
 from activities.deletion_pace import Pace
 from activities.errors import as_transient, is_transient
 from activities.resources import ActivityResources
-from lifecycle.contracts import DELETER_SLICE, DELETION_SERVICES, DeleteServiceInput, ServiceProgress
+from lifecycle.contracts import DELETER_SLICE, DeleteServiceInput, ServiceProgress
 
 DELETE_SERVICE_ACTIVITY = "delete_bot_service"
 
@@ -62,6 +63,8 @@ class TableDeleter:
     """Deletes a service's rows of one bot in batches, walking the (bot_id, id) index upwards."""
 
     table: str
+    # Units of work per row, for the API's estimate of a deletion's size (lifecycle/deletion_size.py).
+    work_per_row: int = 1
 
     async def estimate_remaining(self, conn: AsyncConnection, bot_id: str, cursor: int) -> int:
         """The bot's rows above `cursor`: exact up to ESTIMATE_SAMPLE rows, estimated above that.
@@ -131,6 +134,8 @@ class TableDeleter:
 class DocumentDeleter(TableDeleter):
     """Knowledge documents: the row and its file under the storage directory; a missing file is fine."""
 
+    work_per_row: int = 2  # a row and a file to unlink
+
     async def delete_batch(
         self, conn: AsyncConnection, settings_storage: Path, bot_id: str, cursor: int, limit: int
     ) -> Batch:
@@ -164,8 +169,8 @@ DELETERS: dict[str, TableDeleter] = {
     "knowledge_documents": DocumentDeleter("knowledge_documents"),
     "integrations": TableDeleter("integrations"),
 }
-# The workflows know the services by name only; the two lists must agree.
-assert tuple(DELETERS) == DELETION_SERVICES, "register every deleter under lifecycle.contracts.DELETION_SERVICES"
+# The services a bot owns data in, by name: the workflow deletes each with one call of delete_bot_service.
+DELETION_SERVICES: tuple[str, ...] = tuple(DELETERS)
 
 
 # Durable progress, written in the same transaction as each batch's DELETE: the status API reads it without a

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import text
 from temporalio import activity
 
+from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
 
 # Idempotent: a retry keeps the first end. An expedited grace moves deletes_at back to now, so a later run of
@@ -21,6 +22,7 @@ class DeletionGrace:
         self._resources = resources
 
     @activity.defn(name="end_account_deletion_grace")
+    @heartbeats
     async def end_account_deletion_grace(self, workflow_id: str) -> None:
         async with self._resources.engine.begin() as conn:
             await conn.execute(_END_GRACE, {"workflow_id": workflow_id})

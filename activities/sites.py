@@ -24,7 +24,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import mail, site_files, wordpress_schema
-from activities.heartbeat import heartbeating
+from activities.heartbeat import heartbeating, heartbeats
 from activities.polling import raise_if_running
 from activities.resources import ActivityResources
 from activities.site_database import SiteDatabaseServer, site_database_name
@@ -326,6 +326,7 @@ class SiteActivities:
             return await self._status(failure.site_id)
 
     @activity.defn(name="await_site_creation_closed")
+    @heartbeats
     async def await_site_creation_closed(self, deletion: SiteDeletionInput) -> None:
         """Creation and deletion of one site never overlap: wait until the creation run has closed.
 

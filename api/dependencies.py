@@ -7,18 +7,18 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any, Final
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy import select
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from temporalio.client import Client
 from temporalio.service import RPCError
 
 from api.problems import ProblemError
 from api.security import hash_api_key, tokens_equal
-from lifecycle.db.models import Account, ApiKey
+from lifecycle.api_keys import account_of_key_sql
 from lifecycle.deletion_status import DESCRIBE_TIMEOUT as STATUS_CONNECT_WAIT
 from lifecycle.settings import Settings
 from lifecycle.temporal_client import TemporalUnavailable, connect
@@ -120,49 +120,63 @@ ReachableTemporalDep = Annotated[Client | None, Depends(get_temporal_if_reachabl
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
+# Said by an operation that anyone may call, in its OpenAPI entry (`security: []` is OpenAPI's "no credential"):
+# every other operation depends on account_key_hash or admin_token, and the authorization matrix fails for one
+# that does neither without saying this.
+PUBLIC: Final[dict[str, Any]] = {"security": []}
+
+
 @dataclass(frozen=True)
 class Caller:
     account_id: uuid.UUID
 
 
-async def _account_for_key(session: AsyncSession, key: str) -> uuid.UUID | None:
-    row = await session.execute(
-        select(ApiKey.account_id)
-        .join(Account, Account.id == ApiKey.account_id)
-        .where(
-            ApiKey.key_hash == hash_api_key(key),
-            ApiKey.revoked_at.is_(None),
-            Account.deletion_requested_at.is_(None),
-        )
-    )
-    return row.scalar_one_or_none()
+_ACCOUNT_OF_KEY = text(account_of_key_sql(":key_hash"))
 
 
-def api_key_of(credentials: HTTPAuthorizationCredentials | None) -> str:
+async def account_key_hash(credentials: Credentials) -> str:
+    """The hash of the caller's account key. Every operation that takes an account key depends on this, and
+    tests/trust/test_authorization_matrix.py reads the dependency to know which credential an operation needs.
+    Whether the key opens an account is checked by the statement that uses the hash (require_account here)."""
     if credentials is None:
         raise ProblemError(401, "Send an API key as `Authorization: Bearer <key>`.", headers=_UNAUTHORIZED_HEADERS)
+    return hash_api_key(credentials.credentials)
+
+
+async def admin_token(credentials: Credentials) -> str:
+    """The token the caller sent for an admin operation; like account_key_hash, it names the credential an
+    operation needs, and require_admin checks it."""
+    if credentials is None:
+        raise ProblemError(
+            401, "Send the admin token as `Authorization: Bearer <token>`.", headers=_UNAUTHORIZED_HEADERS
+        )
     return credentials.credentials
+
+
+AccountKeyDep = Annotated[str, Depends(account_key_hash)]
+AdminTokenDep = Annotated[str, Depends(admin_token)]
+
+
+async def _account_for_key(session: AsyncSession, key_hash: str) -> uuid.UUID | None:
+    row = await session.execute(_ACCOUNT_OF_KEY, {"key_hash": key_hash})
+    return row.scalar_one_or_none()
 
 
 def unknown_api_key() -> ProblemError:
     return ProblemError(401, "The API key is unknown or revoked.", headers=_UNAUTHORIZED_HEADERS)
 
 
-async def require_account(credentials: Credentials, session: SessionDep) -> Caller:
-    account_id = await _account_for_key(session, api_key_of(credentials))
+async def require_account(key_hash: AccountKeyDep, session: SessionDep) -> Caller:
+    account_id = await _account_for_key(session, key_hash)
     if account_id is None:
         raise unknown_api_key()
     return Caller(account_id=account_id)
 
 
-async def require_admin(credentials: Credentials, session: SessionDep, settings: SettingsDep) -> None:
-    if credentials is None:
-        raise ProblemError(
-            401, "Send the admin token as `Authorization: Bearer <token>`.", headers=_UNAUTHORIZED_HEADERS
-        )
-    if settings.admin_token and tokens_equal(credentials.credentials, settings.admin_token):
+async def require_admin(token: AdminTokenDep, session: SessionDep, settings: SettingsDep) -> None:
+    if settings.admin_token and tokens_equal(token, settings.admin_token):
         return
-    if await _account_for_key(session, credentials.credentials) is not None:
+    if await _account_for_key(session, hash_api_key(token)) is not None:
         raise ProblemError(403, "This endpoint needs the admin token; an account API key cannot use it.")
     raise ProblemError(401, "The admin token is wrong.", headers=_UNAUTHORIZED_HEADERS)
 

@@ -8,18 +8,10 @@ from enum import StrEnum
 
 from lifecycle.export_contracts import ExportsReconciled
 from lifecycle.site_contracts import SitesReconciled
-from lifecycle.statuses import DeletionState, Throttle
+from lifecycle.statuses import DeletionState, SiteStatus, StepStatus, Throttle
 
 # Deletion
 
-# The services a bot owns data in, one deleter each (activities/deleters.py registers them under these names).
-DELETION_SERVICES: tuple[str, ...] = (
-    "conversations",
-    "messages",
-    "analytics_events",
-    "knowledge_documents",
-    "integrations",
-)
 # A deleter call works for at most this long, then returns so the workflow can pause or resize batches.
 DELETER_SLICE = timedelta(seconds=5)
 # The ApplicationError type of infrastructure failures (database down, connection lost): the workflows retry
@@ -86,7 +78,7 @@ class OperatorAction:
 class DeletionStatus:
     """What the `progress` query returns and the API shows."""
 
-    status: str
+    status: DeletionState
     services: dict[str, ServiceProgress]
     batch_size: int
     waiting_on: str | None = None
@@ -244,6 +236,6 @@ class SiteRollbackInput:
 class SiteProgress:
     """The `progress` query's answer: the same status and steps the API shows."""
 
-    status: str
-    steps: dict[str, str] = field(default_factory=dict)
+    status: SiteStatus
+    steps: dict[str, StepStatus] = field(default_factory=dict)
     error: str | None = None

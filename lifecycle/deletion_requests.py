@@ -20,6 +20,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError, TerminatedError
 from temporalio.service import RPCError
 
+from lifecycle.api_keys import account_of_key_sql
 from lifecycle.contracts import AccountDeletionResult, BotDeletionResult, ServiceProgress
 from lifecycle.db.models import Account, ApiKey, DeletionRequest
 from lifecycle.deletion_starts import (
@@ -49,11 +50,8 @@ class Accepted:
 # against the database on every request, and the record still commits before the workflow starts.
 # Written for the driver ($n parameters): request_bot_deletion runs it on the pooled connection's asyncpg
 # connection, which spares SQLAlchemy's statement and result handling on every DELETE /bots/{id}.
-_AUTHORIZE_MARK_RECORD = """
-    WITH caller AS (
-        SELECT k.account_id FROM api_keys k JOIN accounts a ON a.id = k.account_id
-        WHERE k.key_hash = $1::text AND k.revoked_at IS NULL AND a.deletion_requested_at IS NULL
-    ), marked AS (
+_AUTHORIZE_MARK_RECORD = f"""
+    WITH caller AS ({account_of_key_sql("$1::text")}), marked AS (
         UPDATE bots SET deletion_requested_at = coalesce(deletion_requested_at, now())
         WHERE id = $2::uuid AND account_id = (SELECT account_id FROM caller)
         RETURNING account_id
@@ -179,7 +177,7 @@ async def redrive_account_deletion(
     return Accepted(record.workflow_id, finished=True)
 
 
-# Waiting for a deletion to finish, so a small one can answer 200 (issue 12). Only Temporal is asked: the
+# Waiting for a deletion to finish, so a small one can answer 200. Only Temporal is asked: the
 # caller has released its database connection before it waits.
 
 

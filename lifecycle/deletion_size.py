@@ -15,14 +15,11 @@ from collections.abc import Mapping
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from lifecycle.contracts import DELETION_SERVICES
+from activities.deleters import DELETERS
 from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES
 
-# Units of work per row of each service's table (activities/deleters.py deletes each service from the table of
-# the same name; a test checks the two agree). A knowledge document is a row and a file to unlink: two units.
-WORK_PER_ROW: Mapping[str, int] = {
-    service: 2 if service == "knowledge_documents" else 1 for service in DELETION_SERVICES
-}
+# Units of work per row of each service's table, as its deleter counts them.
+WORK_PER_ROW: Mapping[str, int] = {deleter.table: deleter.work_per_row for deleter in DELETERS.values()}
 
 _LIVE_SITE = "status IN ({})".format(", ".join(f"'{status}'" for status in DOMAIN_HOLDING_SITE_STATUSES))
 

@@ -57,9 +57,10 @@ class Settings(BaseSettings):
     worker_metrics_host: str = "127.0.0.1"
     public_base_url: str | None = None
     max_request_body_bytes: int = 64 * 1024
-    # Small deletions answer at once (seed 003). Below this many rows of work, counted by a bounded estimate
-    # (lifecycle/deletion_size.py), DELETE /bots/{id} and DELETE /account wait for their workflow and answer
-    # 200 with the finished deletion; 0 turns the size-based wait off (`Prefer: wait=N` still applies).
+    # Small deletions answer at once, sparing the client a status to follow. Below this many rows of work,
+    # counted by a bounded estimate (lifecycle/deletion_size.py), DELETE /bots/{id} and DELETE /account wait for
+    # their workflow and answer 200 with the finished deletion; 0 turns the size-based wait off (`Prefer: wait=N`
+    # still applies).
     deletion_inline_threshold: int = Field(default=1_000, ge=0)
     # Seconds such a request waits for its run before answering 202 anyway. A deletion below the threshold
     # takes a fraction of a second on an idle worker; 5 s absorbs a busy one while staying far inside the
@@ -79,7 +80,7 @@ class Settings(BaseSettings):
     receipt_signing_key: str | None = Field(default=None, repr=False)
     # Rows per keyset batch while writing an export: memory holds one batch of one table at a time.
     export_batch_rows: int = Field(default=5_000, ge=1, le=100_000)
-    # A window to change one's mind (issue 12): DELETE /account signs the account out at once, then deletes
+    # A window to change one's mind: DELETE /account signs the account out at once, then deletes
     # nothing for this long (ISO 8601 duration, e.g. P7D), during which an admin can restore it. Zero, the
     # local default, deletes at once as before; docker-compose.yml sets P7D.
     account_deletion_grace: timedelta = Field(default=timedelta(0), ge=timedelta(0))

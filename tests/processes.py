@@ -84,6 +84,6 @@ class ApiProcess(ChildProcess):
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:
-                time.sleep(0.1)
+                time.sleep(0.1)  # polling interval of a synchronous wait: fixtures start processes outside a loop
         self.kill()  # a fixture that fails here never reaches its teardown
         raise AssertionError(f"API did not start:\n{self.log()[-2000:]}")

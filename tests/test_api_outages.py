@@ -5,8 +5,6 @@ by itself, without a restart, once the dependency is back. Oversized bodies, chu
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from devstack.temporal_server import TemporalDevServer
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
 from tests.conftest import ADMIN_HEADERS
+from tests.eventually import eventually
 from tests.processes import ApiProcess
 
 # How long a recovered dependency may take to be noticed: the API retries Temporal every second, and the
@@ -66,15 +65,11 @@ def assert_unavailable(response: httpx.Response) -> None:
     assert response.json()["status"] == 503
 
 
-async def eventually(probe: Callable[[], Awaitable[httpx.Response]], status: int, what: str) -> httpx.Response:
-    deadline = time.monotonic() + RECOVERY_LIMIT_SECONDS
-    while True:
-        response = await probe()
-        if response.status_code == status:
-            return response
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: still {response.status_code} {response.text}")
-        await asyncio.sleep(0.2)
+async def answers(probe: Callable[[], Awaitable[httpx.Response]], status: int, what: str) -> httpx.Response:
+    def got(response: httpx.Response) -> bool:
+        return response.status_code == status
+
+    return await eventually(probe, what, until=got, within=RECOVERY_LIMIT_SECONDS)
 
 
 async def test_starts_while_temporal_is_down_and_reconnects_once_it_is_up(
@@ -99,11 +94,11 @@ async def test_starts_while_temporal_is_down_and_reconnects_once_it_is_up(
 
         temporal.start()
         try:
-            accepted = await eventually(
+            accepted = await answers(
                 lambda: http.delete(f"/bots/{bot['id']}", headers=headers), 202, "bot deletion after Temporal is up"
             )
             assert accepted.json()["status"] == "running"
-            await eventually(lambda: http.get("/readyz"), 200, "ready after Temporal is up")
+            await answers(lambda: http.get("/readyz"), 200, "ready after Temporal is up")
         finally:
             temporal.stop()
         # And down again: the connected client reports UNAVAILABLE, still a 503, and the status still answers.
@@ -131,7 +126,7 @@ async def test_starts_while_postgres_is_down_and_reconnects_once_it_is_up(
     finally:
         own_postgres.start()
     async with httpx.AsyncClient(base_url=api.url, timeout=30) as http:
-        created = await eventually(
+        created = await answers(
             lambda: http.post("/accounts", json={"name": "Bo", "email": "bo@example.com"}, headers=ADMIN_HEADERS),
             201,
             "account creation after PostgreSQL is up",

@@ -8,7 +8,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from lifecycle.db.engine import make_engine
-from tests.deletion.helpers import eventually
+from tests.eventually import eventually
 
 
 async def _pid(engine: AsyncEngine) -> int:

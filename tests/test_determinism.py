@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     import worker as worker_module
     from activities.resources import ActivityResources
     from lifecycle.settings import Settings
-    from tests.deletion.helpers import eventually
+    from tests.eventually import eventually
     from workflows.registry import WORKFLOWS
 
 

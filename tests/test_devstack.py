@@ -84,7 +84,7 @@ class RunningStack:
                     return
             except httpx.HTTPError:
                 pass
-            time.sleep(0.5)
+            time.sleep(0.5)  # the polling interval of this synchronous wait (the stack runs outside any event loop)
         raise AssertionError(f"stack not ready in {timeout}s:\n{self.log.read_text()[-3000:]}")
 
     @property

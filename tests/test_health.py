@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.deletion.helpers import eventually
+from tests.eventually import eventually
 
 
 async def test_healthz(api: httpx.AsyncClient) -> None:

@@ -42,11 +42,12 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.workflow_ids import bot_deletion_id, site_deletion_id
     from lifecycle.workflow_types import (
         ACCOUNT_DELETION_WORKFLOW,
-        BOT_DELETION_WORKFLOW,
-        SITE_DELETION_WORKFLOW,
     )
     from workflows import policies
     from workflows.operator_gate import Decision, OperatorGate
+
+from workflows.bot_deletion import BotDeletionWorkflow
+from workflows.site_deletion import SiteDeletionWorkflow
 
 # Patch: the account row goes, and the email with it, only once nothing of the account remains; otherwise
 # bots and sites are listed and deleted again, then an operator decides. Older runs replay the old path.
@@ -140,7 +141,7 @@ class AccountDeletionWorkflow:
             ),
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary="email the deletion confirmation (once)",
         )
         return self._close(request, DeletionState.COMPLETED, row_deleted=row_deleted)
@@ -159,7 +160,7 @@ class AccountDeletionWorkflow:
             ),
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary=f"check account {request.account_id} is gone, then sign its deletion receipt",
         )
 
@@ -184,7 +185,7 @@ class AccountDeletionWorkflow:
             workflow.info().workflow_id,
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary=f"record that the grace period of account {request.account_id} is over",
         )
         return True
@@ -217,7 +218,7 @@ class AccountDeletionWorkflow:
             FinishAccountDeletionInput(workflow_id=workflow.info().workflow_id, account_id=request.account_id),
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary=f"delete the keys and row of account {request.account_id} if nothing of it remains",
         )
 
@@ -255,7 +256,7 @@ class AccountDeletionWorkflow:
             request.account_id,
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary=f"list the bots of account {request.account_id}",
         )
 
@@ -302,10 +303,9 @@ class AccountDeletionWorkflow:
         workflow_id = bot_deletion_id(bot_id)
         try:
             return await workflow.execute_child_workflow(
-                BOT_DELETION_WORKFLOW,
+                BotDeletionWorkflow.run,
                 BotDeletionInput(bot_id=bot_id, account_id=request.account_id, paused=self._paused),
                 id=workflow_id,
-                result_type=BotDeletionResult,
                 id_reuse_policy=ON_REUSE,
                 # Cancelling the account deletion cancels its bots; the deleters are safe to stop anywhere.
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
@@ -345,7 +345,7 @@ class AccountDeletionWorkflow:
             request.account_id,
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary=f"list the sites of account {request.account_id}",
         )
         for start in range(0, len(site_ids), request.max_concurrent_bots):
@@ -361,7 +361,7 @@ class AccountDeletionWorkflow:
         workflow_id = site_deletion_id(site_id)
         try:
             await workflow.execute_child_workflow(
-                SITE_DELETION_WORKFLOW,
+                SiteDeletionWorkflow.run,
                 SiteDeletionInput(site_id=site_id),
                 id=workflow_id,
                 # Customer-facing queue (with its own slots); runs from before the field use our own queue.

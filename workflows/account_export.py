@@ -40,7 +40,7 @@ class AccountExportWorkflow:
             request,
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=export_policies.EXPORT_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary=f"list what export {request.export_id} holds",
         )
         if plan.settled is not None:
@@ -54,7 +54,7 @@ class AccountExportWorkflow:
                 ref,
                 start_to_close_timeout=policies.STEP_TIMEOUT,
                 heartbeat_timeout=policies.STEP_HEARTBEAT,
-                retry_policy=export_policies.EXPORT_RETRY,
+                retry_policy=policies.RETRY_WITHOUT_END,
                 summary="mark the export failed",
             )
         self._set_status(ExportStatus.WRITING, f"writing {len(plan.parts)} parts")
@@ -63,7 +63,7 @@ class AccountExportWorkflow:
             WritePartsInput(export_id=request.export_id, account_id=request.account_id, parts=plan.parts),
             start_to_close_timeout=export_policies.EXPORT_WRITE_TIMEOUT,
             heartbeat_timeout=export_policies.EXPORT_HEARTBEAT,
-            retry_policy=export_policies.EXPORT_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary=f"write {len(plan.parts)} parts as JSON lines",
         )
         self._set_status(ExportStatus.WRITING, "assembling the ZIP")
@@ -72,7 +72,7 @@ class AccountExportWorkflow:
             AssembleInput(export_id=request.export_id, parts=plan.parts),
             start_to_close_timeout=export_policies.EXPORT_WRITE_TIMEOUT,
             heartbeat_timeout=export_policies.EXPORT_HEARTBEAT,
-            retry_policy=export_policies.EXPORT_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary="assemble the ZIP and its checksum",
         )
         retention = timedelta(seconds=request.retention_seconds)
@@ -82,7 +82,7 @@ class AccountExportWorkflow:
             MarkReadyInput(export_id=request.export_id, facts=facts, expires_at=expires_at),
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=export_policies.EXPORT_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary="mark the export ready",
         )
         self._set_status(ExportStatus.READY, f"ready: {facts.size_bytes:,} bytes, {facts.entries} entries")
@@ -91,7 +91,7 @@ class AccountExportWorkflow:
             ref,
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=export_policies.EXPORT_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary="email the download link (once)",
         )
         self._set_status(ExportStatus.READY, f"ready and mailed: {facts.size_bytes:,} bytes; kept until {expires_at}")
@@ -105,7 +105,7 @@ class AccountExportWorkflow:
             ref,
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=export_policies.EXPORT_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary="delete the archive",
         )
         self._set_status(ExportStatus.EXPIRED, "expired: archive deleted")

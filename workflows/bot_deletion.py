@@ -10,11 +10,10 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.deleters import BotDataDeleters
+    from activities.deleters import DELETION_SERVICES, BotDataDeleters
     from activities.deletion_records import DeletionRecords
     from activities.receipts import DeletionReceipts
     from lifecycle.contracts import (
-        DELETION_SERVICES,
         MAX_BATCH_SIZE,
         MIN_BATCH_SIZE,
         TRANSIENT_ERROR,
@@ -104,7 +103,8 @@ class BotDeletionWorkflow:
         self._progress = {s: replace(request.progress.get(s, ServiceProgress())) for s in DELETION_SERVICES}
         self._paused = request.paused
         self._batch_size = request.batch_size
-        self._status = ""
+        # Set by run's first step, which also publishes it as the search attribute.
+        self._status: DeletionState | None = None
         self._operator_actions = list(request.operator_actions)
         self._gate = OperatorGate()
         # One operator question at a time: the messages act on the single thing in `waiting_on`.
@@ -112,7 +112,7 @@ class BotDeletionWorkflow:
 
     @workflow.run
     async def run(self, request: BotDeletionInput) -> BotDeletionResult:
-        self._set_status(DeletionState.PAUSED if self._paused else DeletionState.RUNNING)
+        self._set_status(self._running_or_paused())
         try:
             rounds = 0
             while True:
@@ -159,7 +159,7 @@ class BotDeletionWorkflow:
             ),
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary=f"check bot {request.bot_id} is gone, then sign its deletion receipt",
         )
 
@@ -187,7 +187,7 @@ class BotDeletionWorkflow:
             self._finish_input(request),
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary=f"check nothing remains, remove bot row {request.bot_id}, record completion",
         )
 
@@ -198,7 +198,7 @@ class BotDeletionWorkflow:
             self._finish_input(request),
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary=f"remove bot row {request.bot_id}, record completion",
         )
 
@@ -263,7 +263,7 @@ class BotDeletionWorkflow:
             decision = await self._gate.ask(waiting_on, alert, announce)
         else:
             decision = await self._gate.ask_after_alert(waiting_on, alert, announce)
-        self._set_status(DeletionState.PAUSED if self._paused else DeletionState.RUNNING)
+        self._set_status(self._running_or_paused())
         return decision
 
     def _skip(self, services: list[str]) -> None:
@@ -290,6 +290,9 @@ class BotDeletionWorkflow:
             )
         )
 
+    def _running_or_paused(self) -> DeletionState:
+        return DeletionState.PAUSED if self._paused else DeletionState.RUNNING
+
     def _set_status(self, status: DeletionState) -> None:
         if status != self._status:
             self._status = status
@@ -297,7 +300,9 @@ class BotDeletionWorkflow:
         self._publish_details()
 
     def _publish_details(self) -> None:
-        workflow.set_current_details(describe_progress(self._progress, self._status, self._gate.ignored))
+        workflow.set_current_details(
+            describe_progress(self._progress, self._status or self._running_or_paused(), self._gate.ignored)
+        )
 
     def _record(self, action: str, target: str | None = None) -> None:
         """An operator's message the run acts on, for the receipt."""
@@ -365,7 +370,7 @@ class BotDeletionWorkflow:
         pace = _pace(self._progress) if self._status == DeletionState.RUNNING else Pace()
         eta = pace.estimated_completion(workflow.now())
         return DeletionStatus(
-            status=self._status,
+            status=self._status or self._running_or_paused(),
             services=self._progress,
             batch_size=self._batch_size,
             waiting_on=self._gate.waiting_on,

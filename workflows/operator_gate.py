@@ -77,7 +77,7 @@ class OperatorGate:
             alert,
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary=f"alert: {alert.subject}",
         )
         self.waiting_on = waiting_on

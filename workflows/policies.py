@@ -1,4 +1,5 @@
-"""Retry policies and timeouts of the deletion workflows, each with the reason it has its value."""
+"""Retry policies and timeouts of the deletion workflows, each with the reason it has its value, and the one retry
+policy every workflow gives its idempotent steps."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ DELETER_START_TO_CLOSE = timedelta(minutes=2)
 # Deleters heartbeat after every batch (tens of ms); 10 s of silence means the worker died, so retry soon.
 DELETER_HEARTBEAT = timedelta(seconds=10)
 
-# Short database and SMTP steps: retry forever with backoff; they are idempotent and an outage is transient.
-STEP_RETRY = RetryPolicy(
+# Idempotent steps whose failures are outages (database, disk, SMTP): retry without end, backing off to a minute,
+# so an outage delays the work rather than losing it. The deletions' and exports' steps and the sites' undos.
+RETRY_WITHOUT_END = RetryPolicy(
     initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(minutes=1)
 )
 STEP_TIMEOUT = timedelta(seconds=30)

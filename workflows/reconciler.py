@@ -23,7 +23,7 @@ class DeletionReconcilerWorkflow:
             Reconciler.reconcile_deletions,
             start_to_close_timeout=policies.RECONCILE_TIMEOUT,
             heartbeat_timeout=policies.RECONCILE_HEARTBEAT,
-            retry_policy=policies.STEP_RETRY,
+            retry_policy=policies.RETRY_WITHOUT_END,
             summary="start deletions marked in the database that no run is working on",
         )
         if workflow.patched("reconcile-sites"):
@@ -32,7 +32,7 @@ class DeletionReconcilerWorkflow:
                 SiteReconcileInput(),
                 start_to_close_timeout=policies.RECONCILE_TIMEOUT,
                 heartbeat_timeout=policies.RECONCILE_HEARTBEAT,
-                retry_policy=policies.STEP_RETRY,
+                retry_policy=policies.RETRY_WITHOUT_END,
                 summary="finish, roll back or tear down sites that no run is working on",
             )
         if workflow.patched("reconcile-exports"):
@@ -40,7 +40,7 @@ class DeletionReconcilerWorkflow:
                 ExportReconciler.reconcile_exports,
                 start_to_close_timeout=policies.RECONCILE_TIMEOUT,
                 heartbeat_timeout=policies.RECONCILE_HEARTBEAT,
-                retry_policy=policies.STEP_RETRY,
+                retry_policy=policies.RETRY_WITHOUT_END,
                 summary="delete overdue archives and start again the exports no run is working on",
             )
         return result

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.site_contracts import SiteRollbackFailure
     from lifecycle.statuses import SiteStatus, StepStatus
     from lifecycle.workflow_types import SITE_CREATION_WORKFLOW
+    from workflows import policies as retry
     from workflows import site_policies as policies
     from workflows.site_shield import uninterruptible
     from workflows.site_steps import ALL_STEPS, BOOTSTRAP, DATABASE, FILESYSTEM, METADATA, SiteStep
@@ -221,7 +222,7 @@ class SiteCreationWorkflow:
                 site,
                 start_to_close_timeout=policies.UNDO_TIMEOUT,
                 heartbeat_timeout=policies.STEP_HEARTBEAT_TIMEOUT,
-                retry_policy=policies.UNDO_RETRY,
+                retry_policy=retry.RETRY_WITHOUT_END,
                 summary=f"{step.name}: undo",
             )
         except ActivityError as err:
@@ -275,7 +276,7 @@ class SiteCreationWorkflow:
                 SiteActivities.activate_site,
                 site,
                 start_to_close_timeout=policies.LOCAL_ACTIVATION_TIMEOUT,
-                retry_policy=policies.UNDO_RETRY,
+                retry_policy=retry.RETRY_WITHOUT_END,
                 summary="mark active",
             )
         else:
@@ -304,7 +305,7 @@ class SiteCreationWorkflow:
             arg,
             start_to_close_timeout=policies.UNDO_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT_TIMEOUT,
-            retry_policy=policies.UNDO_RETRY,
+            retry_policy=retry.RETRY_WITHOUT_END,
             summary=summary,
         )
 

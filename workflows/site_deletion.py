@@ -17,8 +17,9 @@ with workflow.unsafe.imports_passed_through():
     from activities.sites import SiteActivities
     from lifecycle.contracts import SiteDeletionInput, SiteProgress, SiteRef
     from lifecycle.search_attributes import LIFECYCLE_STATUS
-    from lifecycle.statuses import SiteStatus
+    from lifecycle.statuses import SiteStatus, StepStatus
     from lifecycle.workflow_types import SITE_DELETION_WORKFLOW
+    from workflows import policies as retry
     from workflows import site_policies as policies
     from workflows.site_shield import uninterruptible
 
@@ -37,7 +38,9 @@ class SiteDeletionWorkflow:
 
     @workflow.query(name="progress")
     def progress(self) -> SiteProgress:
-        return SiteProgress(status=self._status, steps={"teardown": self._stage})
+        # The step in progress is named in the current details (_publish); the answer says whether it is done.
+        teardown = StepStatus.DONE if self._status == SiteStatus.DELETED else StepStatus.RUNNING
+        return SiteProgress(status=self._status, steps={"teardown": teardown})
 
     @workflow.run
     async def run(self, input: SiteDeletionInput) -> SiteProgress:
@@ -75,7 +78,7 @@ class SiteDeletionWorkflow:
             arg,
             start_to_close_timeout=policies.UNDO_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT_TIMEOUT,
-            retry_policy=policies.UNDO_RETRY,
+            retry_policy=retry.RETRY_WITHOUT_END,
             summary=summary,
         )
 

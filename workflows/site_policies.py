@@ -22,15 +22,9 @@ STEP_RETRY = RetryPolicy(
 # rather than holding the workflow task for the ten minutes a step may take.
 LOCAL_ACTIVATION_TIMEOUT = timedelta(seconds=30)
 
-# An undo is idempotent and must not be lost, so it retries until it succeeds (0 = no limit) or fails for good
-# (non-retryable), which the rollback records and hands to an operator. Bounded like a step.
+# An undo is idempotent and must not be lost, so it retries with policies.RETRY_WITHOUT_END until it succeeds or
+# fails for good (non-retryable), which the rollback records and hands to an operator. Bounded like a step.
 UNDO_TIMEOUT = timedelta(minutes=10)
-UNDO_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(minutes=1),
-    maximum_attempts=0,
-)
 
 # The site is already active when the email goes out: ride out an SMTP outage for about a day, then give up.
 EMAIL_TIMEOUT = timedelta(seconds=30)

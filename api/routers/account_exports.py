@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import FileResponse
 from sqlalchemy import select
 
-from api.dependencies import CallerDep, SessionDep, SettingsDep, TemporalDep
+from api.dependencies import PUBLIC, CallerDep, SessionDep, SettingsDep, TemporalDep
 from api.problems import ProblemError, problem_responses
 from api.schemas.exports import ExportAccepted, ExportOut
 from lifecycle.db.models import AccountExport
@@ -87,6 +87,8 @@ async def get_export(export_id: uuid.UUID, caller: CallerDep, session: SessionDe
         206: {"content": {"application/zip": {}}, "description": "The requested byte range."},
         **problem_responses(403, 404, 410),
     },
+    # The signed link is the credential (an HMAC, checked in tests/exports): no API key.
+    openapi_extra=PUBLIC,
 )
 async def download_export(
     export_id: uuid.UUID,

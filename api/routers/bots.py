@@ -11,18 +11,16 @@ from sqlalchemy import select
 
 from api.deletion_answer import PreferHeader, deletion_answers, plan_wait
 from api.dependencies import (
+    AccountKeyDep,
     CallerDep,
-    Credentials,
     EngineDep,
     SessionDep,
     SettingsDep,
     TemporalDep,
-    api_key_of,
     unknown_api_key,
 )
 from api.problems import ProblemError, problem_responses
 from api.schemas.bots import BotCreate, BotOut, DeletionAccepted, DeletionFinished
-from api.security import hash_api_key
 from lifecycle.db.models import Bot
 from lifecycle.deletion_requests import Finished, Unauthorized, await_deletion, request_bot_deletion
 from lifecycle.deletion_size import bot_deletion_size
@@ -85,14 +83,13 @@ async def get_bot(bot_id: uuid.UUID, caller: CallerDep, session: SessionDep) -> 
 )
 async def delete_bot(
     bot_id: uuid.UUID,
-    credentials: Credentials,
+    # The key is checked inside the deletion's own statement rather than through CallerDep: one round trip.
+    key_hash: AccountKeyDep,
     engine: EngineDep,
     client: TemporalDep,
     settings: SettingsDep,
     prefer: PreferHeader = None,
 ) -> Response:
-    # Authorizes inside the deletion's own statement rather than through CallerDep: one round trip, not two.
-    key_hash = hash_api_key(api_key_of(credentials))
     try:
         accepted = await request_bot_deletion(engine, client, settings.task_queue, key_hash=key_hash, bot_id=bot_id)
     except Unauthorized:

@@ -1,4 +1,4 @@
-"""Live progress as Server-Sent Events (seed 004): the "your site is being built" animation, and deletions.
+"""Live progress as Server-Sent Events: the "your site is being built" animation, and deletions.
 
 Each event's data is the JSON of the matching status endpoint, built by the same function; its id is the id of
 the `lifecycle_events` row it reflects (lifecycle/events_log.py), so `Last-Event-ID` resumes exactly:
@@ -28,7 +28,7 @@ from fastapi import APIRouter, Depends, Header, Request
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from api.dependencies import Caller, Credentials, TemporalConnection, require_account, require_admin
+from api.dependencies import AccountKeyDep, AdminTokenDep, Caller, TemporalConnection, require_account, require_admin
 from api.problems import ProblemError, problem_responses
 from api.routers.deletion_status import account_deletion_out, bot_deletion_out
 from api.routers.sites import site_out
@@ -93,14 +93,14 @@ def _sessions(request: Request) -> async_sessionmaker[AsyncSession]:
 # dependencies would hold theirs open until the response ends, which for a stream is minutes.
 
 
-async def _stream_caller(request: Request, credentials: Credentials) -> Caller:
+async def _stream_caller(request: Request, key_hash: AccountKeyDep) -> Caller:
     async with _sessions(request)() as session:
-        return await require_account(credentials, session)
+        return await require_account(key_hash, session)
 
 
-async def _stream_admin(request: Request, credentials: Credentials) -> None:
+async def _stream_admin(request: Request, token: AdminTokenDep) -> None:
     async with _sessions(request)() as session:
-        await require_admin(credentials, session, request.app.state.settings)
+        await require_admin(token, session, request.app.state.settings)
 
 
 StreamCallerDep = Annotated[Caller, Depends(_stream_caller)]

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from api.dependencies import TemporalConnection
+from api.dependencies import PUBLIC, TemporalConnection
 from api.problems import problem_response, problem_responses
 
 router = APIRouter(tags=["health"])
@@ -30,7 +30,7 @@ class Readiness(BaseModel):
     checks: dict[str, str]
 
 
-@router.get("/healthz", response_model=Health, summary="The process is alive")
+@router.get("/healthz", response_model=Health, summary="The process is alive", openapi_extra=PUBLIC)
 async def healthz() -> Health:
     return Health(status="ok")
 
@@ -59,6 +59,7 @@ async def _probe(check: Coroutine[Any, Any, None]) -> str:
     response_model=Readiness,
     summary="Temporal and PostgreSQL both answer",
     responses=problem_responses(503),
+    openapi_extra=PUBLIC,
 )
 async def readyz(request: Request) -> Readiness | JSONResponse:
     checks = {

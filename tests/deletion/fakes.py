@@ -56,7 +56,7 @@ class FakeBotServices:
             try:
                 while not self.gate.is_set():
                     activity.heartbeat()
-                    await asyncio.sleep(0.05)
+                    await asyncio.sleep(0.05)  # held while the gate is shut, heartbeating as a real deleter does
             except asyncio.CancelledError:
                 self.cancelled += 1
                 raise

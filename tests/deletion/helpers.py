@@ -3,19 +3,18 @@ account deletion, and running the reconciler once."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncpg
 from temporalio.client import Client, WorkflowHandle
 
+from activities.deleters import DELETION_SERVICES as SERVICES
 from activities.resources import ActivityResources
 from devstack.seed import asyncpg_dsn
-from lifecycle.contracts import DELETION_SERVICES as SERVICES
 from lifecycle.contracts import AccountDeletionInput, AccountDeletionResult, ReconcileResult
 from lifecycle.deletion_starts import ON_CONFLICT, ON_REUSE, deletion_search_attributes
 from lifecycle.settings import Settings
@@ -24,9 +23,6 @@ from lifecycle.workflow_types import ACCOUNT_DELETION_WORKFLOW, RECONCILER_WORKF
 from worker import build_worker
 
 T = TypeVar("T")
-
-# Generous: the machine is shared; tests assert outcomes, never durations.
-WAIT_LIMIT_SECONDS = 90.0
 
 
 async def remaining_rows(database_url: str, bot_id: str) -> dict[str, int]:
@@ -43,19 +39,6 @@ async def remaining_rows(database_url: str, bot_id: str) -> dict[str, int]:
 def remaining_files(storage: Path, bot_id: str) -> int:
     directory = storage / bot_id
     return sum(1 for _ in directory.iterdir()) if directory.exists() else 0
-
-
-async def eventually(probe: Callable[[], Awaitable[T | None]], what: str) -> T:
-    """Poll until `probe` returns something truthy; fail with `what` if it never does."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_LIMIT_SECONDS
-    while True:
-        value = await probe()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        await asyncio.sleep(0.2)
 
 
 @contextlib.asynccontextmanager

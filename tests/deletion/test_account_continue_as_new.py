@@ -17,8 +17,9 @@ from lifecycle.contracts import DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import eventually, remaining_rows, start_paused_account_deletion
+from tests.deletion.helpers import remaining_rows, start_paused_account_deletion
 from tests.drills.probes import fetchval
+from tests.eventually import eventually
 from worker import LifecycleWorkers
 from workflows.registry import WORKFLOWS
 

@@ -16,7 +16,7 @@ from lifecycle.contracts import AccountDeletionResult
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id
 from tests.conftest import ApiAccount
-from tests.deletion.helpers import eventually
+from tests.eventually import eventually
 from tests.sites.helpers import SiteResources, site_resources
 from worker import LifecycleWorkers
 

@@ -11,7 +11,8 @@ from temporalio.client import Client
 from devstack.seed import rows_per_service, seed
 from lifecycle.settings import Settings
 from tests.conftest import ApiAccount
-from tests.deletion.helpers import eventually, remaining_files, remaining_rows
+from tests.deletion.helpers import remaining_files, remaining_rows
+from tests.eventually import eventually
 from worker import LifecycleWorkers
 
 

@@ -6,19 +6,21 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import pytest_asyncio
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import CancelledError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from lifecycle.contracts import DELETION_SERVICES as SERVICES
+from activities.deleters import DELETION_SERVICES as SERVICES
 from lifecycle.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
 from tests.deletion.fakes import ROWS_PER_SERVICE, FakeBotServices
-from tests.deletion.helpers import eventually
+from tests.eventually import eventually
 from workflows.bot_deletion import BotDeletionWorkflow
 
 
@@ -53,6 +55,26 @@ async def harness(time_skipping_env: WorkflowEnvironment, services: FakeBotServi
         yield Harness(time_skipping_env.client, services, task_queue)
 
 
+async def _scheduled_calls_once_idle(handle: WorkflowHandle[Any, Any]) -> int | None:
+    """How many activities the run scheduled, once its last workflow task completed with every one of them closed
+    (so it decided, on everything that happened, to schedule nothing more); None until then."""
+    events = [event.event_type for event in (await handle.fetch_history()).events]
+    scheduled = events.count(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+    closed = sum(events.count(kind) for kind in _ACTIVITY_CLOSED)
+    # A run that went on to the end is idle too: then what it scheduled is the answer.
+    settled = (EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
+    idle = events[-1] in settled and closed == scheduled
+    return scheduled if idle else None
+
+
+_ACTIVITY_CLOSED = (
+    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED,
+)
+
+
 async def progress(handle: WorkflowHandle[BotDeletionWorkflow, BotDeletionResult]) -> DeletionStatus:
     return await handle.query(BotDeletionWorkflow.progress)
 
@@ -78,15 +100,16 @@ async def test_pause_stops_after_the_current_call_and_resume_continues_with_a_ne
 ) -> None:
     services.gate = asyncio.Event()
     handle = await harness.start()
-    await eventually(lambda: asyncio.sleep(0, services.calls), "the first deleter call starts")
+    await eventually(lambda: services.calls, "the first deleter call starts")
     await handle.signal(BotDeletionWorkflow.pause)
     assert (await progress(handle)).status == "paused"
     services.gate.set()
     gated = services.calls[0].service
     await eventually(lambda: _slice_recorded(handle, gated), "the gated call finishes and its progress is recorded")
     calls_before_pause = len(services.calls)
-    await asyncio.sleep(0.5)
-    assert len(services.calls) == calls_before_pause, "a paused deletion must not start another call"
+    # Observed, not slept on: the run has answered every completed call and sits with nothing scheduled.
+    scheduled = await eventually(lambda: _scheduled_calls_once_idle(handle), "the paused run goes idle")
+    assert scheduled == calls_before_pause == len(services.calls), "a paused deletion must not start another call"
 
     with pytest.raises(WorkflowUpdateFailedError) as rejected:
         await handle.execute_update(BotDeletionWorkflow.set_batch_size, 10)
@@ -151,12 +174,12 @@ async def _waiting(handle: WorkflowHandle[BotDeletionWorkflow, BotDeletionResult
 async def test_cancellation_stops_the_running_deleter(harness: Harness, services: FakeBotServices) -> None:
     services.gate = asyncio.Event()
     handle = await harness.start()
-    await eventually(lambda: asyncio.sleep(0, services.calls), "the first deleter call starts")
+    await eventually(lambda: services.calls, "the first deleter call starts")
     await handle.cancel()
     with pytest.raises(WorkflowFailureError) as failure:
         await handle.result()
     assert isinstance(failure.value.cause, CancelledError)
-    await eventually(lambda: asyncio.sleep(0, services.cancelled), "the deleter sees the cancellation")
+    await eventually(lambda: services.cancelled, "the deleter sees the cancellation")
     assert services.finished == []
 
 
@@ -215,7 +238,7 @@ async def test_operator_updates_are_refused_while_nothing_waits_and_signals_are_
 ) -> None:
     services.gate = asyncio.Event()
     handle = await harness.start()
-    await eventually(lambda: asyncio.sleep(0, services.calls), "the first deleter call starts")
+    await eventually(lambda: services.calls, "the first deleter call starts")
     for name in ("retry", "skip"):
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await handle.execute_update(name, result_type=str)
@@ -242,6 +265,6 @@ async def test_a_failing_alert_still_reaches_the_operator(harness: Harness, serv
     handle = await harness.start()
     status = await eventually(lambda: _waiting(handle), "the deletion waits for an operator")
     assert status.waiting_on == "messages"
-    await eventually(lambda: asyncio.sleep(0, services.alerts), "the alert was attempted")
+    await eventually(lambda: services.alerts, "the alert was attempted")
     assert await handle.execute_update("retry", result_type=str) == "retrying messages"
     assert all_deleted(await handle.result())

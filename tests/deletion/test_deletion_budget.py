@@ -21,7 +21,7 @@ from lifecycle.deletion_budget import DEFAULT_ROWS_PER_SECOND
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import eventually
+from tests.eventually import eventually
 from worker import LifecycleWorkers
 
 # A rate is a count over a time: these windows are the measurement, not a wait for something to happen.

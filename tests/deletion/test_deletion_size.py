@@ -9,10 +9,9 @@ import pytest_asyncio
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from activities.deleters import DELETERS
 from devstack.seed import rows_per_service, seed
 from lifecycle.db.engine import make_engine
-from lifecycle.deletion_size import WORK_PER_ROW, account_deletion_size, bot_deletion_size
+from lifecycle.deletion_size import account_deletion_size, bot_deletion_size
 from lifecycle.settings import Settings
 
 ROWS = 100
@@ -32,10 +31,6 @@ async def conn(settings: Settings) -> AsyncIterator[AsyncConnection]:
             yield connection
     finally:
         await engine.dispose()
-
-
-def test_every_table_the_deleters_empty_is_counted() -> None:
-    assert set(WORK_PER_ROW) == {deleter.table for deleter in DELETERS.values()}
 
 
 async def test_a_bot_is_counted_exactly_below_the_limit_and_stops_at_it(

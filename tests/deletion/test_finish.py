@@ -16,6 +16,7 @@ from devstack.seed import asyncpg_dsn, seed
 from lifecycle.contracts import FinishBotDeletionInput, FinishBotDeletionResult
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
+from tests.eventually import eventually
 
 
 @pytest.fixture
@@ -100,7 +101,14 @@ async def test_a_writer_still_inside_its_transaction_is_waited_for(
             "INSERT INTO messages (bot_id, conversation_ref, body) VALUES ($1::uuid, 1, 'late')", bot_id
         )
         finishing = asyncio.create_task(_finish(records, bot_id))
-        await asyncio.sleep(1)
+        # Observed, not slept on: finishing is inside PostgreSQL, blocked by the writer's lock.
+        writer_pid = writer.get_server_pid()
+        await eventually(
+            lambda: conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))", writer_pid
+            ),
+            "finishing waits on the writer's lock",
+        )
         assert not finishing.done(), "finishing went ahead while a writer held the bot row"
         await (transaction.commit() if writer_commits else transaction.rollback())
         result = await finishing

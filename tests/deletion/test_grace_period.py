@@ -1,4 +1,4 @@
-"""A grace period before an account is deleted (issue 12, part 3): signed out at once, nothing deleted until
+"""A grace period before an account is deleted, a window to change one's mind: signed out at once, nothing deleted until
 `deletes_at`, restorable by an admin with a new key, expeditable by an operator. Real PostgreSQL, a real
 Temporal dev server and the session's real worker; the grace is an hour unless a test needs the timer itself."""
 
@@ -25,7 +25,8 @@ from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import eventually, remaining_files, remaining_rows
+from tests.deletion.helpers import remaining_files, remaining_rows
+from tests.eventually import eventually
 from worker import LifecycleWorkers
 
 ROWS = 40

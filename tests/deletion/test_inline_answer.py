@@ -1,5 +1,6 @@
-"""Small deletions answer at once (issue 12, seed 003): 200 with the finished deletion below the threshold or
-under `Prefer: wait=N`, 202 otherwise; against real PostgreSQL, a real Temporal dev server and real workers."""
+"""Small deletions answer at once, so a client need not follow one that is over in a moment: 200 with the
+finished deletion below the threshold or under `Prefer: wait=N`, 202 otherwise; against real PostgreSQL, a real
+Temporal dev server and real workers."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from devstack.seed import asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
-from tests.deletion.helpers import eventually, own_queue, own_worker, remaining_files, remaining_rows
+from tests.deletion.helpers import own_queue, own_worker, remaining_files, remaining_rows
+from tests.eventually import eventually
 from worker import LifecycleWorkers
 
 # Small enough to answer inline under the default threshold (1,000), with room to spare: about 100 rows.
@@ -247,7 +249,7 @@ async def _terminated_while_waiting(
         # Twice, a moment apart: not the instant between the start and the size estimate.
         if pool.checkedout() != 0:
             return False
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3)  # the moment apart that the two looks need (see above)
         return pool.checkedout() == 0
 
     await eventually(waiting_without_a_connection, "the waiting request holds no connection")

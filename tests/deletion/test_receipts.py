@@ -22,15 +22,17 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from temporalio.client import Client
 
+from activities.deleters import DELETION_SERVICES
 from devstack.seed import asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import DELETION_SERVICES, BotDeletionInput, BotDeletionResult, DeletionStatus
+from lifecycle.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.statuses import DeletionState
 from lifecycle.workflow_ids import bot_deletion_id
 from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import eventually, own_queue, own_worker
+from tests.deletion.helpers import own_queue, own_worker
+from tests.eventually import eventually
 from worker import LifecycleWorkers
 
 ROWS = 3_000

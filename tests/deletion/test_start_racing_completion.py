@@ -32,8 +32,9 @@ from lifecycle.deletion_starts import (
 )
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
-from tests.deletion.helpers import eventually, start_paused_account_deletion
+from tests.deletion.helpers import start_paused_account_deletion
 from tests.drills.probes import fetchval
+from tests.eventually import eventually
 from tests.operators.starts import start_bot_deletion
 from worker import LifecycleWorkers
 

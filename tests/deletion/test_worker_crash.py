@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import email
 import os
 import signal
@@ -18,15 +17,16 @@ import asyncpg
 import pytest
 from temporalio.client import Client
 
+from activities.deleters import DELETION_SERVICES as SERVICES
 from devstack.seed import asyncpg_dsn, seed
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import DELETION_SERVICES as SERVICES
 from lifecycle.contracts import AccountDeletionResult, DeletionStatus
 from lifecycle.db.engine import make_engine, make_sessionmaker
 from lifecycle.deletion_requests import request_account_deletion
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
-from tests.deletion.helpers import eventually, remaining_files, remaining_rows
+from tests.deletion.helpers import remaining_files, remaining_rows
+from tests.eventually import eventually
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ROWS_PER_BOT = 150_000
@@ -93,12 +93,7 @@ async def test_account_deletion_survives_a_killed_worker(
                 )
                 return deleted > 0
 
-            for _ in range(3_000):  # a minute at most
-                if await mid_deletion():
-                    break
-                await asyncio.sleep(0.02)
-            else:
-                raise AssertionError("the first worker never deleted anything")
+            await eventually(mid_deletion, "the first worker deleted something", within=60, interval=0.02)
             first.kill()
             first.wait()
         remaining_after_kill = 0

@@ -45,7 +45,7 @@ async def retrying(call: Callable[[], Awaitable[T]], what: str, limit: float = R
         except RESTARTING as err:
             if time.monotonic() > deadline:
                 raise AssertionError(f"gave up after {limit:.0f} s: {what}: {err!r}") from err
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # the pause between tries while a server restarts
 
 
 def expect(response: httpx.Response, *accepted: int) -> httpx.Response:
@@ -85,7 +85,7 @@ class ChaosWorkers:
 
     async def _keep_one_running(self) -> None:
         while True:
-            await asyncio.sleep(RESPAWN_INTERVAL_SECONDS)
+            await asyncio.sleep(RESPAWN_INTERVAL_SECONDS)  # how often the supervisor looks, as a process manager
             assert self.current is not None and self.current.process is not None
             if self.current.process.poll() is not None:
                 tail = self.current.log()[-600:].strip().splitlines()

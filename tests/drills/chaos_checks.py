@@ -10,11 +10,11 @@ from pathlib import Path
 
 import asyncpg
 
+from activities.deleters import DELETION_SERVICES
 from activities.site_database import site_database_name
 from activities.site_files import CREDENTIALS_DIR, site_key
 from devstack.seed import asyncpg_dsn
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import DELETION_SERVICES
 from lifecycle.settings import Settings
 from lifecycle.statuses import SiteStatus
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id

@@ -44,13 +44,13 @@ class DrillStack:
     def restart_temporal(self, down_seconds: float = 0.0) -> None:
         """Stop the dev server, stay down `down_seconds`, start it again on the same port and state file."""
         self.temporal.stop()
-        time.sleep(down_seconds)
+        time.sleep(down_seconds)  # the fault itself: the server stays down this long
         self.temporal.start()
 
     def restart_postgres(self, down_seconds: float = 0.0) -> None:
         """Fast shutdown (open transactions roll back), stay down `down_seconds`, start on the same data."""
         self.postgres.stop()
-        time.sleep(down_seconds)
+        time.sleep(down_seconds)  # the fault itself: the server stays down this long
         self.postgres.start()
 
 

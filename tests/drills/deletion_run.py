@@ -11,7 +11,8 @@ from temporalio.client import WorkflowHandle
 from devstack.seed import rows_per_service, seed
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.drills.conftest import DrillStack
-from tests.drills.probes import rows_left, wait_until
+from tests.drills.probes import rows_left
+from tests.eventually import seconds_until
 
 
 @dataclass
@@ -32,7 +33,7 @@ class DeletionRun:
         async def past() -> bool:
             return await self.deleted() > rows
 
-        return await wait_until(past, what)
+        return await seconds_until(past, what)
 
     async def alerts_raised(self) -> int:
         """Operator alerts in the history: a transient outage must never reach one."""

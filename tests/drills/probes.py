@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from email import message_from_bytes
 from itertools import pairwise
 from typing import Any
@@ -12,14 +10,11 @@ from typing import Any
 import asyncpg
 from temporalio.client import Client
 
+from activities.deleters import DELETION_SERVICES as SERVICES
 from devstack.seed import asyncpg_dsn
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import DELETION_SERVICES as SERVICES
 from lifecycle.contracts import DeletionStatus
 from lifecycle.workflow_ids import bot_deletion_id
-
-# Generous: the machine is shared; drills report durations and assert only that things happen at all.
-LIMIT_SECONDS = 120.0
 
 
 async def rows_left(database_url: str, bot_ids: list[str]) -> int:
@@ -39,16 +34,6 @@ async def fetchval(database_url: str, sql: str, *args: Any) -> Any:
         return await conn.fetchval(sql, *args)
     finally:
         await conn.close()
-
-
-async def wait_until(probe: Callable[[], Awaitable[Any]], what: str, limit: float = LIMIT_SECONDS) -> float:
-    """Poll `probe` until truthy; return the seconds it took."""
-    started = time.monotonic()
-    while not await probe():
-        if time.monotonic() - started > limit:
-            raise AssertionError(f"never happened within {limit:.0f} s: {what}")
-        await asyncio.sleep(0.1)
-    return time.monotonic() - started
 
 
 async def bot_progress(client: Client, bot_id: str) -> int | None:
@@ -75,7 +60,7 @@ class ProgressRecorder:
                 value = await bot_progress(self._client, bot_id)
                 if value is not None:
                     samples.append(value)
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)  # the sampling interval of this background recorder
 
     def __enter__(self) -> ProgressRecorder:
         self._task = asyncio.get_running_loop().create_task(self._run())

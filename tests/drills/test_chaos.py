@@ -17,7 +17,6 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -51,9 +50,10 @@ from tests.drills.chaos_evidence import (
 )
 from tests.drills.conftest import DrillStack
 from tests.drills.probes import fetchval
+from tests.eventually import eventually
 from tests.operators.starts import start_bot_deletion
 
-# The kill schedule comes from this seed (issue 10), so a failing run can be repeated.
+# The kill schedule comes from this random seed, so a failing run can be repeated.
 SEED = 10
 WINDOW_SECONDS = 60.0
 KILL_EVERY_SECONDS = (2.0, 5.0)
@@ -78,8 +78,8 @@ SETTLE_LIMIT_SECONDS = 150.0
 # resumed: after the heartbeat timeout and the backoff, a retry waits for a slot on a worker that lives 2-5 s
 # and has six deletion activity slots for up to forty deleter calls (eight deletions of five services). That
 # wait measures the drill's capacity and the machine's load, not the step: 32-37 s once in CI, at most 15 s
-# in three runs here. The longest waits are printed; issue 10's 15 s, with a worker to spare, is a figure
-# test_site_step_killed records.
+# in three runs here. The longest waits are printed; the 15 s recovery target, with a worker to spare, is a
+# figure test_site_step_killed records.
 # Every site's database step works this much longer (heartbeating, as a slow CREATE DATABASE would), so that
 # some kills land inside a site step rather than between steps that take milliseconds.
 SLOW_SITE_STEP = "create_site_database=delay:1.5"
@@ -118,10 +118,11 @@ async def _prepare(stack: DrillStack, api: ChaosApi) -> Scenario:
         )
         scenario.doomed_sites[created.json()["id"]] = domain
     for site_id in scenario.doomed_sites:
-        await _wait_for(
+        await eventually(
             functools.partial(_site_status, stack, site_id),
-            SiteStatus.ACTIVE,
             f"site {site_id} of the account to delete became active",
+            until=lambda status: status == SiteStatus.ACTIVE,
+            within=60,
         )
     return scenario
 
@@ -135,15 +136,8 @@ async def _site_status(stack: DrillStack, site_id: str) -> str | None:
     return None if status is None else str(status)
 
 
-async def _wait_for(probe: Callable[[], Awaitable[Any]], value: object, what: str, limit: float = 60.0) -> None:
-    deadline = time.monotonic() + limit
-    while await probe() != value:
-        assert time.monotonic() < deadline, f"never happened within {limit:.0f} s: {what}"
-        await asyncio.sleep(0.2)
-
-
 async def _at(start: float, offset: float, action: Callable[[], Awaitable[object]]) -> None:
-    await asyncio.sleep(max(0.0, start + offset - time.monotonic()))
+    await asyncio.sleep(max(0.0, start + offset - time.monotonic()))  # the drill's schedule: act at `offset`
     await action()
 
 
@@ -208,7 +202,7 @@ async def _run_the_window(
         for at, action in _planned(stack, api, scenario):
             window.create_task(_at(started, at, action))
         for n, pause in enumerate(intervals):
-            await asyncio.sleep(pause)
+            await asyncio.sleep(pause)  # the kill schedule (seeded): a worker lives this long
             await asyncio.to_thread(workers.kill_and_replace)
             last_kill = time.monotonic()
             window.create_task(_create_site(api, scenario, n))
@@ -265,7 +259,7 @@ async def _settle(stack: DrillStack, scenario: Scenario, last_kill: float) -> Se
             # A deletion waiting for an operator never settles by itself.
             settled.still_open = deletions + sites
             return settled
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.5)  # the polling interval while the drill settles (several conditions, one report)
 
 
 async def _reconcile(stack: DrillStack) -> ReconcileResult:

@@ -16,7 +16,8 @@ from devstack.seed import rows_per_service, seed
 from lifecycle.contracts import MIN_BATCH_SIZE
 from tests.drills import figures
 from tests.drills.conftest import DrillStack
-from tests.drills.probes import rows_left, wait_until
+from tests.drills.probes import rows_left
+from tests.eventually import seconds_until
 from tests.operators.starts import start_bot_deletion
 
 ROWS = 200_000
@@ -48,14 +49,15 @@ async def test_deletion_rides_out_a_postgres_outage(drill_stack: DrillStack) -> 
         async def deleted() -> int:
             return total - await rows_left(settings.database_url, [bot_id])
 
-        await wait_until(_past(deleted, total // 10), "deletion got under way")
+        await seconds_until(_past(deleted, total // 10), "deletion got under way")
 
         stopped = time.monotonic()
         await asyncio.to_thread(drill_stack.postgres.stop)
         try:
             async with httpx.AsyncClient(base_url=api.url) as http:
                 during = await http.get("/bots", headers=headers)
-            await asyncio.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - stopped)))
+            down_for = OUTAGE_SECONDS - (time.monotonic() - stopped)
+            await asyncio.sleep(max(0.0, down_for))  # the fault itself: PostgreSQL stays down for the whole outage
             seen_by_operators = await _last_failures(handle)
         finally:
             await asyncio.to_thread(drill_stack.postgres.start)
@@ -66,7 +68,7 @@ async def test_deletion_rides_out_a_postgres_outage(drill_stack: DrillStack) -> 
         back = time.monotonic()
         before = await deleted()
         assert before < total, "the deletion finished before the outage; seed more rows"
-        resumed = await wait_until(_past(deleted, before), "deletion advanced after PostgreSQL came back")
+        resumed = await seconds_until(_past(deleted, before), "deletion advanced after PostgreSQL came back")
         result = await asyncio.wait_for(handle.result(), timeout=180)
         completed = time.monotonic() - back
     finally:

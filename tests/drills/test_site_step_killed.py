@@ -17,7 +17,8 @@ from tests.conftest import ADMIN_TOKEN
 from tests.drills import figures
 from tests.drills.chaos_evidence import retried_activities
 from tests.drills.conftest import DrillStack
-from tests.drills.probes import fetchval, wait_until
+from tests.drills.probes import fetchval
+from tests.eventually import seconds_until
 
 # The first attempt of the database step works 30 s longer (heartbeating), so the kill lands inside it.
 SLOW_STEP = "create_site_database=delay:30:1"
@@ -50,7 +51,7 @@ async def test_worker_killed_inside_a_site_step(drill_stack: DrillStack) -> None
                     for activity in pending
                 )
 
-            await wait_until(inside_the_database_step, "the worker is inside the database step")
+            await seconds_until(inside_the_database_step, "the worker is inside the database step")
             first.kill()
 
             second = drill_stack.worker("successor")
@@ -67,16 +68,16 @@ async def test_worker_killed_inside_a_site_step(drill_stack: DrillStack) -> None
                     return bool(site["status"] == "active")
 
                 # The step itself resumed (its retry ran on the new worker), then the rest of the saga.
-                await wait_until(database_done, "the database step finished on the new worker", limit=120)
+                await seconds_until(database_done, "the database step finished on the new worker", within=120)
                 step_done = time.monotonic() - started
-                await wait_until(active, "site became active", limit=120)
+                await seconds_until(active, "site became active", within=120)
                 resumed = time.monotonic() - started
                 await handle.result()
 
                 async def emailed() -> bool:
                     return len(_message_ids(drill_stack, email)) == 1
 
-                await wait_until(emailed, "the site-ready email arrived")
+                await seconds_until(emailed, "the site-ready email arrived")
             finally:
                 assert second.terminate() == 0, second.log()[-2000:]
     finally:

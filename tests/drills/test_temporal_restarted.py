@@ -8,7 +8,8 @@ import time
 from devstack.seed import rows_per_service, seed
 from tests.drills import figures
 from tests.drills.conftest import DrillStack
-from tests.drills.probes import rows_left, wait_until
+from tests.drills.probes import rows_left
+from tests.eventually import seconds_until
 from tests.operators.starts import start_bot_deletion
 
 ROWS = 300_000
@@ -31,7 +32,7 @@ async def test_runs_resume_after_temporal_restarts(drill_stack: DrillStack) -> N
             progress = await handle.query("progress")
             return bool(progress["status"] == "paused")
 
-        await wait_until(paused, "the worker picked the run up, paused")
+        await seconds_until(paused, "the worker picked the run up, paused")
 
         started = time.monotonic()
         await asyncio.to_thread(drill_stack.restart_temporal)
@@ -44,7 +45,7 @@ async def test_runs_resume_after_temporal_restarts(drill_stack: DrillStack) -> N
         async def advancing() -> bool:
             return await rows_left(settings.database_url, [bot_id]) < total
 
-        resumed = await wait_until(advancing, "deletion advanced after the restart")
+        resumed = await seconds_until(advancing, "deletion advanced after the restart")
         result = await asyncio.wait_for(handle.result(), timeout=120)
         completed = time.monotonic() - back
         # The same worker process, never restarted by the test, finished the run.

@@ -16,7 +16,8 @@ from tests.conftest import ADMIN_TOKEN
 from tests.deletion.helpers import remaining_files
 from tests.drills import figures
 from tests.drills.conftest import DrillStack
-from tests.drills.probes import ProgressRecorder, fetchval, mail_to, rows_left, wait_until
+from tests.drills.probes import ProgressRecorder, fetchval, mail_to, rows_left
+from tests.eventually import seconds_until
 
 # Large enough that the deletion is mid-way when the worker dies, small enough to seed in seconds.
 ROWS_PER_BOT = 150_000
@@ -45,7 +46,7 @@ async def test_worker_killed_during_account_deletion(drill_stack: DrillStack) ->
             return await deleted() > threshold
 
         with ProgressRecorder(drill_stack.client, seeded.bot_ids) as recorder:
-            await wait_until(lambda: deleted_past(total // 10), "deletion got under way")
+            await seconds_until(lambda: deleted_past(total // 10), "deletion got under way")
             first.kill()
             # Rows of the batch in flight roll back with the dead connection: this count is what survived.
             before_kill = await deleted()
@@ -53,7 +54,7 @@ async def test_worker_killed_during_account_deletion(drill_stack: DrillStack) ->
 
             second = drill_stack.worker("successor")
             try:
-                resumed = await wait_until(lambda: deleted_past(before_kill), "deletion resumed")
+                resumed = await seconds_until(lambda: deleted_past(before_kill), "deletion resumed")
                 handle = drill_stack.client.get_workflow_handle(account_deletion_id(seeded.account_id))
                 await asyncio.wait_for(handle.result(), timeout=120)
             finally:
@@ -95,7 +96,7 @@ async def test_worker_killed_during_site_provisioning(drill_stack: DrillStack) -
                 progress = await handle.query("progress")
                 return bool(progress["steps"]["bootstrap"] == "running")
 
-            await wait_until(bootstrapping, "site reached the bootstrap step")
+            await seconds_until(bootstrapping, "site reached the bootstrap step")
             first.kill()
 
             second = drill_stack.worker("clean")
@@ -107,7 +108,7 @@ async def test_worker_killed_during_site_provisioning(drill_stack: DrillStack) -
                     assert site["status"] in ("provisioning", "active"), site
                     return bool(site["status"] == "active")
 
-                await wait_until(active, "site became active")
+                await seconds_until(active, "site became active")
                 resumed = time.monotonic() - started
                 await asyncio.wait_for(handle.result(), timeout=120)
             finally:

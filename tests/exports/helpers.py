@@ -3,7 +3,6 @@ the database independently of the export code (asyncpg's own types, not PostgreS
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import uuid
@@ -20,6 +19,7 @@ import httpx
 from devstack.seed import Seeded, asyncpg_dsn, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.settings import Settings
+from tests.eventually import eventually
 
 SERVICES = ("conversations", "messages", "analytics_events", "knowledge_documents", "integrations")
 READY_SUBJECT = "Your data export is ready"
@@ -58,13 +58,11 @@ async def export_row(settings: Settings, export_id: str) -> asyncpg.Record:
 
 async def wait_for_status(settings: Settings, export_id: str, *wanted: str) -> asyncpg.Record:
     """The export's row once its status is one of `wanted` (and, for `ready`, its link mailed)."""
-    async with asyncio.timeout(60):
-        while True:
-            row = await export_row(settings, export_id)
-            if row["status"] in wanted and (row["status"] != "ready" or row["mailed_at"] is not None):
-                return row
-            await asyncio.sleep(0.05)
-    raise AssertionError("unreachable")
+
+    def arrived(row: asyncpg.Record) -> bool:
+        return row["status"] in wanted and (row["status"] != "ready" or row["mailed_at"] is not None)
+
+    return await eventually(lambda: export_row(settings, export_id), f"export {export_id} is {wanted}", until=arrived)
 
 
 def ready_mails(sink: SmtpSink, address: str) -> list[Message]:

@@ -4,13 +4,13 @@ is mailed once."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import uuid
 from pathlib import Path
 
 from devstack.smtp_sink import SmtpSink
 from lifecycle.settings import Settings
+from tests.eventually import eventually
 from tests.exports.conftest import ApiWith
 from tests.exports.helpers import (
     account_email,
@@ -29,11 +29,8 @@ def _partials(exports: Path, export_id: str) -> list[Path]:
 
 
 async def _first_partial(exports: Path, export_id: str) -> None:
-    async with asyncio.timeout(60):
-        while True:
-            if _partials(exports, export_id):
-                return
-            await asyncio.sleep(0.002)
+    # Polled every 2 ms: the worker is to be killed while it writes, and a small part is written in moments.
+    await eventually(lambda: _partials(exports, export_id), "a part is being written", within=60, interval=0.002)
 
 
 async def test_the_archive_survives_a_worker_killed_mid_write(

@@ -8,7 +8,8 @@ from temporalio.client import Client
 
 from devstack.seed import seed
 from lifecycle.settings import Settings
-from tests.deletion.helpers import eventually, remaining_rows
+from tests.deletion.helpers import remaining_rows
+from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
 from tests.operators.conftest import QueueWorker
 from tests.operators.starts import start_bot_deletion

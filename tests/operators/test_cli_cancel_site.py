@@ -6,7 +6,7 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 
 from lifecycle.settings import Settings
-from tests.deletion.helpers import eventually
+from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
 from tests.operators.conftest import QueueWorker
 from tests.sites.helpers import site_state, start_creation, undos_run

@@ -33,7 +33,8 @@ from lifecycle.statuses import AlertDelivery, DeletionState
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from lifecycle.workflow_types import BOT_DELETION_WORKFLOW, RECONCILER_WORKFLOW
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import eventually, own_worker, remaining_files, remaining_rows
+from tests.deletion.helpers import own_worker, remaining_files, remaining_rows
+from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
 from tests.operators.conftest import QueueWorker
 from tests.operators.starts import start_bot_deletion
@@ -128,7 +129,7 @@ async def test_skipped_bot_ends_the_account_incomplete_then_the_admin_redrive_fi
                 assert own_question.status == DeletionState.WAITING_FOR_OPERATOR
                 answers.append(await _update(cli, account_wid, "skip"))
             else:
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.2)  # the polling interval: each round answers the question it finds open
         result = await account.result()
 
     assert result["status"] == DeletionState.INCOMPLETE and result["account_row_deleted"] is False
@@ -194,7 +195,7 @@ async def test_an_account_level_retry_reaches_its_stuck_bot_deletion(
             if await bot_stuck() is not None:
                 answers.append(await _update(cli, account_wid, "retry"))
             else:
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.2)  # the polling interval: each round answers the question it finds open
         result = await account.result()
     assert answers and set(answers) == {"retry sent to 1 bot deletions"}
 
@@ -290,7 +291,7 @@ class SlowFailingWebhook:
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers["Content-Length"]))
                 hook.posts += 1
-                time.sleep(delay_seconds)
+                time.sleep(delay_seconds)  # the slow webhook this test needs: it answers late on purpose
                 self.send_response(status)
                 self.end_headers()
                 self.wfile.write(b"webhook says no")

@@ -15,7 +15,8 @@ from devstack.smtp_sink import SmtpSink
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, site_creation_id
 from tests.conftest import ApiAccount
-from tests.deletion.helpers import eventually, remaining_rows
+from tests.deletion.helpers import remaining_rows
+from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
 from tests.operators.starts import start_bot_deletion
 from tests.sites.helpers import scheduled_activities, site_state

@@ -1,4 +1,4 @@
-"""The operator-action matrix for deletions (issue 9), driven by the real `temporal` binary.
+"""The operator-action matrix for deletions, driven by the real `temporal` binary.
 
 Workflow types (bot deletion, account deletion), crossed with actions (reset to the first task, the last
 task, a task completed in the middle; cancel; terminate), crossed with when (while the run is open, after
@@ -33,12 +33,12 @@ from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from tests.conftest import ADMIN_HEADERS
 from tests.deletion.helpers import (
-    eventually,
     remaining_files,
     remaining_rows,
     run_reconciler,
     start_paused_account_deletion,
 )
+from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
 from tests.operators.starts import start_bot_deletion
 from worker import LifecycleWorkers

@@ -40,7 +40,7 @@ from lifecycle.site_contracts import SiteReconcileInput
 from lifecycle.statuses import SiteStatus
 from lifecycle.workflow_ids import site_creation_id, site_deletion_id
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import eventually
+from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
 from tests.sites.helpers import site_resources
 from worker import LifecycleWorkers, interceptors_for

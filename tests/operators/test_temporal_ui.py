@@ -19,7 +19,7 @@ from devstack.seed import seed
 from devstack.temporal_server import TemporalDevServer
 from lifecycle.contracts import DeletionStatus
 from lifecycle.settings import Settings
-from tests.deletion.helpers import eventually
+from tests.eventually import eventually
 from tests.operators.starts import start_bot_deletion
 from worker import build_worker
 

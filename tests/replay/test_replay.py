@@ -46,7 +46,7 @@ def _changed_copy_of_site_creation() -> type:
     source = Path(workflows.site_creation.__file__).read_text()
     anchor = "        site = SiteRef(input.site_id)\n"
     assert anchor in source, "the anchor moved: update this test's edit"
-    changed = source.replace(anchor, anchor + "        await workflow.sleep(1)\n", 1)
+    changed = source.replace(anchor, anchor + "        await workflow.sleep(1)\n", 1)  # a new timer: a changed workflow
     name = "site_creation_changed_copy"
     spec = importlib.util.spec_from_loader(name, loader=None)
     assert spec is not None

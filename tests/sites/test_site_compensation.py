@@ -12,7 +12,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailed
 from lifecycle.contracts import SiteProgress
 from lifecycle.settings import Settings
 from lifecycle.statuses import SiteStatus, StepStatus
-from tests.deletion.helpers import eventually
+from tests.eventually import eventually
 from tests.sites.conftest import WorkerFactory
 from tests.sites.helpers import settings_database, site_state, start_creation, undos_run
 

@@ -17,7 +17,7 @@ from lifecycle.site_contracts import SiteReconcileInput
 from lifecycle.statuses import SiteStatus
 from lifecycle.workflow_ids import site_creation_id
 from lifecycle.workflow_types import SITE_CREATION_WORKFLOW
-from tests.deletion.helpers import eventually
+from tests.eventually import eventually
 from tests.sites.conftest import WorkerFactory
 from tests.sites.helpers import site_state
 

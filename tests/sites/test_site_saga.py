@@ -3,13 +3,12 @@ from the fault-injection interceptor."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from lifecycle.contracts import SiteProgress
+from tests.eventually import eventually
 from tests.sites.conftest import WorkerFactory
 from tests.sites.helpers import scheduled_activities, site_state, start_creation, undos_run
 
@@ -103,10 +102,11 @@ async def test_cancellation_during_a_step_rolls_back(
     # The step keeps failing and retrying, so the cancellation lands while it is in flight.
     async with site_worker(temporal_client, f"{activity}=transient:99") as (worker, settings):
         handle = await start_creation(temporal_client, worker.task_queue, site_id)
-        for _ in range(100):
-            if (await handle.query("progress", result_type=SiteProgress)).steps[step] == "running":
-                break
-            await asyncio.sleep(0.05)
+        await eventually(
+            lambda: handle.query("progress", result_type=SiteProgress),
+            f"the {step} step is running",
+            until=lambda progress: progress.steps[step] == "running",
+        )
         await handle.cancel()
         with pytest.raises(WorkflowFailureError):
             await handle.result()

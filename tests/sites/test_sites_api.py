@@ -11,6 +11,7 @@ import pytest
 
 from lifecycle.settings import Settings
 from tests.conftest import ApiAccount
+from tests.eventually import eventually
 from tests.sites.helpers import site_state
 from worker import LifecycleWorkers
 
@@ -20,12 +21,11 @@ def _domain() -> str:
 
 
 async def _wait_for(api: httpx.AsyncClient, account: ApiAccount, site_id: str, status: str) -> dict[str, Any]:
-    for _ in range(300):
+    async def site() -> dict[str, Any]:
         body: dict[str, Any] = (await api.get(f"/sites/{site_id}", headers=account.headers)).json()
-        if body["status"] == status:
-            return body
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"site never became {status}: {body}")
+        return body
+
+    return await eventually(site, f"site {site_id} becomes {status}", until=lambda body: body["status"] == status)
 
 
 async def test_create_then_delete_leaves_nothing(

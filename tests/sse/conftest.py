@@ -18,6 +18,7 @@ from devstack.ports import free_port
 from lifecycle.events_hub import EventHub
 from lifecycle.settings import Settings
 from tests.deletion.helpers import own_queue
+from tests.eventually import eventually
 
 # Short enough that a test sees a keepalive at once, long enough not to crowd the stream.
 KEEPALIVE_SECONDS = 0.3
@@ -50,10 +51,9 @@ async def served(settings: Settings, temporal_client: Client) -> AsyncIterator[S
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     task = asyncio.get_running_loop().create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.02)
+    await eventually(lambda: server.started or task.done(), "the API serves")
+    if task.done():
+        task.result()  # it stopped before serving: its error
     yield ServedApi(app, own, f"http://127.0.0.1:{port}")
     server.should_exit = True
     await task

@@ -1,82 +1,288 @@
-"""Every operation in the OpenAPI schema refuses callers who may not act: no key, a bad key, a revoked key."""
+"""Every operation of the app answers every kind of caller as its credential requires.
+
+The credential an operation needs is read from its dependencies, not from a list: an operation that depends on
+`account_key_hash` takes an account key, one that depends on `admin_token` takes the admin token, and one that
+depends on neither must say in its OpenAPI entry that it is public (`api.dependencies.PUBLIC`). A new endpoint
+is therefore in the matrix the moment it exists, and one that forgets its check fails it (see the last test).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import re
+import typing
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
 
 import httpx
-import pytest
+import pytest_asyncio
 from fastapi import FastAPI
-from sqlalchemy import update
+from fastapi.dependencies.models import Dependant
+from fastapi.params import Depends
+from fastapi.routing import APIRoute, iter_route_contexts
 
-from lifecycle.db.models import ApiKey
+from api.dependencies import PUBLIC, account_key_hash, admin_token
+from api.problems import install_problem_handlers
+from api.security import generate_api_key, hash_api_key
+from lifecycle.db.models import AccountExport, ApiKey, Site
+from lifecycle.statuses import ExportStatus, SiteStatus
 from tests.conftest import ADMIN_HEADERS, ApiAccount
 
-# The signed download link is its own credential (an HMAC, checked in tests/exports), so it takes no key.
-PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/exports/{export_id}/download")}
-ADMIN_ONLY = {("POST", "/accounts")}
+
+class Credential(StrEnum):
+    ACCOUNT_KEY = "account key"
+    ADMIN_TOKEN = "admin token"
+    NONE = "none"
 
 
-def _operations(app: FastAPI) -> list[tuple[str, str]]:
+def _calls(dependant: Dependant) -> Iterator[Any]:
+    for dependency in dependant.dependencies:
+        yield dependency.call
+        yield from _calls(dependency)
+
+
+def required_credential(route: APIRoute) -> Credential:
+    calls = set(_calls(route.dependant))
+    needs = {Credential.ACCOUNT_KEY} if account_key_hash in calls else set()
+    needs |= {Credential.ADMIN_TOKEN} if admin_token in calls else set()
+    assert len(needs) <= 1, f"{route.path} asks for both an account key and the admin token"
+    return needs.pop() if needs else Credential.NONE
+
+
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str
+    route: APIRoute
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path}"
+
+    @property
+    def declared_public(self) -> bool:
+        return (self.route.openapi_extra or {}).get("security") == PUBLIC["security"]
+
+
+def operations(app: FastAPI) -> list[Operation]:
+    """Every operation of the OpenAPI schema, with the route that serves it."""
+    routes = {
+        (method, context.path): context.original_route
+        for context in iter_route_contexts(app.routes)
+        if isinstance(context.original_route, APIRoute)
+        for method in context.original_route.methods or ()
+    }
     found = []
     for path, item in app.openapi()["paths"].items():
         for method in item:
-            found.append((method.upper(), path))
-    return sorted(found)
+            found.append(Operation(method.upper(), path, routes[(method.upper(), path)]))
+    return found
 
 
-def _concrete(path: str) -> str:
-    return re.sub(r"\{[^}]+\}", str(uuid.uuid4()), path)
+@dataclass(frozen=True)
+class Callers:
+    """The owner of one resource of each kind, a stranger, and keys that must open nothing."""
+
+    owner: ApiAccount
+    stranger: dict[str, str]
+    revoked: dict[str, str]
+    resources: dict[str, str]  # path parameter -> the owner's resource
 
 
-async def _call(api: httpx.AsyncClient, method: str, path: str, headers: dict[str, str]) -> httpx.Response:
-    body: dict[str, str] | None = {} if method in {"POST", "PUT", "PATCH"} else None
-    return await api.request(method, _concrete(path), headers=headers, json=body)
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
 
 
-async def test_the_matrix_covers_every_protected_operation(app: FastAPI) -> None:
-    protected = [op for op in _operations(app) if op not in PUBLIC]
-    assert ("GET", "/account") in protected
-    assert len(protected) >= 2
-
-
-@pytest.mark.parametrize(
-    "headers",
-    [{}, {"Authorization": "Bearer lk_wrong"}, {"Authorization": "Bearer "}, {"Authorization": "Token abc"}],
-    ids=["no-key", "unknown-key", "empty-key", "wrong-scheme"],
-)
-async def test_every_protected_operation_refuses_without_a_valid_key(
-    api: httpx.AsyncClient, app: FastAPI, headers: dict[str, str]
-) -> None:
-    for method, path in _operations(app):
-        if (method, path) in PUBLIC:
-            continue
-        response = await _call(api, method, path, headers)
-        assert response.status_code == 401, (method, path, response.status_code, response.text)
-        assert response.headers["content-type"] == "application/problem+json"
-        assert response.json()["detail"]
-
-
-async def test_revoked_key_is_refused_everywhere(api: httpx.AsyncClient, app: FastAPI, account: ApiAccount) -> None:
+@pytest_asyncio.fixture
+async def callers(api: httpx.AsyncClient, app: FastAPI, account: ApiAccount) -> Callers:
+    stranger = await api.post(
+        "/accounts", json={"name": "Stranger", "email": f"s-{uuid.uuid4().hex[:6]}@example.com"}, headers=ADMIN_HEADERS
+    )
+    bot = await api.post("/bots", json={"name": "mine"}, headers=account.headers)
+    assert stranger.status_code == 201 and bot.status_code == 201, (stranger.text, bot.text)
+    revoked_key = generate_api_key()
+    owner_id = uuid.UUID(account.id)
+    # Rows, not runs: the answers below are decided before any workflow would be, and finished rows are inert.
+    site = Site(
+        account_id=owner_id,
+        name="mine",
+        tagline="",
+        domain=f"mine-{uuid.uuid4().hex[:10]}.example.com",
+        status=SiteStatus.DELETED,
+        steps={},
+    )
+    export = AccountExport(
+        account_id=owner_id, sequence=1, workflow_id=f"matrix-{uuid.uuid4()}", status=ExportStatus.EXPIRED
+    )
     async with app.state.sessionmaker() as session:
-        await session.execute(
-            update(ApiKey).where(ApiKey.account_id == uuid.UUID(account.id)).values(revoked_at=ApiKey.created_at)
+        session.add_all(
+            [
+                ApiKey(account_id=owner_id, key_hash=hash_api_key(revoked_key), revoked_at=datetime.now(UTC)),
+                site,
+                export,
+            ]
         )
         await session.commit()
-    for method, path in _operations(app):
-        if (method, path) in PUBLIC:
+    return Callers(
+        owner=account,
+        stranger=_bearer(stranger.json()["api_key"]),
+        revoked=_bearer(revoked_key),
+        resources={
+            "bot_id": bot.json()["id"],
+            "site_id": str(site.id),
+            "export_id": str(export.id),
+            "account_id": account.id,
+        },
+    )
+
+
+def _concrete(path: str, resources: dict[str, str]) -> str:
+    def owned(match: re.Match[str]) -> str:
+        name = match.group(1)
+        assert name in resources, f"the matrix owns no resource for {{{name}}}: add one to the callers fixture"
+        return resources[name]
+
+    return re.sub(r"\{([^}]+)\}", owned, path)
+
+
+# (caller, headers chosen from the callers, answer expected for an account-key operation, for an admin operation)
+_CASES: list[tuple[str, str, int, int]] = [
+    ("no credential", "none", 401, 401),
+    ("a wrong key", "wrong", 401, 401),
+    ("a revoked key of the owner", "revoked", 401, 401),
+    ("another account's key", "stranger", 404, 403),
+    ("the owner's account key", "owner", 0, 403),  # 0: an account key on its own resource is the right caller
+    ("the admin token", "admin", 401, 0),  # 0: the admin token on an admin operation is the right caller
+]
+
+
+def _headers(callers: Callers, which: str) -> dict[str, str]:
+    return {
+        "none": {},
+        "wrong": _bearer("lk_wrong"),
+        "revoked": callers.revoked,
+        "stranger": callers.stranger,
+        "owner": callers.owner.headers,
+        "admin": ADMIN_HEADERS,
+    }[which]
+
+
+# Every answer expected here is an error decided before any work: a call that takes longer has been let in (an
+# event stream that opened, say), which is a wrong answer and must not hang the test.
+ANSWER_LIMIT_SECONDS = 10.0
+
+
+async def _call(api: httpx.AsyncClient, operation: Operation, path: str, headers: dict[str, str]) -> httpx.Response:
+    body: dict[str, str] | None = {} if operation.method in {"POST", "PUT", "PATCH"} else None
+    try:
+        return await asyncio.wait_for(
+            api.request(operation.method, path, headers=headers, json=body), ANSWER_LIMIT_SECONDS
+        )
+    except TimeoutError:
+        return httpx.Response(599, text=f"no answer within {ANSWER_LIMIT_SECONDS:.0f} s: the caller was let in")
+    except Exception as err:  # the app raised instead of answering: the caller was let in and it broke
+        return httpx.Response(599, text=f"the app raised {err!r}")
+
+
+async def matrix_failures(app: FastAPI, api: httpx.AsyncClient, callers: Callers) -> list[str]:
+    """Every wrong answer of every operation to every kind of caller, as one line each."""
+    failures = []
+    for operation in operations(app):
+        credential = required_credential(operation.route)
+        path = _concrete(operation.path, callers.resources)
+        if credential == Credential.NONE:
+            if not operation.declared_public:
+                failures.append(f"{operation} takes no credential and does not say it is public")
+            elif (answer := await _call(api, operation, path, {})).status_code in (401, 403):
+                failures.append(f"{operation} is declared public but answers {answer.status_code}")
             continue
-        response = await _call(api, method, path, account.headers)
-        assert response.status_code == 401, (method, path, response.status_code)
+        for caller, which, for_account_key, for_admin in _CASES:
+            expected = for_account_key if credential == Credential.ACCOUNT_KEY else for_admin
+            if expected == 0:
+                continue  # the right caller: what it gets is each endpoint's own test's business
+            if expected == 404 and "{" not in operation.path:
+                continue  # names nothing of the owner's: a stranger's key acts on the stranger's own account
+            answer = await _call(api, operation, path, _headers(callers, which))
+            problem = answer.headers.get("content-type") == "application/problem+json"
+            challenged = answer.status_code != 401 or answer.headers.get("www-authenticate") == "Bearer"
+            if answer.status_code != expected or not problem or not challenged:
+                failures.append(
+                    f"{operation} ({credential}) with {caller}: {answer.status_code} {answer.text[:120]}, "
+                    f"expected a problem+json {expected}"
+                )
+    return failures
 
 
-async def test_account_keys_on_admin_endpoints_are_403(api: httpx.AsyncClient, account: ApiAccount) -> None:
-    for method, path in ADMIN_ONLY:
-        response = await _call(api, method, path, account.headers)
-        assert response.status_code == 403, (method, path)
+async def test_every_operation_answers_every_caller_as_its_credential_requires(
+    api: httpx.AsyncClient, app: FastAPI, callers: Callers
+) -> None:
+    found = operations(app)
+    kinds = {str(operation): required_credential(operation.route) for operation in found}
+    print(*(f"{operation}: {kind}" for operation, kind in kinds.items()), sep="\n")
+    # Both kinds of protected operation are present, so neither half of the matrix is empty.
+    assert {Credential.ACCOUNT_KEY, Credential.ADMIN_TOKEN} <= set(kinds.values())
+    failures = await matrix_failures(app, api, callers)
+    assert not failures, "\n".join(failures)
 
 
-async def test_admin_token_is_not_an_account_key(api: httpx.AsyncClient) -> None:
-    response = await api.get("/account", headers=ADMIN_HEADERS)
-    assert response.status_code == 401
+def _without_admin_check(route: APIRoute) -> APIRoute:
+    """The same operation with its admin dependency taken out of the endpoint's signature, as a slip would."""
+    signature = inspect.signature(route.endpoint, eval_str=True)
+    hints = typing.get_type_hints(route.endpoint, include_extras=True)
+    admin = [
+        name
+        for name in signature.parameters
+        if any(isinstance(meta, Depends) for meta in getattr(hints.get(name), "__metadata__", ()))
+        and "admin" in str(hints[name])
+    ]
+    assert admin, f"{route.path} has no admin parameter to remove"
+    original = route.endpoint
+
+    async def endpoint(**values: Any) -> Any:
+        return await original(**values, **dict.fromkeys(admin))
+
+    endpoint.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[p for p in signature.parameters.values() if p.name not in admin]
+    )
+    return APIRoute(
+        route.path,
+        endpoint,
+        methods=route.methods,
+        response_model=route.response_model,
+        status_code=route.status_code,
+        responses=route.responses,
+        openapi_extra=route.openapi_extra,
+    )
+
+
+def _throwaway_app(app: FastAPI, without_admin_check: str | None) -> FastAPI:
+    """A copy of `app` (its routes, problem handlers and running state), with one route's admin check removed."""
+    throwaway = FastAPI()
+    install_problem_handlers(throwaway)
+    throwaway.state = app.state
+    for operation in operations(app):
+        route = operation.route
+        if route.path == without_admin_check:
+            route = _without_admin_check(route)
+        if route not in throwaway.router.routes:
+            throwaway.router.routes.append(route)
+    return throwaway
+
+
+async def _failures_of(app: FastAPI, callers: Callers) -> list[str]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as api:
+        return await matrix_failures(app, api, callers)
+
+
+async def test_the_matrix_fails_when_an_admin_check_is_removed(app: FastAPI, callers: Callers) -> None:
+    target = "/accounts/{account_id}/restore"
+    # The control: the copy with every check in place passes, so what fails below is the removal alone.
+    assert await _failures_of(_throwaway_app(app, None), callers) == []
+    failures = await _failures_of(_throwaway_app(app, target), callers)
+    print(*failures, sep="\n")
+    assert failures == [f"POST {target} takes no credential and does not say it is public"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
@@ -16,6 +15,7 @@ from devstack.seed import asyncpg_dsn
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id, site_deletion_id
 from tests.conftest import ADMIN_HEADERS, ApiAccount
+from tests.eventually import eventually
 from worker import LifecycleWorkers
 
 
@@ -49,12 +49,12 @@ async def _active_site(api: httpx.AsyncClient, account: ApiAccount) -> dict[str,
     domain = f"mine-{uuid.uuid4().hex[:10]}.example.com"
     created = await api.post("/sites", json={"name": "Mine", "domain": domain}, headers=account.headers)
     site_id = created.json()["id"]
-    for _ in range(600):
-        site: dict[str, Any] = (await api.get(f"/sites/{site_id}", headers=account.headers)).json()
-        if site["status"] == "active":
-            return site
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"site never became active: {site}")
+
+    async def site() -> dict[str, Any]:
+        body: dict[str, Any] = (await api.get(f"/sites/{site_id}", headers=account.headers)).json()
+        return body
+
+    return await eventually(site, f"site {site_id} becomes active", until=lambda body: body["status"] == "active")
 
 
 async def test_other_accounts_bot_is_404_and_untouched(

@@ -21,6 +21,7 @@ from devstack.seed import asyncpg_dsn
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id
 from tests.conftest import ADMIN_HEADERS
+from tests.eventually import eventually
 from tests.temporal_cli import TemporalCli
 from worker import LifecycleWorkers
 
@@ -67,12 +68,11 @@ async def _add_rows(settings: Settings, bot_id: str) -> None:
 
 
 async def _site_active(api: httpx.AsyncClient, headers: dict[str, str], site_id: str) -> None:
-    for _ in range(600):
-        site: dict[str, Any] = (await api.get(f"/sites/{site_id}", headers=headers)).json()
-        if site["status"] == "active":
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"site never became active: {site}")
+    async def site() -> dict[str, Any]:
+        body: dict[str, Any] = (await api.get(f"/sites/{site_id}", headers=headers)).json()
+        return body
+
+    await eventually(site, f"site {site_id} becomes active", until=lambda body: body["status"] == "active")
 
 
 async def test_histories_hold_no_email_and_no_name(
