@@ -49,6 +49,13 @@ async def _traffic(settings: Settings, bot_id: str, seconds: float) -> list[floa
     return [float(value) for value in json.loads(out)]
 
 
+async def _settle(conn: asyncpg.Connection) -> None:
+    """After seeding: statistics fresh, dead rows gone, and the seeding's dirty pages written out, so no phase
+    measures the checkpoint of rows written before it."""
+    await conn.execute("VACUUM ANALYZE")
+    await conn.execute("CHECKPOINT")
+
+
 async def _deleted(conn: asyncpg.Connection, workflow_id: str) -> int:
     query = "SELECT coalesce(sum(deleted), 0) FROM deletion_progress WHERE workflow_id = $1"
     return int(await conn.fetchval(query, workflow_id))
@@ -59,7 +66,7 @@ async def _phase(
 ) -> tuple[list[float], float, str, str]:
     """Traffic while a fresh bot of `rows` is deleted at `budget`; returns latencies, rows/s, its id and key."""
     seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=rows)
-    await conn.execute("VACUUM ANALYZE")
+    await _settle(conn)
     bot_id = seeded.bot_ids[0]
     (await api.put("/deletion-budget", json={"rows_per_second": budget}, headers=ADMIN_HEADERS)).raise_for_status()
     headers = {"Authorization": f"Bearer {seeded.api_key}", "Prefer": "respond-async"}
@@ -123,7 +130,7 @@ async def main(rows: int, budget: int) -> None:
                     neighbour = (await seed(settings.database_url, settings.storage_path, bots=1, rows=10_000)).bot_ids[
                         0
                     ]
-                    await conn.execute("VACUUM ANALYZE")
+                    await _settle(conn)
                     idle = await _traffic(settings, neighbour, PHASE_SECONDS)
                     print(_line("idle", idle, None, None), flush=True)
                     limited, limited_rate, bot_id, key = await _phase(api, settings, conn, neighbour, rows, budget)
