@@ -175,7 +175,7 @@ async def _connect(settings: Settings, runtime: Runtime | None) -> Client:
 
 async def main() -> None:
     settings = get_settings()
-    configure_logging("worker")
+    configure_logging("worker", level=settings.log_level, form=settings.log_format)
     if not ensure_workflow_bytecode():
         logger.warning("could not write the workflow modules' bytecode: each new run compiles them from source")
     runtime = _runtime(settings)

@@ -21,7 +21,7 @@ def main() -> None:
     # value in the environment wins.
     os.environ.setdefault("TOKIO_WORKER_THREADS", "1")
     settings = get_settings()
-    configure_logging("api")
+    configure_logging("api", level=settings.log_level, form=settings.log_format)
     uvicorn.run(
         "api.app:create_app",
         factory=True,
