@@ -30,6 +30,7 @@ from api.routers import (
 from lifecycle.db.engine import POOL_CAPACITY, make_engine, make_sessionmaker
 from lifecycle.events_hub import EventHub
 from lifecycle.settings import Settings, get_settings
+from lifecycle.tracing import instrument_app
 
 ROUTERS = (
     health.router,
@@ -84,6 +85,8 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
     if settings.api_metrics_enabled:
         install_metrics(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_body_bytes)
+    # Added last, so outermost: the request's span covers the metrics, the body limit and the handler.
+    instrument_app(app)
     for router in ROUTERS:
         app.include_router(router)
 

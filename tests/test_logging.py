@@ -17,12 +17,18 @@ from lifecycle.logging_setup import configure_logging, redact_query
 
 
 @pytest.fixture(autouse=True)
-def restore_root_logger() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
+def restore_loggers() -> Iterator[None]:
+    """The root logger restored after each test; uvicorn's loggers as `python -m api` leaves them
+    (log_config=None), which a uvicorn.Config run by an earlier test of this process changes."""
+    loggers = [logging.getLogger(name) for name in ("", "uvicorn", "uvicorn.access")]
+    saved = [(logger.handlers[:], logger.level, logger.propagate) for logger in loggers]
+    for logger in loggers[1:]:
+        logger.handlers[:], logger.propagate = [], True
+        logger.setLevel(logging.NOTSET)
     yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
+    for logger, (handlers, level, propagate) in zip(loggers, saved, strict=True):
+        logger.handlers[:], logger.propagate = handlers, propagate
+        logger.setLevel(level)
 
 
 @activity.defn
