@@ -80,6 +80,10 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
         summary="Durable deletion of bots and accounts, and provisioning of sites, on Temporal.",
         version="0.1.0",
         lifespan=lifespan,
+        # FastAPI's own OpenTelemetry layer stays off: traces come from lifecycle/tracing.py (off unless OTEL_*
+        # asks, the same server span for every request and stream, tested), and the native layer would
+        # otherwise check the providers on every request even with tracing off.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     install_problem_handlers(app)
     if settings.api_metrics_enabled:
