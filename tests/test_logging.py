@@ -7,13 +7,19 @@ import dataclasses
 import io
 import json
 import logging
+import uuid
 from collections.abc import Iterator
 
-import pytest
-from temporalio import activity
-from temporalio.testing import ActivityEnvironment
+from temporalio import activity, workflow
 
-from lifecycle.logging_setup import configure_logging, redact_query
+# The sandbox re-imports this module to run LoggingWorkflow: everything else passes through untouched.
+with workflow.unsafe.imports_passed_through():
+    import pytest
+    from temporalio.client import Client
+    from temporalio.testing import ActivityEnvironment
+    from temporalio.worker import Worker
+
+    from lifecycle.logging_setup import configure_logging, redact_query
 
 
 @pytest.fixture(autouse=True)
@@ -49,6 +55,29 @@ async def _logged_by_activity(form: str) -> str:
     )
     await environment.run(logging_activity, "messages")
     return out.getvalue()
+
+
+@workflow.defn(name="LoggingWorkflow")
+class LoggingWorkflow:
+    @workflow.run
+    async def run(self) -> None:
+        workflow.logger.warning("planning %d services", 5)
+
+
+async def test_workflow_lines_carry_the_workflow_and_run_ids(temporal_client: Client) -> None:
+    out = io.StringIO()
+    configure_logging("worker", form="json", stream=out)
+    queue = f"logging-{uuid.uuid4().hex[:8]}"
+    async with Worker(temporal_client, task_queue=queue, workflows=[LoggingWorkflow]):
+        handle = await temporal_client.start_workflow(LoggingWorkflow.run, id=queue, task_queue=queue)
+        await handle.result()
+    lines = [json.loads(text) for text in out.getvalue().splitlines()]
+    (line,) = [line for line in lines if line["event"] == "planning 5 services"]
+    assert (line["workflow_id"], line["run_id"], line["workflow_type"]) == (
+        queue,
+        handle.result_run_id,
+        "LoggingWorkflow",
+    )
 
 
 async def test_json_lines_carry_workflow_run_and_activity_ids() -> None:
