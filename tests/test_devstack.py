@@ -1,4 +1,4 @@
-"""The README commands: `python -m devstack env`, and the `make run` stack keeping its data over a restart."""
+"""The commands of docs/operations.md and the README: `python -m devstack env`, and `make run` keeping its data."""
 
 from __future__ import annotations
 
