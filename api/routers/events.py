@@ -1,4 +1,4 @@
-"""Live progress as Server-Sent Events (seed 004): the "your site is being built" animation, and deletions.
+"""Live progress as Server-Sent Events: the "your site is being built" animation a customer watches, and deletions.
 
 Each event's data is the JSON of the matching status endpoint, built by the same function; its id is the id of
 the `lifecycle_events` row it reflects (lifecycle/events_log.py), so `Last-Event-ID` resumes exactly:
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Depends, Header, Request
+from pydantic import WithJsonSchema
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
@@ -59,15 +60,24 @@ TERMINAL_DELETION_STATUSES: Final = frozenset(
 # A site stream reads its site by itself this often even without a wake-up: one indexed read per watcher.
 SITE_RECHECK_SECONDS: Final = 30.0
 
-LastEventId = Annotated[
-    int | None,
+# Event ids are bigint sequence values. The header is a string, as EventSource sends it: empty means no event
+# received yet (a fresh stream), as do a missing header; anything but digits is refused.
+MAX_EVENT_ID: Final = 2**63 - 1
+LAST_EVENT_ID_PATTERN: Final = r"^[0-9]{0,19}$"
+LastEventIdHeader = Annotated[
+    str | None,
+    WithJsonSchema({"type": "string", "pattern": LAST_EVENT_ID_PATTERN}),
     Header(
         alias="Last-Event-ID",
-        ge=0,
-        le=2**63 - 1,
-        description="The id of the last event received: the stream resumes after it.",
+        pattern=LAST_EVENT_ID_PATTERN,
+        description="The id of the last event received: the stream resumes after it. Empty: no event yet.",
     ),
 ]
+
+
+def _resume_after(last_event_id: str | None) -> int | None:
+    return min(int(last_event_id), MAX_EVENT_ID) if last_event_id else None
+
 
 _EVENT_STREAM_DESCRIPTION = (
     "`text/event-stream`: one event per status or step change, its data the JSON of {answer} and its id usable "
@@ -76,10 +86,24 @@ _EVENT_STREAM_DESCRIPTION = (
 )
 
 
-def _stream_responses(answer: str, terminal: str, *problems: int) -> dict[int | str, dict[str, Any]]:
+def _stream_responses(answer: str, terminal: str, model: str, *problems: int) -> dict[int | str, dict[str, Any]]:
     description = _EVENT_STREAM_DESCRIPTION.format(answer=answer, terminal=terminal)
+    # Without `itemSchema` (OpenAPI 3.2), an event stream's `schema` describes each event.
+    event = {
+        "type": "object",
+        "required": ["data", "id"],
+        "properties": {
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"$ref": f"#/components/schemas/{model}"},
+            },
+            "id": {"type": "string", "pattern": "^[0-9]+$"},
+            "event": {"type": "string", "enum": ["message"]},
+        },
+    }
     return {
-        200: {"description": description, "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+        200: {"description": description, "content": {"text/event-stream": {"schema": event}}},
         **problem_responses(*problems),
     }
 
@@ -126,17 +150,17 @@ def _hub(request: Request) -> EventHub:
     "/sites/{site_id}/events",
     response_class=EventSourceResponse,
     summary="A site's progress as Server-Sent Events, each the JSON of GET /sites/{id}",
-    responses=_stream_responses("GET /sites/{id}", "active, rolled_back or deleted", 401, 404, 422),
+    responses=_stream_responses("GET /sites/{id}", "active, rolled_back or deleted", "SiteOut", 401, 404, 422),
 )
 async def site_events_stream(
-    site_id: uuid.UUID, request: Request, caller: StreamCallerDep, last_event_id: LastEventId = None
+    site_id: uuid.UUID, request: Request, caller: StreamCallerDep, last_event_id: LastEventIdHeader = None
 ) -> EventSourceResponse:
     async with _sessions(request)() as session:
         site = await session.get(Site, site_id)
         # Another account's site is indistinguishable from a missing one.
         if site is None or site.account_id != caller.account_id:
             raise ProblemError(404, "No such site.")
-    return _event_stream(request, _site_stream(request, site_id, last_event_id))
+    return _event_stream(request, _site_stream(request, site_id, _resume_after(last_event_id)))
 
 
 def _site_from_state(state: dict[str, Any]) -> Site:
@@ -262,11 +286,16 @@ def _shared_answers(request: Request) -> SharedDeletionAnswers:
     response_class=EventSourceResponse,
     summary="A bot deletion's progress as Server-Sent Events, each the JSON of GET /bots/{id}/deletion",
     responses=_stream_responses(
-        "GET /bots/{id}/deletion", "completed, incomplete, cancelled, terminated or failed", 401, 404, 422
+        "GET /bots/{id}/deletion",
+        "completed, incomplete, cancelled, terminated or failed",
+        "DeletionOut",
+        401,
+        404,
+        422,
     ),
 )
 async def bot_deletion_events(
-    bot_id: uuid.UUID, request: Request, caller: StreamCallerDep, last_event_id: LastEventId = None
+    bot_id: uuid.UUID, request: Request, caller: StreamCallerDep, last_event_id: LastEventIdHeader = None
 ) -> EventSourceResponse:
     async with _sessions(request)() as session:
         record = await session.get(DeletionRequest, bot_deletion_id(bot_id))
@@ -283,7 +312,7 @@ async def bot_deletion_events(
     subject = _DeletionSubject(
         (DELETION, workflow_id), workflow_id, record.account_id, reread, bot_deletion_out, latest
     )
-    return _event_stream(request, _deletion_stream(request, subject, last_event_id))
+    return _event_stream(request, _deletion_stream(request, subject, _resume_after(last_event_id)))
 
 
 @router.get(
@@ -292,11 +321,17 @@ async def bot_deletion_events(
     summary="An account deletion's progress as Server-Sent Events, each the JSON of GET /accounts/{id}/deletion "
     "(admin token)",
     responses=_stream_responses(
-        "GET /accounts/{id}/deletion", "completed, incomplete, cancelled, terminated or failed", 401, 403, 404, 422
+        "GET /accounts/{id}/deletion",
+        "completed, incomplete, cancelled, terminated or failed",
+        "DeletionOut",
+        401,
+        403,
+        404,
+        422,
     ),
 )
 async def account_deletion_events(
-    account_id: uuid.UUID, request: Request, _admin: StreamAdminDep, last_event_id: LastEventId = None
+    account_id: uuid.UUID, request: Request, _admin: StreamAdminDep, last_event_id: LastEventIdHeader = None
 ) -> EventSourceResponse:
     async with _sessions(request)() as session:
         record = await account_deletion_record(session, account_id)
@@ -312,7 +347,7 @@ async def account_deletion_events(
     subject = _DeletionSubject(
         account_key(account_id), record.workflow_id, account_id, reread, account_deletion_out, latest
     )
-    return _event_stream(request, _deletion_stream(request, subject, last_event_id))
+    return _event_stream(request, _deletion_stream(request, subject, _resume_after(last_event_id)))
 
 
 async def _deletion_stream(
