@@ -4,6 +4,7 @@ import os
 
 import uvicorn
 
+from api.log_redaction import install_access_log_redaction
 from lifecycle.logging_setup import configure_logging
 from lifecycle.settings import get_settings
 
@@ -22,6 +23,7 @@ def main() -> None:
     os.environ.setdefault("TOKIO_WORKER_THREADS", "1")
     settings = get_settings()
     configure_logging("api")
+    install_access_log_redaction()
     uvicorn.run(
         "api.app:create_app",
         factory=True,

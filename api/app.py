@@ -11,6 +11,7 @@ from fastapi.openapi.utils import get_openapi
 from temporalio.client import Client
 
 from api.body_limit import BodySizeLimit
+from api.browser import install_browser_support
 from api.dependencies import TemporalConnection
 from api.metrics import install_metrics
 from api.problems import document_problems, install_problem_handlers
@@ -24,6 +25,7 @@ from api.routers import (
     events,
     health,
     sites,
+    stream_tokens,
 )
 from lifecycle.db.engine import POOL_CAPACITY, make_engine, make_sessionmaker
 from lifecycle.events_hub import EventHub
@@ -39,6 +41,7 @@ ROUTERS = (
     account_exports.router,
     account_restore.router,
     events.router,
+    stream_tokens.router,
 )
 
 
@@ -82,6 +85,7 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_body_bytes)
     for router in ROUTERS:
         app.include_router(router)
+    install_browser_support(app, settings)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -24,16 +24,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Final
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Cookie, Header, Query, Request
 from pydantic import WithJsonSchema
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from api.dependencies import Caller, Credentials, TemporalConnection, require_account, require_admin
+from api.dependencies import Credentials, TemporalConnection, require_account, require_admin
 from api.problems import ProblemError, problem_responses
 from api.routers.deletion_status import account_deletion_out, bot_deletion_out
 from api.routers.sites import site_out
 from api.schemas.bots import DeletionOut
+from api.stream_tokens import COOKIE_NAME, QUERY_PARAMETER, StreamKind, verify
 from lifecycle.db.models import DeletionRequest, Site
 from lifecycle.deletion_status import CLOSED_WITHOUT_COMPLETING, DESCRIBE_TIMEOUT, account_deletion_record
 from lifecycle.events_hub import EventHub, SubjectKey, account_key
@@ -115,20 +116,60 @@ def _sessions(request: Request) -> async_sessionmaker[AsyncSession]:
 
 # The callers are checked with a session of their own, closed before the stream begins: the shared
 # dependencies would hold theirs open until the response ends, which for a stream is minutes.
+# A browser's EventSource cannot send `Authorization`: it opens a stream with a token minted for that one stream
+# (api/stream_tokens.py), as an HttpOnly cookie or, failing that, in the query string.
+
+AccessTokenQuery = Annotated[
+    str | None,
+    Query(
+        alias=QUERY_PARAMETER,
+        description="A stream token (POST .../events/token), for clients that can send neither `Authorization` "
+        "nor the cookie. Redacted from the access log.",
+    ),
+]
+StreamTokenCookie = Annotated[
+    str | None, Cookie(alias=COOKIE_NAME, description="The stream token, as POST .../events/token set it.")
+]
 
 
-async def _stream_caller(request: Request, credentials: Credentials) -> Caller:
+def _granted_account(
+    request: Request, kind: StreamKind, resource_id: uuid.UUID, *tokens: str | None
+) -> uuid.UUID | None:
+    given = [token for token in tokens if token]
+    for token in given:
+        account_id = verify(request.app.state.settings, token, kind, resource_id)
+        if account_id is not None:
+            return account_id
+    if given:
+        raise ProblemError(
+            401,
+            "The stream token is wrong, expired, or for another stream; ask POST .../events/token for a new one.",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return None
+
+
+async def _stream_account(
+    request: Request,
+    credentials: Credentials,
+    kind: StreamKind,
+    resource_id: uuid.UUID,
+    *tokens: str | None,
+) -> uuid.UUID:
+    """The account whose stream this is: by its key if one is sent, else by a token for this stream."""
+    if credentials is None:
+        granted = _granted_account(request, kind, resource_id, *tokens)
+        if granted is not None:
+            return granted
     async with _sessions(request)() as session:
-        return await require_account(credentials, session)
+        return (await require_account(credentials, session)).account_id
 
 
-async def _stream_admin(request: Request, credentials: Credentials) -> None:
+async def _stream_admin(request: Request, credentials: Credentials, account_id: uuid.UUID, *tokens: str | None) -> None:
+    if credentials is None and _granted_account(request, StreamKind.ACCOUNT_DELETION, account_id, *tokens):
+        return
     async with _sessions(request)() as session:
         await require_admin(credentials, session, request.app.state.settings)
-
-
-StreamCallerDep = Annotated[Caller, Depends(_stream_caller)]
-StreamAdminDep = Annotated[None, Depends(_stream_admin)]
 
 
 def _event_stream(request: Request, events: AsyncIterator[ServerSentEvent]) -> EventSourceResponse:
@@ -153,12 +194,18 @@ def _hub(request: Request) -> EventHub:
     responses=_stream_responses("GET /sites/{id}", "active, rolled_back or deleted", "SiteOut", 401, 404, 422),
 )
 async def site_events_stream(
-    site_id: uuid.UUID, request: Request, caller: StreamCallerDep, last_event_id: LastEventIdHeader = None
+    site_id: uuid.UUID,
+    request: Request,
+    credentials: Credentials,
+    last_event_id: LastEventIdHeader = None,
+    access_token: AccessTokenQuery = None,
+    stream_token: StreamTokenCookie = None,
 ) -> EventSourceResponse:
+    account_id = await _stream_account(request, credentials, StreamKind.SITE, site_id, stream_token, access_token)
     async with _sessions(request)() as session:
         site = await session.get(Site, site_id)
         # Another account's site is indistinguishable from a missing one.
-        if site is None or site.account_id != caller.account_id:
+        if site is None or site.account_id != account_id:
             raise ProblemError(404, "No such site.")
     return _event_stream(request, _site_stream(request, site_id, _resume_after(last_event_id)))
 
@@ -295,11 +342,19 @@ def _shared_answers(request: Request) -> SharedDeletionAnswers:
     ),
 )
 async def bot_deletion_events(
-    bot_id: uuid.UUID, request: Request, caller: StreamCallerDep, last_event_id: LastEventIdHeader = None
+    bot_id: uuid.UUID,
+    request: Request,
+    credentials: Credentials,
+    last_event_id: LastEventIdHeader = None,
+    access_token: AccessTokenQuery = None,
+    stream_token: StreamTokenCookie = None,
 ) -> EventSourceResponse:
+    account_id = await _stream_account(
+        request, credentials, StreamKind.BOT_DELETION, bot_id, stream_token, access_token
+    )
     async with _sessions(request)() as session:
         record = await session.get(DeletionRequest, bot_deletion_id(bot_id))
-    if record is None or record.account_id != caller.account_id:
+    if record is None or record.account_id != account_id:
         raise ProblemError(404, "No deletion was requested for this bot.")
     workflow_id = record.workflow_id
 
@@ -331,8 +386,14 @@ async def bot_deletion_events(
     ),
 )
 async def account_deletion_events(
-    account_id: uuid.UUID, request: Request, _admin: StreamAdminDep, last_event_id: LastEventIdHeader = None
+    account_id: uuid.UUID,
+    request: Request,
+    credentials: Credentials,
+    last_event_id: LastEventIdHeader = None,
+    access_token: AccessTokenQuery = None,
+    stream_token: StreamTokenCookie = None,
 ) -> EventSourceResponse:
+    await _stream_admin(request, credentials, account_id, stream_token, access_token)
     async with _sessions(request)() as session:
         record = await account_deletion_record(session, account_id)
     if record is None:
