@@ -61,3 +61,15 @@ def test_an_expired_token_or_one_for_another_kind_opens_nothing(served: ServedAp
     assert verify(settings, token, StreamKind.BOT_DELETION, site_id) is None
     expired = encode(settings, type(grant)(grant.kind, site_id, account_id, expires=1))
     assert verify(settings, expired, StreamKind.SITE, site_id) is None
+
+
+async def test_an_empty_last_event_id_is_a_fresh_stream_and_a_word_is_refused(served: ServedApi) -> None:
+    async with served.client() as http:
+        owner = await _account(http)
+        site_id = await _site(http, owner)
+        status, _, line = await _first_line(http, f"/sites/{site_id}/events", headers={**owner, "Last-Event-ID": ""})
+        assert status == 200 and line.startswith("id: ")
+        status, _, body = await _first_line(
+            http, f"/sites/{site_id}/events", headers={**owner, "Last-Event-ID": "yesterday"}
+        )
+        assert status == 422, body
