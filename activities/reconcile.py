@@ -1,6 +1,6 @@
 """The reconciler's one step: drive on every deletion the database asks for that no run is working on.
 
-The rule (also in the README's runbook):
+The rule (also in the runbook, docs/operations.md):
 - never started (the API died between its commit and the start): started;
 - FAILED or TIMED_OUT (crash-like: nobody chose it): started again, counting on from deletion_progress;
 - CANCELED or TERMINATED: a deliberate operator stop, never overridden here. A repeated `DELETE /bots/{id}`

@@ -11,6 +11,7 @@ from fastapi.openapi.utils import get_openapi
 from temporalio.client import Client
 
 from api.body_limit import BodySizeLimit
+from api.browser import install_browser_support
 from api.dependencies import TemporalConnection
 from api.metrics import install_metrics
 from api.problems import document_problems, install_problem_handlers
@@ -26,6 +27,7 @@ from api.routers import (
     health,
     receipts,
     sites,
+    stream_tokens,
 )
 from lifecycle.db.engine import POOL_CAPACITY, make_engine, make_sessionmaker
 from lifecycle.events_hub import EventHub
@@ -44,6 +46,7 @@ ROUTERS = (
     events.router,
     deletion_budget.router,
     receipts.router,
+    stream_tokens.router,
 )
 
 
@@ -93,6 +96,7 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
     instrument_app(app)
     for router in ROUTERS:
         app.include_router(router)
+    install_browser_support(app, settings)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Header, Response
+from pydantic import WithJsonSchema
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from api.prefer import RESPOND_ASYNC, WAIT, Preferences, parse_prefer
@@ -31,7 +32,11 @@ PREFER_DESCRIPTION = (
     "size. Without either, a deletion estimated below DELETION_INLINE_THRESHOLD rows waits up to "
     "DELETION_INLINE_WAIT seconds. Values the service cannot use are ignored, never an error."
 )
-PreferHeader = Annotated[list[str] | None, Header(alias="Prefer", description=PREFER_DESCRIPTION)]
+# Declared as the plain string a client sends: values the API cannot use are ignored, never refused, so the
+# schema must not refuse them either. Repeated headers arrive as a list.
+PreferHeader = Annotated[
+    list[str] | None, WithJsonSchema({"type": "string"}), Header(alias="Prefer", description=PREFER_DESCRIPTION)
+]
 
 _VARY = {
     "Vary": {"description": "Always `Prefer`: the header can turn a 202 into a 200.", "schema": {"type": "string"}}

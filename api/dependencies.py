@@ -157,6 +157,22 @@ AccountKeyDep = Annotated[str, Depends(account_key_hash)]
 AdminTokenDep = Annotated[str, Depends(admin_token)]
 
 
+async def stream_account_key_hash(credentials: Credentials) -> str | None:
+    """An event stream's account key, which a stream token (api/stream_tokens.py) may stand in for, since a
+    browser's EventSource cannot send `Authorization`: None when no key is sent. With neither, the stream answers
+    401 as account_key_hash does; the authorization matrix counts this as an account key."""
+    return None if credentials is None else hash_api_key(credentials.credentials)
+
+
+async def stream_admin_token(credentials: Credentials) -> str | None:
+    """As stream_account_key_hash, for the admin token."""
+    return None if credentials is None else credentials.credentials
+
+
+StreamAccountKeyDep = Annotated[str | None, Depends(stream_account_key_hash)]
+StreamAdminTokenDep = Annotated[str | None, Depends(stream_admin_token)]
+
+
 async def _account_for_key(session: AsyncSession, key_hash: str) -> uuid.UUID | None:
     row = await session.execute(_ACCOUNT_OF_KEY, {"key_hash": key_hash})
     return row.scalar_one_or_none()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 from http import HTTPStatus
 from typing import Any
 
@@ -14,6 +16,7 @@ from pydantic import BaseModel
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
+from starlette.routing import compile_path
 from temporalio.service import RPCError, RPCStatusCode
 
 from lifecycle.temporal_client import TemporalUnavailable
@@ -101,6 +104,9 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def _http(request: Request, exc: HTTPException) -> JSONResponse:
         headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers = {name.lower(): value for name, value in headers.items()}
+            headers["allow"] = ", ".join(allowed_methods(request)) or headers.get("allow", "")
         return problem_response(
             exc.status_code, _routing_detail(request, exc, headers), request=request, headers=headers
         )
@@ -150,9 +156,25 @@ def _routing_detail(request: Request, exc: HTTPException, headers: dict[str, str
     if exc.status_code == 404:
         return f"No operation at {request.url.path}; the API's paths are listed at /docs."
     if exc.status_code == 405:
-        allowed = headers.get("allow", "another method")
+        allowed = headers.get("allow") or "another method"
         return f"{request.method} is not allowed on {request.url.path}; use {allowed}."
     return str(exc.detail)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the path has, as the OpenAPI schema lists them. Starlette's own 405 names only the first
+    route that matched the path, so `OPTIONS /sites` said `Allow: POST` though `GET /sites` exists too."""
+    methods: set[str] = set()
+    for template, path_item in request.app.openapi()["paths"].items():
+        if _path_regex(template).match(request.url.path):
+            methods.update(method.upper() for method in path_item)
+    return sorted(methods)
+
+
+@functools.cache
+def _path_regex(template: str) -> re.Pattern[str]:
+    regex, _, _ = compile_path(template)
+    return regex
 
 
 def _unavailable(request: Request, detail: str) -> JSONResponse:
@@ -183,6 +205,8 @@ def document_problems(schema: dict[str, Any]) -> dict[str, Any]:
                 responses.setdefault(str(status), {"description": HTTPStatus(status).phrase})
             if "requestBody" in operation:
                 responses.setdefault("413", {"description": HTTPStatus(413).phrase})
+                # A body that is not JSON at all, which FastAPI refuses before any validation.
+                responses.setdefault("400", {"description": HTTPStatus(400).phrase})
             for status, response in responses.items():
                 if status.isdigit() and int(status) >= 400:
                     response["content"] = {PROBLEM_MEDIA_TYPE: {"schema": problem_ref}}

@@ -87,4 +87,6 @@ def stack_environment(settings: Settings, ports: StackPorts) -> dict[str, str]:
         "ADMIN_TOKEN": admin_token(settings),
         "EXPORT_SIGNING_KEY": export_signing_key(settings),
         "API_PORT": str(settings.api_port),
+        # The page that draws a site being built, at /demo/: for people trying the stack, never in production.
+        "DEMO_PAGE": "true",
     }

@@ -72,6 +72,7 @@ class Stack:
         ]
         if self.with_apps:
             lines.append(f"  API docs      http://127.0.0.1:{self.env['API_PORT']}/docs")
+            lines.append(f"  Demo page     http://127.0.0.1:{self.env['API_PORT']}/demo/")
         else:
             lines.append("  Start the worker with `python worker.py` and the API with `python -m api`,")
             lines.append("  after `eval $(python -m devstack env | sed 's/^/export /')`.")

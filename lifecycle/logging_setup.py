@@ -49,8 +49,11 @@ def _temporal_ids(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
     return event
 
 
-# Query-string parameters whose values are credentials: never written to a log.
-SECRET_QUERY_PARAMETERS = frozenset({"access_token", "token"})
+# Query-string parameters whose values are credentials: never written to a log. A stream token travels as
+# `access_token` (a browser's EventSource cannot send a header), an export link's signature as `signature`; the
+# other two are what a client might put in a URL by mistake. Keys and the admin token belong in `Authorization`,
+# which no log prints.
+SECRET_QUERY_PARAMETERS = frozenset({"access_token", "token", "signature", "api_key"})
 REDACTED = "[redacted]"
 
 

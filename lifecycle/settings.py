@@ -62,6 +62,14 @@ class Settings(BaseSettings):
     worker_metrics_host: str = "127.0.0.1"
     public_base_url: str | None = None
     max_request_body_bytes: int = 64 * 1024
+    # Origins allowed to call the API from a browser (CORS), comma-separated; none by default, so only
+    # same-origin pages (the demo page, a front end behind the same host) can.
+    cors_origins: str = ""
+    # Serve the demo page (web/) at /demo/; `make run` turns it on, nothing else does.
+    demo_page: bool = False
+    # How long a stream token (POST .../events/token) opens its one stream, reconnections included: longer
+    # than a site's build or a deletion a customer watches, short enough that a leaked one soon means nothing.
+    stream_token_ttl: timedelta = timedelta(minutes=10)
     # Small deletions answer at once, sparing the client a status to follow. Below this many rows of work,
     # counted by a bounded estimate (lifecycle/deletion_size.py), DELETE /bots/{id} and DELETE /account wait for
     # their workflow and answer 200 with the finished deletion; 0 turns the size-based wait off (`Prefer: wait=N`

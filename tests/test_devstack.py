@@ -1,4 +1,4 @@
-"""The README commands: `python -m devstack env`, and the `make run` stack keeping its data over a restart."""
+"""The commands of docs/operations.md and the README: `python -m devstack env`, and `make run` keeping its data."""
 
 from __future__ import annotations
 
@@ -108,6 +108,7 @@ def stack(tmp_path: Path, project_root: Path) -> Iterator[RunningStack]:
 def test_make_run_serves_and_keeps_data_across_restart(stack: RunningStack, tmp_path: Path) -> None:
     stack.start()
     assert httpx.get(f"{stack.api_url}/docs").status_code == 200
+    assert "EventSource" in httpx.get(f"{stack.api_url}/demo/demo.js").text  # make run turns the demo page on
     assert httpx.get(f"http://127.0.0.1:{stack.ui_port}/").status_code == 200
     token = (tmp_path / "data" / "admin_token").read_text().strip()
     assert token in stack.log.read_text(), "the banner prints the admin token"

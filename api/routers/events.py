@@ -1,4 +1,4 @@
-"""Live progress as Server-Sent Events: the "your site is being built" animation, and deletions.
+"""Live progress as Server-Sent Events: the "your site is being built" animation a customer watches, and deletions.
 
 Each event's data is the JSON of the matching status endpoint, built by the same function; its id is the id of
 the `lifecycle_events` row it reflects (lifecycle/events_log.py), so `Last-Event-ID` resumes exactly:
@@ -24,15 +24,25 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Final
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Cookie, Header, Query, Request
+from pydantic import WithJsonSchema
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from api.dependencies import AccountKeyDep, AdminTokenDep, Caller, TemporalConnection, require_account, require_admin
+from api.dependencies import (
+    StreamAccountKeyDep,
+    StreamAdminTokenDep,
+    TemporalConnection,
+    account_key_hash,
+    admin_token,
+    require_account,
+    require_admin,
+)
 from api.problems import ProblemError, problem_responses
 from api.routers.deletion_status import account_deletion_out, bot_deletion_out
 from api.routers.sites import site_out
 from api.schemas.bots import DeletionOut
+from api.stream_tokens import COOKIE_NAME, QUERY_PARAMETER, StreamKind, verify
 from lifecycle.db.models import DeletionRequest, Site
 from lifecycle.deletion_status import CLOSED_WITHOUT_COMPLETING, DESCRIBE_TIMEOUT, account_deletion_record
 from lifecycle.events_hub import EventHub, SubjectKey, account_key
@@ -59,15 +69,24 @@ TERMINAL_DELETION_STATUSES: Final = frozenset(
 # A site stream reads its site by itself this often even without a wake-up: one indexed read per watcher.
 SITE_RECHECK_SECONDS: Final = 30.0
 
-LastEventId = Annotated[
-    int | None,
+# Event ids are bigint sequence values. The header is a string, as EventSource sends it: empty means no event
+# received yet (a fresh stream), as do a missing header; anything but digits is refused.
+MAX_EVENT_ID: Final = 2**63 - 1
+LAST_EVENT_ID_PATTERN: Final = r"^[0-9]{0,19}$"
+LastEventIdHeader = Annotated[
+    str | None,
+    WithJsonSchema({"type": "string", "pattern": LAST_EVENT_ID_PATTERN}),
     Header(
         alias="Last-Event-ID",
-        ge=0,
-        le=2**63 - 1,
-        description="The id of the last event received: the stream resumes after it.",
+        pattern=LAST_EVENT_ID_PATTERN,
+        description="The id of the last event received: the stream resumes after it. Empty: no event yet.",
     ),
 ]
+
+
+def _resume_after(last_event_id: str | None) -> int | None:
+    return min(int(last_event_id), MAX_EVENT_ID) if last_event_id else None
+
 
 _EVENT_STREAM_DESCRIPTION = (
     "`text/event-stream`: one event per status or step change, its data the JSON of {answer} and its id usable "
@@ -76,10 +95,24 @@ _EVENT_STREAM_DESCRIPTION = (
 )
 
 
-def _stream_responses(answer: str, terminal: str, *problems: int) -> dict[int | str, dict[str, Any]]:
+def _stream_responses(answer: str, terminal: str, model: str, *problems: int) -> dict[int | str, dict[str, Any]]:
     description = _EVENT_STREAM_DESCRIPTION.format(answer=answer, terminal=terminal)
+    # Without `itemSchema` (OpenAPI 3.2), an event stream's `schema` describes each event.
+    event = {
+        "type": "object",
+        "required": ["data", "id"],
+        "properties": {
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"$ref": f"#/components/schemas/{model}"},
+            },
+            "id": {"type": "string", "pattern": "^[0-9]+$"},
+            "event": {"type": "string", "enum": ["message"]},
+        },
+    }
     return {
-        200: {"description": description, "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+        200: {"description": description, "content": {"text/event-stream": {"schema": event}}},
         **problem_responses(*problems),
     }
 
@@ -91,20 +124,65 @@ def _sessions(request: Request) -> async_sessionmaker[AsyncSession]:
 
 # The callers are checked with a session of their own, closed before the stream begins: the shared
 # dependencies would hold theirs open until the response ends, which for a stream is minutes.
+# A browser's EventSource cannot send `Authorization`: it opens a stream with a token minted for that one stream
+# (api/stream_tokens.py), as an HttpOnly cookie or, failing that, in the query string.
+
+AccessTokenQuery = Annotated[
+    str | None,
+    Query(
+        alias=QUERY_PARAMETER,
+        description="A stream token (POST .../events/token), for clients that can send neither `Authorization` "
+        "nor the cookie. Redacted from the access log.",
+    ),
+]
+StreamTokenCookie = Annotated[
+    str | None, Cookie(alias=COOKIE_NAME, description="The stream token, as POST .../events/token set it.")
+]
 
 
-async def _stream_caller(request: Request, key_hash: AccountKeyDep) -> Caller:
+def _granted_account(
+    request: Request, kind: StreamKind, resource_id: uuid.UUID, *tokens: str | None
+) -> uuid.UUID | None:
+    given = [token for token in tokens if token]
+    for token in given:
+        account_id = verify(request.app.state.settings, token, kind, resource_id)
+        if account_id is not None:
+            return account_id
+    if given:
+        raise ProblemError(
+            401,
+            "The stream token is wrong, expired, or for another stream; ask POST .../events/token for a new one.",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return None
+
+
+async def _stream_account(
+    request: Request,
+    key_hash: StreamAccountKeyDep,
+    kind: StreamKind,
+    resource_id: uuid.UUID,
+    *tokens: str | None,
+) -> uuid.UUID:
+    """The account whose stream this is: by its key if one is sent, else by a token for this stream."""
+    if key_hash is None:
+        granted = _granted_account(request, kind, resource_id, *tokens)
+        if granted is not None:
+            return granted
+        key_hash = await account_key_hash(None)  # neither: answers 401 as every account operation does
     async with _sessions(request)() as session:
-        return await require_account(key_hash, session)
+        return (await require_account(key_hash, session)).account_id
 
 
-async def _stream_admin(request: Request, token: AdminTokenDep) -> None:
+async def _stream_admin(
+    request: Request, token: StreamAdminTokenDep, account_id: uuid.UUID, *tokens: str | None
+) -> None:
+    if token is None:
+        if _granted_account(request, StreamKind.ACCOUNT_DELETION, account_id, *tokens):
+            return
+        token = await admin_token(None)  # neither: answers 401 as every admin operation does
     async with _sessions(request)() as session:
         await require_admin(token, session, request.app.state.settings)
-
-
-StreamCallerDep = Annotated[Caller, Depends(_stream_caller)]
-StreamAdminDep = Annotated[None, Depends(_stream_admin)]
 
 
 def _event_stream(request: Request, events: AsyncIterator[ServerSentEvent]) -> EventSourceResponse:
@@ -126,17 +204,23 @@ def _hub(request: Request) -> EventHub:
     "/sites/{site_id}/events",
     response_class=EventSourceResponse,
     summary="A site's progress as Server-Sent Events, each the JSON of GET /sites/{id}",
-    responses=_stream_responses("GET /sites/{id}", "active, rolled_back or deleted", 401, 404, 422),
+    responses=_stream_responses("GET /sites/{id}", "active, rolled_back or deleted", "SiteOut", 401, 404, 422),
 )
 async def site_events_stream(
-    site_id: uuid.UUID, request: Request, caller: StreamCallerDep, last_event_id: LastEventId = None
+    site_id: uuid.UUID,
+    request: Request,
+    key_hash: StreamAccountKeyDep,
+    last_event_id: LastEventIdHeader = None,
+    access_token: AccessTokenQuery = None,
+    stream_token: StreamTokenCookie = None,
 ) -> EventSourceResponse:
+    account_id = await _stream_account(request, key_hash, StreamKind.SITE, site_id, stream_token, access_token)
     async with _sessions(request)() as session:
         site = await session.get(Site, site_id)
         # Another account's site is indistinguishable from a missing one.
-        if site is None or site.account_id != caller.account_id:
+        if site is None or site.account_id != account_id:
             raise ProblemError(404, "No such site.")
-    return _event_stream(request, _site_stream(request, site_id, last_event_id))
+    return _event_stream(request, _site_stream(request, site_id, _resume_after(last_event_id)))
 
 
 def _site_from_state(state: dict[str, Any]) -> Site:
@@ -262,15 +346,26 @@ def _shared_answers(request: Request) -> SharedDeletionAnswers:
     response_class=EventSourceResponse,
     summary="A bot deletion's progress as Server-Sent Events, each the JSON of GET /bots/{id}/deletion",
     responses=_stream_responses(
-        "GET /bots/{id}/deletion", "completed, incomplete, cancelled, terminated or failed", 401, 404, 422
+        "GET /bots/{id}/deletion",
+        "completed, incomplete, cancelled, terminated or failed",
+        "DeletionOut",
+        401,
+        404,
+        422,
     ),
 )
 async def bot_deletion_events(
-    bot_id: uuid.UUID, request: Request, caller: StreamCallerDep, last_event_id: LastEventId = None
+    bot_id: uuid.UUID,
+    request: Request,
+    key_hash: StreamAccountKeyDep,
+    last_event_id: LastEventIdHeader = None,
+    access_token: AccessTokenQuery = None,
+    stream_token: StreamTokenCookie = None,
 ) -> EventSourceResponse:
+    account_id = await _stream_account(request, key_hash, StreamKind.BOT_DELETION, bot_id, stream_token, access_token)
     async with _sessions(request)() as session:
         record = await session.get(DeletionRequest, bot_deletion_id(bot_id))
-    if record is None or record.account_id != caller.account_id:
+    if record is None or record.account_id != account_id:
         raise ProblemError(404, "No deletion was requested for this bot.")
     workflow_id = record.workflow_id
 
@@ -283,7 +378,7 @@ async def bot_deletion_events(
     subject = _DeletionSubject(
         (DELETION, workflow_id), workflow_id, record.account_id, reread, bot_deletion_out, latest
     )
-    return _event_stream(request, _deletion_stream(request, subject, last_event_id))
+    return _event_stream(request, _deletion_stream(request, subject, _resume_after(last_event_id)))
 
 
 @router.get(
@@ -292,12 +387,24 @@ async def bot_deletion_events(
     summary="An account deletion's progress as Server-Sent Events, each the JSON of GET /accounts/{id}/deletion "
     "(admin token)",
     responses=_stream_responses(
-        "GET /accounts/{id}/deletion", "completed, incomplete, cancelled, terminated or failed", 401, 403, 404, 422
+        "GET /accounts/{id}/deletion",
+        "completed, incomplete, cancelled, terminated or failed",
+        "DeletionOut",
+        401,
+        403,
+        404,
+        422,
     ),
 )
 async def account_deletion_events(
-    account_id: uuid.UUID, request: Request, _admin: StreamAdminDep, last_event_id: LastEventId = None
+    account_id: uuid.UUID,
+    request: Request,
+    token: StreamAdminTokenDep,
+    last_event_id: LastEventIdHeader = None,
+    access_token: AccessTokenQuery = None,
+    stream_token: StreamTokenCookie = None,
 ) -> EventSourceResponse:
+    await _stream_admin(request, token, account_id, stream_token, access_token)
     async with _sessions(request)() as session:
         record = await account_deletion_record(session, account_id)
     if record is None:
@@ -312,7 +419,7 @@ async def account_deletion_events(
     subject = _DeletionSubject(
         account_key(account_id), record.workflow_id, account_id, reread, account_deletion_out, latest
     )
-    return _event_stream(request, _deletion_stream(request, subject, last_event_id))
+    return _event_stream(request, _deletion_stream(request, subject, _resume_after(last_event_id)))
 
 
 async def _deletion_stream(

@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, EmailStr, Field
 
-from api.schemas.text import PrintableText
+from api.schemas.text import PrintableName
 
 
 def _ascii_address(value: str) -> str:
@@ -19,7 +19,7 @@ def _ascii_address(value: str) -> str:
 class AccountCreate(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    name: PrintableText = Field(min_length=1, max_length=200)
+    name: PrintableName = Field(min_length=1, max_length=200)
     email: Annotated[EmailStr, AfterValidator(_ascii_address)] = Field(max_length=320)
 
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.schemas.text import PrintableText
+from api.schemas.text import PrintableName
 from lifecycle.deletion_status import ShownStatus
 from lifecycle.statuses import DeletionState, Throttle
 
@@ -14,7 +14,7 @@ from lifecycle.statuses import DeletionState, Throttle
 class BotCreate(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    name: PrintableText = Field(min_length=1, max_length=200)
+    name: PrintableName = Field(min_length=1, max_length=200)
 
 
 class BotOut(BaseModel):

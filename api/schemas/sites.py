@@ -2,24 +2,31 @@ from __future__ import annotations
 
 import re
 import uuid
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from api.schemas.text import PrintableText
+from api.schemas.text import DeclaredPattern, PrintableName, PrintableText
 from lifecycle.statuses import SiteStatus, StepStatus
 
 # RFC 1035 labels, ASCII only: internationalised names arrive as punycode (xn--), so confusable
 # look-alike characters never reach the database.
 _LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 MAX_DOMAIN_LENGTH = 253
+# The same rule as a pattern, declared in the OpenAPI schema: two or more such labels (any case, since the
+# validator lowercases), the last not all digits.
+_LABEL_PATTERN = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+DOMAIN_PATTERN = rf"^(?:{_LABEL_PATTERN}\.)+(?![0-9]+$){_LABEL_PATTERN}$"
 
 
 class SiteCreate(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    name: PrintableText = Field(min_length=1, max_length=100)
+    name: PrintableName = Field(min_length=1, max_length=100)
     tagline: PrintableText = Field(default="", max_length=200)
-    domain: str = Field(min_length=3, max_length=MAX_DOMAIN_LENGTH, examples=["blog.example.com"])
+    domain: Annotated[str, DeclaredPattern(DOMAIN_PATTERN)] = Field(
+        min_length=3, max_length=MAX_DOMAIN_LENGTH, examples=["blog.example.com"]
+    )
 
     @field_validator("domain")
     @classmethod

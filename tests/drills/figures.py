@@ -1,4 +1,4 @@
-"""Drill measurements: printed for the test log and appended to a file the README's figures come from."""
+"""Drill measurements: printed for the test log and appended to a file the figures in docs/design.md come from."""
 
 from __future__ import annotations
 

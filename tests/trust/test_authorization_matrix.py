@@ -26,7 +26,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.params import Depends
 from fastapi.routing import APIRoute, iter_route_contexts
 
-from api.dependencies import PUBLIC, account_key_hash, admin_token
+from api.dependencies import PUBLIC, account_key_hash, admin_token, stream_account_key_hash, stream_admin_token
 from api.problems import install_problem_handlers
 from api.security import generate_api_key, hash_api_key
 from lifecycle.db.models import AccountExport, ApiKey, Site
@@ -48,8 +48,10 @@ def _calls(dependant: Dependant) -> Iterator[Any]:
 
 def required_credential(route: APIRoute) -> Credential:
     calls = set(_calls(route.dependant))
-    needs = {Credential.ACCOUNT_KEY} if account_key_hash in calls else set()
-    needs |= {Credential.ADMIN_TOKEN} if admin_token in calls else set()
+    # An event stream also takes a token minted for it (the stream-token tests cover those); without one, it
+    # needs the same credential as its status endpoint.
+    needs = {Credential.ACCOUNT_KEY} if calls & {account_key_hash, stream_account_key_hash} else set()
+    needs |= {Credential.ADMIN_TOKEN} if calls & {admin_token, stream_admin_token} else set()
     assert len(needs) <= 1, f"{route.path} asks for both an account key and the admin token"
     return needs.pop() if needs else Credential.NONE
 

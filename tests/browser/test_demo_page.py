@@ -1,0 +1,139 @@
+"""The demo page in Debian's Chromium: a site created from the form is drawn live from its event stream, and a
+connection cut mid-build costs no step and repeats none."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest_asyncio
+import uvicorn
+from playwright.async_api import Page, async_playwright
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from temporalio.client import Client
+
+from api.app import create_app
+from devstack.ports import free_port
+from lifecycle.db.models import Site
+from lifecycle.events_log import site_events
+from lifecycle.settings import Settings
+from tests.browser.cuttable_proxy import CuttableProxy
+from tests.conftest import ADMIN_TOKEN
+from tests.deletion.helpers import own_queue, own_worker
+from tests.eventually import eventually
+from tests.operators.test_temporal_ui import CHROMIUM, CHROMIUM_ARGS
+
+SCREENSHOT = Path(__file__).resolve().parents[2] / "test-artifacts" / "demo-page.png"
+PAGE_TIMEOUT_MS = 60_000
+# The bootstrap's first attempt works this much longer, so the cut lands while the site is still being built.
+SLOW_BOOTSTRAP = "bootstrap_site=delay:4:1"
+
+
+@dataclass(frozen=True)
+class DemoApi:
+    settings: Settings
+    port: int
+    sessions: async_sessionmaker[AsyncSession]
+
+
+@pytest_asyncio.fixture
+async def demo_api(settings: Settings, temporal_client: Client) -> AsyncIterator[DemoApi]:
+    own = own_queue(settings).model_copy(update={"demo_page": True})
+    app = create_app(own, temporal_client=temporal_client)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    task = asyncio.get_running_loop().create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.02)  # uvicorn offers no event for "started"; this polls its flag
+    yield DemoApi(own, port, app.state.sessionmaker)
+    server.should_exit = True
+    await task
+
+
+async def _api_key(base_url: str) -> str:
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        created = await http.post(
+            "/accounts",
+            json={"name": "Demo", "email": "demo@example.com"},
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        )
+    assert created.status_code == 201, created.text
+    key: str = created.json()["api_key"]
+    return key
+
+
+async def _step_status(page: Page, step: str) -> str:
+    return await page.locator(f'#steps li[data-step="{step}"]').get_attribute("data-status") or ""
+
+
+async def _site_status(demo_api: DemoApi, domain: str, status: str) -> bool:
+    async with demo_api.sessions() as session:
+        return (await session.execute(select(Site.status).where(Site.domain == domain))).scalar_one() == status
+
+
+async def _received_event_ids(page: Page) -> list[int]:
+    return [
+        int(value)
+        for value in await page.locator("#events li").evaluate_all("items => items.map(i => i.dataset.eventId)")
+    ]
+
+
+async def test_the_page_draws_every_step_across_a_dropped_connection(
+    demo_api: DemoApi, temporal_client: Client
+) -> None:
+    own = demo_api.settings
+    proxy = CuttableProxy(demo_api.port)
+    await proxy.start()
+    base_url = f"http://127.0.0.1:{proxy.port}"
+    key = await _api_key(base_url)
+    domain = f"demo-{uuid.uuid4().hex[:8]}.example.com"
+    try:
+        async with own_worker(own, temporal_client, faults=SLOW_BOOTSTRAP), async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                page = await browser.new_page(viewport={"width": 900, "height": 900})
+                page.set_default_timeout(PAGE_TIMEOUT_MS)
+                await page.goto(f"{base_url}/demo/")
+                await page.fill('input[name="api_key"]', key)
+                await page.fill('input[name="name"]', "Watched live")
+                await page.fill('input[name="tagline"]', "Built while you wait")
+                await page.fill('input[name="domain"]', domain)
+                await page.click('button[type="submit"]')
+
+                # Mid-build: the database is done and the bootstrap's slowed first attempt has begun.
+                await page.wait_for_selector('#steps li[data-step="database"][data-status="done"]')
+                assert await _step_status(page, "bootstrap") in {"pending", "running"}
+                assert proxy.cut() >= 1, "the stream's connection went through the proxy"
+                await page.wait_for_selector('body[data-connection="reconnecting"]')
+                # The rest of the build happens while the page cannot reach the API, then the network is back.
+                await eventually(lambda: _site_status(demo_api, domain, "active"), "the site is built meanwhile")
+                proxy.restore()
+
+                await page.wait_for_selector('#final[data-status="active"]')
+                assert await page.get_attribute("body", "data-opens") == "2", "one stream opened again after the cut"
+                assert [
+                    await _step_status(page, step) for step in ("metadata", "filesystem", "database", "bootstrap")
+                ] == ["done"] * 4
+                assert domain in await page.inner_text("#final")
+                SCREENSHOT.parent.mkdir(exist_ok=True)
+                await page.click("#progress summary")
+                await page.screenshot(path=str(SCREENSHOT), full_page=True)
+                received = await _received_event_ids(page)
+            finally:
+                await browser.close()
+    finally:
+        await proxy.stop()
+
+    # A fresh stream starts at the site's state when it opens; from there, every change the database recorded
+    # reached the page exactly once and in order, the ones made while the connection was cut included.
+    async with demo_api.sessions() as session:
+        site_id = (await session.execute(select(Site.id).where(Site.domain == domain))).scalar_one()
+        recorded = [event_id for event_id, _ in await site_events(session, site_id, after=0)]
+    assert received and received == [event_id for event_id in recorded if event_id >= received[0]]

@@ -1,0 +1,111 @@
+// The "your site is being built" page: creates a site with the account's key, then draws its four steps from
+// the site's event stream. The browser's EventSource reconnects by itself after a dropped connection and sends
+// the id of the last event it received as Last-Event-ID; the API then sends every change after that one, so no
+// step is missed or drawn twice. The stream is opened with a token cookie for this one stream (HttpOnly, so
+// this script never sees it), since an EventSource cannot send the key in a header.
+"use strict";
+
+const STEPS = ["metadata", "filesystem", "database", "bootstrap"];
+const TERMINAL = new Set(["active", "rolled_back", "deleted"]);
+const $ = (selector) => document.querySelector(selector);
+
+function showProblem(text) {
+  $("#problem").textContent = text;
+  $("#problem").hidden = false;
+}
+
+async function problemText(response) {
+  try {
+    const problem = await response.json();
+    return problem.detail || problem.title || `HTTP ${response.status}`;
+  } catch {
+    return `HTTP ${response.status}`;
+  }
+}
+
+function draw(site) {
+  let done = 0;
+  for (const step of STEPS) {
+    const item = $(`#steps li[data-step="${step}"]`);
+    const status = site.steps[step];
+    item.dataset.status = status;
+    item.querySelector(".state").textContent = status.replace("_", " ");
+    if (status === "done") done += 1;
+  }
+  $("#bar-fill").style.width = `${(done / STEPS.length) * 100}%`;
+  const final = $("#final");
+  final.dataset.status = site.status;
+  if (site.status === "active") {
+    $("#headline").textContent = "Your site is live";
+    final.textContent = `${site.domain} is active.`;
+  } else if (site.status === "rolled_back" || site.status === "rollback_failed") {
+    $("#headline").textContent = "Your site could not be built";
+    final.textContent = `Rolled back: ${site.error || "no reason recorded"}`;
+  } else if (site.status === "deleted") {
+    final.textContent = "The site was deleted.";
+  } else {
+    final.textContent = "";
+  }
+}
+
+function logEvent(id, site) {
+  const item = document.createElement("li");
+  item.dataset.eventId = id;
+  item.textContent = `#${id} ${site.status}: ${STEPS.map((step) => `${step} ${site.steps[step]}`).join(", ")}`;
+  $("#events").append(item);
+}
+
+function setConnection(state, text) {
+  document.body.dataset.connection = state;
+  $("#connection").textContent = text;
+}
+
+function watch(siteId) {
+  const source = new EventSource(`/sites/${siteId}/events`);
+  source.onopen = () => {
+    document.body.dataset.opens = String(Number(document.body.dataset.opens) + 1);
+    setConnection("open", "Connected: following the build live.");
+  };
+  source.onmessage = (event) => {
+    const site = JSON.parse(event.data);
+    logEvent(event.lastEventId, site);
+    draw(site);
+    if (TERMINAL.has(site.status)) {
+      source.close();
+      setConnection("closed", "Finished.");
+    }
+  };
+  source.onerror = () => {
+    if (source.readyState === EventSource.CLOSED) {
+      setConnection("failed", "The connection was refused; reload to try again.");
+    } else {
+      setConnection("reconnecting", "Connection lost: reconnecting, without losing a step…");
+    }
+  };
+}
+
+async function create(event) {
+  event.preventDefault();
+  const form = event.target;
+  const fields = new FormData(form);
+  const auth = { Authorization: `Bearer ${fields.get("api_key")}` };
+  $("#problem").hidden = true;
+  form.querySelector("button").disabled = true;
+  const created = await fetch("/sites", {
+    method: "POST",
+    headers: { ...auth, "Content-Type": "application/json" },
+    body: JSON.stringify({ name: fields.get("name"), tagline: fields.get("tagline"), domain: fields.get("domain") }),
+  });
+  if (!created.ok) {
+    form.querySelector("button").disabled = false;
+    return showProblem(await problemText(created));
+  }
+  const site = await created.json();
+  // Sets the HttpOnly cookie that opens this site's stream, and only that one.
+  const token = await fetch(`/sites/${site.id}/events/token`, { method: "POST", headers: auth });
+  if (!token.ok) return showProblem(await problemText(token));
+  $("#progress").hidden = false;
+  watch(site.id);
+}
+
+$("#create").addEventListener("submit", create);
