@@ -17,7 +17,7 @@ from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 from temporalio import activity
 
-from activities.deletion_pace import Pace
+from activities.deletion_pace import Pacer
 from activities.errors import as_transient, is_transient
 from activities.resources import ActivityResources
 from lifecycle.contracts import DELETER_SLICE, DeleteServiceInput, ServiceProgress
@@ -222,7 +222,7 @@ class BotDataDeleters:
         deleter = DELETERS[request.service]
         progress = _resume_point(request.progress)
         deadline = time.monotonic() + DELETER_SLICE.total_seconds()
-        pace = Pace(deleter.table, heartbeat=lambda: activity.heartbeat(replace(progress)))
+        pace = Pacer(deleter.table, heartbeat=lambda: activity.heartbeat(replace(progress)))
         try:
             async with self._resources.engine.connect() as conn:
                 progress = await _starting_point(conn, deleter, request, progress)

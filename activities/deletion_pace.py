@@ -22,7 +22,7 @@ UNLIMITED_RECHECK_EVERY = 1.0
 WAIT_PIECE = 1.0
 
 
-class Pace:
+class Pacer:
     def __init__(self, table: str, heartbeat: Callable[[], None]) -> None:
         self._table = table
         self._heartbeat = heartbeat
