@@ -19,7 +19,6 @@ with workflow.unsafe.imports_passed_through():
     from activities.deletion_grace import DeletionGrace
     from activities.deletion_records import BOT_DELETION_NOT_COMPLETED, DeletionRecords
     from activities.notifications import Notifications
-    from activities.receipts import DeletionReceipts
     from lifecycle.contracts import (
         AccountDeletionInput,
         AccountDeletionResult,
@@ -30,7 +29,6 @@ with workflow.unsafe.imports_passed_through():
         DeletionEmailInput,
         DeletionStatus,
         FinishAccountDeletionInput,
-        ReceiptInput,
         ReceiptSubject,
         ServiceProgress,
         SiteDeletionInput,
@@ -45,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows import policies
     from workflows.operator_gate import Decision, OperatorGate
+    from workflows.receipt_step import issue_receipt
 
 from workflows.bot_deletion import BotDeletionWorkflow
 from workflows.site_deletion import SiteDeletionWorkflow
@@ -129,9 +128,9 @@ class AccountDeletionWorkflow:
         elif not (row_deleted := await self._finish_once_empty(request)):
             # An operator chose to stop with data left: the account stays, and nobody is told it is gone; the
             # receipt says what remains.
-            await self._issue_receipt(request)
+            await issue_receipt(ReceiptSubject.ACCOUNT, request.account_id, request.account_id)
             return self._close(request, DeletionState.INCOMPLETE, row_deleted=False)
-        receipt_id = await self._issue_receipt(request)
+        receipt_id = await issue_receipt(ReceiptSubject.ACCOUNT, request.account_id, request.account_id)
         await workflow.execute_activity_method(
             Notifications.send_deletion_confirmation,
             DeletionEmailInput(
@@ -145,24 +144,6 @@ class AccountDeletionWorkflow:
             summary="email the deletion confirmation (once)",
         )
         return self._close(request, DeletionState.COMPLETED, row_deleted=row_deleted)
-
-    async def _issue_receipt(self, request: AccountDeletionInput) -> str:
-        info = workflow.info()
-        return await workflow.execute_activity_method(
-            DeletionReceipts.issue_deletion_receipt,
-            ReceiptInput(
-                workflow_id=info.workflow_id,
-                first_run_id=info.first_execution_run_id,
-                run_id=info.run_id,
-                subject_kind=ReceiptSubject.ACCOUNT,
-                subject_id=request.account_id,
-                account_id=request.account_id,
-            ),
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
-            summary=f"check account {request.account_id} is gone, then sign its deletion receipt",
-        )
 
     async def _wait_out_grace(self, request: AccountDeletionInput, grace: timedelta) -> bool:
         """False if an admin restored the account during its grace; True once deleting may begin."""

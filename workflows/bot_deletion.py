@@ -12,7 +12,6 @@ from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 with workflow.unsafe.imports_passed_through():
     from activities.deleters import DELETION_SERVICES, BotDataDeleters
     from activities.deletion_records import DeletionRecords
-    from activities.receipts import DeletionReceipts
     from lifecycle.contracts import (
         MAX_BATCH_SIZE,
         MIN_BATCH_SIZE,
@@ -25,7 +24,6 @@ with workflow.unsafe.imports_passed_through():
         FinishBotDeletionInput,
         FinishBotDeletionResult,
         OperatorAction,
-        ReceiptInput,
         ReceiptSubject,
         ServiceProgress,
     )
@@ -35,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
     from workflows import policies
     from workflows.operator_gate import Decision, OperatorGate
+    from workflows.receipt_step import issue_receipt
 
 # Patches (README: gate every change to a workflow's commands). Runs started before them replay the old path.
 # Finishing checks that no rows remain and goes around again if some do.
@@ -140,28 +139,9 @@ class BotDeletionWorkflow:
             self._set_status(DeletionState.CANCELLED)
             raise
         final = DeletionState.INCOMPLETE if self._skipped() else DeletionState.COMPLETED
-        await self._issue_receipt(request)
+        await issue_receipt(ReceiptSubject.BOT, request.bot_id, request.account_id, self._operator_actions)
         self._set_status(final)
         return BotDeletionResult(bot_id=request.bot_id, services=self._progress, status=final)
-
-    async def _issue_receipt(self, request: BotDeletionInput) -> None:
-        info = workflow.info()
-        await workflow.execute_activity_method(
-            DeletionReceipts.issue_deletion_receipt,
-            ReceiptInput(
-                workflow_id=info.workflow_id,
-                first_run_id=info.first_execution_run_id,
-                run_id=info.run_id,
-                subject_kind=ReceiptSubject.BOT,
-                subject_id=request.bot_id,
-                account_id=request.account_id,
-                operator_actions=self._operator_actions,
-            ),
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
-            summary=f"check bot {request.bot_id} is gone, then sign its deletion receipt",
-        )
 
     async def _delete_every_service(self, request: BotDeletionInput) -> None:
         # The services share nothing, so they are deleted side by side: one service's file unlinks

@@ -57,6 +57,11 @@ async def _rate(conn: asyncpg.Connection, workflow_id: str) -> float:
     return (await _deleted(conn, workflow_id) - before) / (loop.time() - started)
 
 
+async def _completed(api: httpx.AsyncClient, bot_id: str, headers: dict[str, str]) -> dict[str, Any] | None:
+    status = (await api.get(f"/bots/{bot_id}/deletion", headers=headers)).json()
+    return status if status["status"] == "completed" else None
+
+
 async def test_the_budget_is_an_admin_setting_read_and_changed_live(api: httpx.AsyncClient, account: Any) -> None:
     current = await api.get("/deletion-budget", headers=ADMIN_HEADERS)
     assert current.status_code == 200
@@ -129,11 +134,7 @@ async def test_a_budget_change_mid_run_changes_the_rate_and_moves_the_estimate(
             )
         # Back at the default, it finishes.
 
-        async def finished() -> dict[str, Any] | None:
-            status = (await api.get(f"/bots/{bot_id}/deletion", headers=headers)).json()
-            return status if status["status"] == "completed" else None
-
-        done = await eventually(finished, "the deletion completes")
+        done = await eventually(lambda: _completed(api, bot_id, headers), "the deletion completes")
         assert done["rows_per_second"] == 0 and done["estimated_completion"] is None and done["throttled"] is None
     finally:
         await conn.close()
@@ -191,11 +192,7 @@ async def test_a_deletion_under_pressure_reports_it_slows_down_and_still_finishe
             print(f"rows/s at the budget: {at_budget:,.0f}; under pressure: {under_pressure:,.0f}")
             assert under_pressure < at_budget / 2, "a quarter of the budget while the database shows pressure"
 
-        async def finished() -> dict[str, Any] | None:
-            status = (await api.get(f"/bots/{bot_id}/deletion", headers=headers)).json()
-            return status if status["status"] == "completed" else None
-
-        await eventually(finished, "the deletion completes")
+        await eventually(lambda: _completed(api, bot_id, headers), "the deletion completes")
         assert await conn.fetchval("SELECT count(*) FROM messages WHERE bot_id = $1::uuid", bot_id) == 0
     finally:
         await conn.close()
