@@ -25,14 +25,18 @@ def notification_key(workflow_id: str) -> str:
     return f"deletion-confirmation:{workflow_id}"
 
 
-def _compose(settings: Settings, to: str, counts: dict[str, int]) -> EmailMessage:
+def _compose(settings: Settings, to: str, counts: dict[str, int], receipt_id: str | None) -> EmailMessage:
     message = EmailMessage()
     message["From"] = settings.mail_from
     message["To"] = to
     message["Subject"] = "Your account has been deleted"
     lines = [f"  {service}: {count:,}" for service, count in sorted(counts.items())]
+    receipt = f"\nDeletion receipt: {receipt_id} (signed; ask us for it by this id)\n" if receipt_id else ""
     message.set_content(
-        "Your account and all its data have been deleted.\n\nRecords deleted per service:\n" + "\n".join(lines) + "\n"
+        "Your account and all its data have been deleted.\n\nRecords deleted per service:\n"
+        + "\n".join(lines)
+        + "\n"
+        + receipt
     )
     return message
 
@@ -58,7 +62,7 @@ class Notifications:
             if to is None:
                 activity.logger.warning("no confirmation address recorded for %s", request.workflow_id)
                 return None
-            return _compose(settings, to, request.deleted_per_service)
+            return _compose(settings, to, request.deleted_per_service, request.receipt_id)
 
         try:
             sent = await send_once(engine, settings, notification_key(request.workflow_id), compose)

@@ -13,6 +13,7 @@ from activities.deletion_grace import DeletionGrace
 from activities.deletion_records import DeletionRecords
 from activities.export_reconciler import ExportReconciler
 from activities.notifications import Notifications
+from activities.receipts import DeletionReceipts
 from activities.reconcile import Reconciler
 from activities.resources import ActivityResources
 from activities.site_reconciler import SiteReconciler
@@ -39,6 +40,7 @@ def build_activities(resources: ActivityResources) -> list[Callable[..., Any]]:
         ExportReconciler(resources).reconcile_exports,
         *_export_activities(AccountExportActivities(resources)),
         DeletionGrace(resources).end_account_deletion_grace,
+        DeletionReceipts(resources).issue_deletion_receipt,
     ]
 
 

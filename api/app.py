@@ -20,9 +20,11 @@ from api.routers import (
     account_restore,
     accounts,
     bots,
+    deletion_budget,
     deletion_status,
     events,
     health,
+    receipts,
     sites,
 )
 from lifecycle.db.engine import POOL_CAPACITY, make_engine, make_sessionmaker
@@ -39,6 +41,8 @@ ROUTERS = (
     account_exports.router,
     account_restore.router,
     events.router,
+    deletion_budget.router,
+    receipts.router,
 )
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import asyncpg
 import httpx
 import psutil
+from sqlalchemy.ext.asyncio import create_async_engine
 from temporalio.client import Client
 
 from activities.deleters import DELETION_SERVICES as SERVICES
@@ -28,6 +29,7 @@ from api.app import create_app
 from bench.processes import worker_process
 from devstack.seed import asyncpg_dsn, seed
 from devstack.throwaway import throwaway_stack
+from lifecycle.deletion_budget import set_budget
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 
@@ -115,12 +117,23 @@ async def _vacuum(settings: Settings) -> None:
         await conn.close()
 
 
+async def _unlimited_budget(settings: Settings) -> None:
+    """The bench measures the deleters themselves: no deletion budget, and so no back-off either."""
+    engine = create_async_engine(settings.database_url)
+    try:
+        async with engine.begin() as conn:
+            await set_budget(conn, None)
+    finally:
+        await engine.dispose()
+
+
 async def main(rows: int, rounds: int) -> None:
     samples = RssSamples()
     workflow_seconds: list[float] = []
     plain_seconds: list[float] = []
     async with throwaway_stack("bench", durable=True) as stack:
         settings, client = stack.settings, stack.env.client
+        await _unlimited_budget(settings)
         app = create_app(settings, temporal_client=client)
         async with _worker_sampled(settings, samples), app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)

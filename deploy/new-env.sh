@@ -18,7 +18,7 @@ random_hex() {
 umask 077
 while IFS= read -r line || [ -n "$line" ]; do
     case $line in
-        ADMIN_TOKEN= | EXPORT_SIGNING_KEY= | *_PASSWORD=) printf '%s%s\n' "$line" "$(random_hex)" ;;
+        ADMIN_TOKEN= | EXPORT_SIGNING_KEY= | RECEIPT_SIGNING_KEY= | *_PASSWORD=) printf '%s%s\n' "$line" "$(random_hex)" ;;
         *) printf '%s\n' "$line" ;;
     esac
 done <"$template" >"$target.tmp"

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
+from enum import StrEnum
 
 from lifecycle.export_contracts import ExportsReconciled
 from lifecycle.site_contracts import SitesReconciled
-from lifecycle.statuses import DeletionState, SiteStatus, StepStatus
+from lifecycle.statuses import DeletionState, SiteStatus, StepStatus, Throttle
 
 # Deletion
 
@@ -36,6 +37,10 @@ class ServiceProgress:
     cursor: int = 0
     done: bool = False
     skipped: bool = False
+    files_deleted: int = 0
+    # Measured over the last window of at least a second, and what slowed the last batch (a Throttle value).
+    rows_per_second: int = 0
+    throttled: Throttle | None = None
 
 
 @dataclass
@@ -56,6 +61,17 @@ class BotDeletionInput:
     progress: dict[str, ServiceProgress] = field(default_factory=dict)
     paused: bool = False
     continue_as_new_after_events: int = CONTINUE_AS_NEW_AFTER_EVENTS
+    # Carried across continue-as-new, for the receipt.
+    operator_actions: list[OperatorAction] = field(default_factory=list)
+
+
+@dataclass
+class OperatorAction:
+    """An operator's message a deletion acted on, for its receipt: what, when (RFC 3339), and on what."""
+
+    action: str
+    at: str
+    target: str | None = None
 
 
 @dataclass
@@ -68,6 +84,10 @@ class DeletionStatus:
     waiting_on: str | None = None
     # The last operator message that arrived while nothing waited for one (logged and shown, not acted on).
     ignored_message: str | None = None
+    # As the deleters last measured them; the estimate is at that rate (RFC 3339), None while unknown.
+    rows_per_second: int = 0
+    throttled: Throttle | None = None
+    estimated_completion: str | None = None
 
 
 @dataclass
@@ -141,6 +161,28 @@ class DeletionEmailInput:
 
     workflow_id: str
     deleted_per_service: dict[str, int]
+    # Named in the email, so the recipient can ask for the signed receipt later.
+    receipt_id: str | None = None
+
+
+class ReceiptSubject(StrEnum):
+    BOT = "bot"
+    ACCOUNT = "account"
+
+
+@dataclass
+class ReceiptInput:
+    """What a deletion asks its receipt to record; the rest is read and checked in the database and on disk."""
+
+    workflow_id: str
+    # The first run of the chain: one receipt per deletion request, whatever retries, resets and
+    # continues-as-new happen; a later request under the same workflow id (after a skip) gets its own.
+    first_run_id: str
+    run_id: str
+    subject_kind: ReceiptSubject
+    subject_id: str
+    account_id: str
+    operator_actions: list[OperatorAction] = field(default_factory=list)
 
 
 @dataclass

@@ -23,7 +23,7 @@ import asyncio
 import enum
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Final, Literal
 
@@ -33,8 +33,9 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from lifecycle.db.models import DeletionProgress, DeletionRequest
+from lifecycle.pace import Pace
 from lifecycle.search_attributes import LIFECYCLE_STATUS
-from lifecycle.statuses import DeletionState
+from lifecycle.statuses import DeletionState, Throttle, strongest_throttle
 
 # `describe` is answered by the server from its own store in a few milliseconds; past this, answer from the
 # database instead, so a struggling Temporal server never holds a status call for long.
@@ -43,6 +44,13 @@ DESCRIBE_TIMEOUT = timedelta(milliseconds=250)
 # Shown while Temporal does not answer and the database has no completion recorded.
 UNKNOWN: Final = "unknown"
 ShownStatus = DeletionState | Literal["unknown"]
+
+# A deleter records its rate with every batch, several times a second while it runs; a rate older than this is
+# from before a pause, a stall or a slice boundary's wait, and counts as nothing.
+RATE_STALE = timedelta(seconds=3)
+
+# States in which a deletion is deleting, so its measured rate and estimate apply.
+_MOVING_STATES = frozenset({DeletionState.RUNNING})
 
 # Closings after which the data stands where the run stopped, and a repeated request finishes it.
 CLOSED_WITHOUT_COMPLETING = frozenset({DeletionState.CANCELLED, DeletionState.TERMINATED, DeletionState.FAILED})
@@ -78,6 +86,7 @@ class DeletionView:
     progress: dict[str, ServiceTally]
     # False when Temporal did not answer and the status comes from the database alone.
     temporal_answered: bool
+    pace: Pace = field(default_factory=Pace)
 
     @property
     def resumable(self) -> bool:
@@ -112,30 +121,41 @@ async def _view(
     session: AsyncSession, client: Client | None, record: DeletionRequest, *, progress_of: Sequence[str]
 ) -> DeletionView:
     # The database read and the server's describe are independent: one waits while the other answers.
-    (progress, any_skipped), run = await asyncio.gather(
+    (progress, any_skipped, pace), run = await asyncio.gather(
         _progress(session, progress_of), _run_state(client, record.workflow_id)
     )
     if run is _Run.UNANSWERED:
         status: ShownStatus = UNKNOWN
         if record.completed_at is not None:
             status = DeletionState.INCOMPLETE if any_skipped else DeletionState.COMPLETED
-        return DeletionView(status, progress, temporal_answered=False)
+        return DeletionView(status, progress, temporal_answered=False, pace=pace)
     if run is _Run.ABSENT:
         run = DeletionState.RUNNING if record.completed_at is None else DeletionState.COMPLETED
     if run is DeletionState.COMPLETED and any_skipped:
         run = DeletionState.INCOMPLETE
-    return DeletionView(run, progress, temporal_answered=True)
+    if run not in _MOVING_STATES:
+        # Paused, waiting, or closed: whatever the deleters measured last no longer applies.
+        pace = Pace(remaining=pace.remaining)
+    return DeletionView(run, progress, temporal_answered=True, pace=pace)
 
 
-async def _progress(session: AsyncSession, workflow_ids: Sequence[str]) -> tuple[dict[str, ServiceTally], bool]:
+async def _progress(session: AsyncSession, workflow_ids: Sequence[str]) -> tuple[dict[str, ServiceTally], bool, Pace]:
     if not workflow_ids:
-        return {}, False
+        return {}, False, Pace()
+    under_way = ~DeletionProgress.done
+    # A rate recorded longer ago than RATE_STALE is from before a pause or a stall: it no longer applies.
+    current = under_way & (DeletionProgress.updated_at > func.now() - RATE_STALE)
     rows = await session.execute(
         select(
             DeletionProgress.service,
             func.sum(DeletionProgress.deleted),
             func.sum(DeletionProgress.total),
             func.bool_or(DeletionProgress.skipped),
+            func.coalesce(func.sum(DeletionProgress.rows_per_second).filter(current), 0),
+            func.coalesce(
+                func.sum(func.greatest(DeletionProgress.total - DeletionProgress.deleted, 0)).filter(under_way), 0
+            ),
+            func.array_agg(func.distinct(DeletionProgress.throttled)).filter(current),
         )
         .where(DeletionProgress.workflow_id.in_(workflow_ids))
         .group_by(DeletionProgress.service)
@@ -143,10 +163,15 @@ async def _progress(session: AsyncSession, workflow_ids: Sequence[str]) -> tuple
     )
     progress: dict[str, ServiceTally] = {}
     any_skipped = False
-    for service, deleted, total, skipped in rows:
+    rate = remaining = 0
+    throttles: set[Throttle] = set()
+    for service, deleted, total, skipped, service_rate, service_remaining, service_throttles in rows:
         progress[service] = ServiceTally(deleted=int(deleted), total=int(total))
         any_skipped = any_skipped or bool(skipped)
-    return progress, any_skipped
+        rate += int(service_rate)
+        remaining += int(service_remaining)
+        throttles.update(Throttle(value) for value in service_throttles or () if value is not None)
+    return progress, any_skipped, Pace(rate, remaining, strongest_throttle(throttles))
 
 
 async def _run_state(client: Client | None, workflow_id: str) -> DeletionState | _Run:

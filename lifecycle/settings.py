@@ -12,6 +12,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 ADMIN_TOKEN_FILE = "admin_token"
 # The local stack keeps its export signing key here, next to the admin token (devstack/local_env.py).
 EXPORT_SIGNING_KEY_FILE = "export_signing_key"
+# Where the deletion receipts' signing secret is made on first use when RECEIPT_SIGNING_KEY is not set.
+RECEIPT_SIGNING_KEY_FILE = "receipt_signing_key"
 
 # Ports of the local stack; docker-compose and the tests use their own.
 LOCAL_TEMPORAL_PORT = 7233
@@ -73,6 +75,9 @@ class Settings(BaseSettings):
     exports_dir: Path | None = None
     export_signing_key: str | None = Field(default=None, repr=False)
     export_retention: timedelta = timedelta(days=7)
+    # The secret the deletion receipts' Ed25519 key is derived from (lifecycle/receipts.py); the API and the
+    # workers need the same value. Unset: made on first use in DATA_DIR, which the local stack's processes share.
+    receipt_signing_key: str | None = Field(default=None, repr=False)
     # Rows per keyset batch while writing an export: memory holds one batch of one table at a time.
     export_batch_rows: int = Field(default=5_000, ge=1, le=100_000)
     # A window to change one's mind: DELETE /account signs the account out at once, then deletes

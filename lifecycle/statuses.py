@@ -6,6 +6,7 @@ enum member and the stored text are the same thing; CHECK constraints in the mig
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 
 
@@ -26,6 +27,26 @@ class DeletionState(StrEnum):
     FAILED = "failed"
     # An admin restored the account during its grace period: the run ended having deleted nothing.
     RESTORED = "restored"
+
+
+class Throttle(StrEnum):
+    """What slows a running deletion below its pace, as `throttled` shows it (lifecycle/deletion_budget.py)."""
+
+    # Waiting for the shared rows/s budget.
+    BUDGET = "budget"
+    # Pressure signals: the deleters run at a fraction of the budget while one shows.
+    LOCK_WAITS = "lock_waits"
+    AUTOVACUUM = "autovacuum"
+    REPLICA_LAG = "replica_lag"
+
+
+def strongest_throttle(throttles: Iterable[Throttle | None]) -> Throttle | None:
+    """A pressure signal explains more than the budget does; the budget more than nothing."""
+    present = {throttle for throttle in throttles if throttle is not None}
+    pressure = sorted(present - {Throttle.BUDGET})
+    if pressure:
+        return pressure[0]
+    return Throttle.BUDGET if Throttle.BUDGET in present else None
 
 
 class SiteStatus(StrEnum):

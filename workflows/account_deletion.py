@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.deletion_grace import DeletionGrace
     from activities.deletion_records import BOT_DELETION_NOT_COMPLETED, DeletionRecords
     from activities.notifications import Notifications
+    from activities.receipts import DeletionReceipts
     from lifecycle.contracts import (
         AccountDeletionInput,
         AccountDeletionResult,
@@ -29,6 +30,8 @@ with workflow.unsafe.imports_passed_through():
         DeletionEmailInput,
         DeletionStatus,
         FinishAccountDeletionInput,
+        ReceiptInput,
+        ReceiptSubject,
         ServiceProgress,
         SiteDeletionInput,
     )
@@ -124,13 +127,17 @@ class AccountDeletionWorkflow:
         if not workflow.patched(VERIFY_ACCOUNT_EMPTY):
             row_deleted = await self._finish(request)
         elif not (row_deleted := await self._finish_once_empty(request)):
-            # An operator chose to stop with data left: the account stays, and nobody is told it is gone.
+            # An operator chose to stop with data left: the account stays, and nobody is told it is gone; the
+            # receipt says what remains.
+            await self._issue_receipt(request)
             return self._close(request, DeletionState.INCOMPLETE, row_deleted=False)
+        receipt_id = await self._issue_receipt(request)
         await workflow.execute_activity_method(
             Notifications.send_deletion_confirmation,
             DeletionEmailInput(
                 workflow_id=workflow.info().workflow_id,
                 deleted_per_service={name: p.deleted for name, p in self._totals.items()},
+                receipt_id=receipt_id,
             ),
             start_to_close_timeout=policies.STEP_TIMEOUT,
             heartbeat_timeout=policies.STEP_HEARTBEAT,
@@ -138,6 +145,24 @@ class AccountDeletionWorkflow:
             summary="email the deletion confirmation (once)",
         )
         return self._close(request, DeletionState.COMPLETED, row_deleted=row_deleted)
+
+    async def _issue_receipt(self, request: AccountDeletionInput) -> str:
+        info = workflow.info()
+        return await workflow.execute_activity_method(
+            DeletionReceipts.issue_deletion_receipt,
+            ReceiptInput(
+                workflow_id=info.workflow_id,
+                first_run_id=info.first_execution_run_id,
+                run_id=info.run_id,
+                subject_kind=ReceiptSubject.ACCOUNT,
+                subject_id=request.account_id,
+                account_id=request.account_id,
+            ),
+            start_to_close_timeout=policies.STEP_TIMEOUT,
+            heartbeat_timeout=policies.STEP_HEARTBEAT,
+            retry_policy=policies.RETRY_WITHOUT_END,
+            summary=f"check account {request.account_id} is gone, then sign its deletion receipt",
+        )
 
     async def _wait_out_grace(self, request: AccountDeletionInput, grace: timedelta) -> bool:
         """False if an admin restored the account during its grace; True once deleting may begin."""

@@ -12,6 +12,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 with workflow.unsafe.imports_passed_through():
     from activities.deleters import DELETION_SERVICES, BotDataDeleters
     from activities.deletion_records import DeletionRecords
+    from activities.receipts import DeletionReceipts
     from lifecycle.contracts import (
         MAX_BATCH_SIZE,
         MIN_BATCH_SIZE,
@@ -23,10 +24,14 @@ with workflow.unsafe.imports_passed_through():
         DeletionStatus,
         FinishBotDeletionInput,
         FinishBotDeletionResult,
+        OperatorAction,
+        ReceiptInput,
+        ReceiptSubject,
         ServiceProgress,
     )
+    from lifecycle.pace import Pace
     from lifecycle.search_attributes import LIFECYCLE_STATUS
-    from lifecycle.statuses import DeletionState
+    from lifecycle.statuses import DeletionState, strongest_throttle
     from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
     from workflows import policies
     from workflows.operator_gate import Decision, OperatorGate
@@ -64,7 +69,8 @@ def _progress_carried_by(err: ActivityError, known: ServiceProgress) -> ServiceP
 
 
 def describe_progress(services: dict[str, ServiceProgress], status: str, ignored: str | None = None) -> str:
-    """One line for the UI's current details, e.g. 'messages: 420,000 of 1,000,000 deleted; paused'."""
+    """One line for the UI's current details, e.g.
+    'messages: 420,000 of 1,000,000 deleted; running; 20,000 rows/s, throttled: budget, done by 12:04:10Z'."""
     current = next((name for name, p in services.items() if not p.done), None)
     if current is None:
         done = sum(p.deleted for p in services.values())
@@ -72,7 +78,22 @@ def describe_progress(services: dict[str, ServiceProgress], status: str, ignored
     else:
         p = services[current]
         line = f"{current}: {p.deleted:,} of {p.total:,} deleted; {status}"
+        if status == DeletionState.RUNNING and (pace := _pace(services)).rows_per_second:
+            throttled = f", throttled: {pace.throttled}" if pace.throttled else ""
+            line += f"; {pace.rows_per_second:,} rows/s{throttled}"
+            if (eta := pace.estimated_completion(workflow.now())) is not None:
+                line += f", done by {eta:%H:%M:%S}Z"
     return f"{line}; {ignored}" if ignored else line
+
+
+def _pace(services: dict[str, ServiceProgress]) -> Pace:
+    """The pace of the services under way, as their last deleter calls measured it."""
+    under_way = [p for p in services.values() if not p.done]
+    return Pace(
+        rows_per_second=sum(p.rows_per_second for p in under_way),
+        remaining=sum(max(p.total - p.deleted, 0) for p in under_way),
+        throttled=strongest_throttle(p.throttled for p in under_way),
+    )
 
 
 @workflow.defn(name=BOT_DELETION_WORKFLOW)
@@ -84,6 +105,7 @@ class BotDeletionWorkflow:
         self._batch_size = request.batch_size
         # Set by run's first step, which also publishes it as the search attribute.
         self._status: DeletionState | None = None
+        self._operator_actions = list(request.operator_actions)
         self._gate = OperatorGate()
         # One operator question at a time: the messages act on the single thing in `waiting_on`.
         self._operator = asyncio.Lock()
@@ -118,8 +140,28 @@ class BotDeletionWorkflow:
             self._set_status(DeletionState.CANCELLED)
             raise
         final = DeletionState.INCOMPLETE if self._skipped() else DeletionState.COMPLETED
+        await self._issue_receipt(request)
         self._set_status(final)
         return BotDeletionResult(bot_id=request.bot_id, services=self._progress, status=final)
+
+    async def _issue_receipt(self, request: BotDeletionInput) -> None:
+        info = workflow.info()
+        await workflow.execute_activity_method(
+            DeletionReceipts.issue_deletion_receipt,
+            ReceiptInput(
+                workflow_id=info.workflow_id,
+                first_run_id=info.first_execution_run_id,
+                run_id=info.run_id,
+                subject_kind=ReceiptSubject.BOT,
+                subject_id=request.bot_id,
+                account_id=request.account_id,
+                operator_actions=self._operator_actions,
+            ),
+            start_to_close_timeout=policies.STEP_TIMEOUT,
+            heartbeat_timeout=policies.STEP_HEARTBEAT,
+            retry_policy=policies.RETRY_WITHOUT_END,
+            summary=f"check bot {request.bot_id} is gone, then sign its deletion receipt",
+        )
 
     async def _delete_every_service(self, request: BotDeletionInput) -> None:
         # The services share nothing, so they are deleted side by side: one service's file unlinks
@@ -239,7 +281,13 @@ class BotDeletionWorkflow:
     def _continue_as_new(self, request: BotDeletionInput) -> None:
         """Called once every service has stopped at a slice boundary, so no deleter call is in flight."""
         workflow.continue_as_new(
-            replace(request, batch_size=self._batch_size, progress=self._progress, paused=self._paused)
+            replace(
+                request,
+                batch_size=self._batch_size,
+                progress=self._progress,
+                paused=self._paused,
+                operator_actions=self._operator_actions,
+            )
         )
 
     def _running_or_paused(self) -> DeletionState:
@@ -256,15 +304,21 @@ class BotDeletionWorkflow:
             describe_progress(self._progress, self._status or self._running_or_paused(), self._gate.ignored)
         )
 
+    def _record(self, action: str, target: str | None = None) -> None:
+        """An operator's message the run acts on, for the receipt."""
+        self._operator_actions.append(OperatorAction(action, workflow.now().isoformat(), target))
+
     @workflow.signal
     def pause(self) -> None:
         """Stop after the current slice of batches (at most DELETER_SLICE)."""
+        self._record("pause")
         self._paused = True
         if self._gate.waiting_on is None:
             self._set_status(DeletionState.PAUSED)
 
     @workflow.signal
     def resume(self) -> None:
+        self._record("resume")
         self._paused = False
         if self._gate.waiting_on is None:
             self._set_status(DeletionState.RUNNING)
@@ -272,12 +326,16 @@ class BotDeletionWorkflow:
     @workflow.signal
     def retry(self) -> None:
         """Operator: call the stuck service's deleter again (ignored, logged and shown if nothing waits)."""
+        if self._gate.waiting_on is not None:
+            self._record("retry", self._gate.waiting_on)
         self._gate.deliver(Decision.RETRY)
         self._publish_details()
 
     @workflow.signal
     def skip(self) -> None:
         """Operator: leave the stuck service's rows (and so the bot row) in place and go on."""
+        if self._gate.waiting_on is not None:
+            self._record("skip", self._gate.waiting_on)
         self._gate.deliver(Decision.SKIP)
         self._publish_details()
 
@@ -285,6 +343,7 @@ class BotDeletionWorkflow:
     def retry_update(self) -> str:
         """`retry` that answers: refused by the validator while nothing waits."""
         waiting_on = self._gate.waiting_on
+        self._record("retry", waiting_on)
         self._gate.deliver(Decision.RETRY)
         return f"retrying {waiting_on}"
 
@@ -297,6 +356,7 @@ class BotDeletionWorkflow:
     def skip_update(self) -> str:
         """`skip` that answers: refused by the validator while nothing waits."""
         waiting_on = self._gate.waiting_on
+        self._record("skip", waiting_on)
         self._gate.deliver(Decision.SKIP)
         return f"skipping {waiting_on}; its rows and the bot row stay"
 
@@ -307,12 +367,17 @@ class BotDeletionWorkflow:
 
     @workflow.query
     def progress(self) -> DeletionStatus:
+        pace = _pace(self._progress) if self._status == DeletionState.RUNNING else Pace()
+        eta = pace.estimated_completion(workflow.now())
         return DeletionStatus(
             status=self._status or self._running_or_paused(),
             services=self._progress,
             batch_size=self._batch_size,
             waiting_on=self._gate.waiting_on,
             ignored_message=self._gate.ignored,
+            rows_per_second=pace.rows_per_second,
+            throttled=pace.throttled,
+            estimated_completion=None if eta is None else eta.isoformat(),
         )
 
     @workflow.update

@@ -8,6 +8,7 @@ that is down or slow costs at most a few hundred milliseconds and leaves the ans
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 
 from fastapi import APIRouter
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -83,4 +84,7 @@ def _deletion_out(record: DeletionRequest, view: DeletionView, resume: str | Non
         completed_at=record.completed_at,
         resume=resume,
         deletes_at=record.deletes_at if view.status == DeletionState.SCHEDULED else None,
+        rows_per_second=view.pace.rows_per_second,
+        estimated_completion=view.pace.estimated_completion(datetime.now(UTC)),
+        throttled=view.pace.throttled,
     )

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.schemas.text import PrintableText
 from lifecycle.deletion_status import ShownStatus
-from lifecycle.statuses import DeletionState
+from lifecycle.statuses import DeletionState, Throttle
 
 
 class BotCreate(BaseModel):
@@ -87,4 +87,17 @@ class DeletionOut(BaseModel):
         default=None,
         exclude_if=lambda value: value is None,
         description="Only while `scheduled` (an account deletion in its grace period): when deleting begins.",
+    )
+    rows_per_second: int = Field(
+        description="Rows deleted per second, measured by the deleters over their last window of at least a "
+        "second; 0 while not deleting (not started, paused, waiting, or closed)."
+    )
+    estimated_completion: datetime | None = Field(
+        description="When the deletion should finish at the current rate (RFC 3339); null while unknown. An "
+        "account's counts only the bots whose deletion has begun."
+    )
+    throttled: Throttle | None = Field(
+        description="What slows the deletion now: null, `budget` (the shared rows/s budget, "
+        "GET /deletion-budget), or the database pressure signal that slows it (`lock_waits`, `autovacuum`, "
+        "`replica_lag`)."
     )

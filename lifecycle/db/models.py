@@ -15,6 +15,8 @@ from sqlalchemy import (
     Identity,
     Index,
     Integer,
+    LargeBinary,
+    SmallInteger,
     String,
     Text,
     func,
@@ -181,6 +183,55 @@ class DeletionProgress(Base):
     done: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     skipped: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     updated_at: Mapped[datetime] = _now_column()
+    files_deleted: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    # Rows per second over the last window of at least RATE_WINDOW (activities/deleters.py), and what is
+    # slowing the service down: None, "budget", or a pressure signal (lifecycle/deletion_budget.py).
+    rows_per_second: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    throttled: Mapped[str | None] = mapped_column(String(30))
+    rate_since: Mapped[datetime] = _now_column()
+    rate_since_deleted: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    started_at: Mapped[datetime] = _now_column()
+
+
+class DeletionBudget(Base):
+    """The one rows/s budget every running deletion shares (None: unlimited), and its limiter's clock."""
+
+    __tablename__ = "deletion_budget"
+    __table_args__ = (
+        CheckConstraint("id = 1", name="ck_deletion_budget_single_row"),
+        CheckConstraint("rows_per_second IS NULL OR rows_per_second > 0", name="ck_deletion_budget_positive"),
+    )
+
+    id: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    rows_per_second: Mapped[int | None] = mapped_column(BigInteger)
+    next_slot: Mapped[datetime] = _now_column()
+    updated_at: Mapped[datetime] = _now_column()
+
+
+class DeletionBudgetChange(Base):
+    __tablename__ = "deletion_budget_changes"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    rows_per_second: Mapped[int | None] = mapped_column(BigInteger)
+    changed_at: Mapped[datetime] = _now_column()
+
+
+class DeletionReceipt(Base):
+    """A signed record of what a deletion removed; kept after the account and Temporal's history are gone."""
+
+    __tablename__ = "deletion_receipts"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, Identity(), unique=True)
+    receipt_key: Mapped[str] = mapped_column(String(200), unique=True)
+    subject_kind: Mapped[str] = mapped_column(String(20))
+    subject_id: Mapped[uuid.UUID]
+    account_id: Mapped[uuid.UUID]
+    workflow_id: Mapped[str] = mapped_column(String(100))
+    canonical: Mapped[bytes] = mapped_column(LargeBinary)
+    sha256: Mapped[str] = mapped_column(String(64))
+    signature: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = _now_column()
 
 
 class SentNotification(Base):

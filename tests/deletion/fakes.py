@@ -19,6 +19,7 @@ from lifecycle.contracts import (
     DeleteServiceInput,
     FinishBotDeletionInput,
     FinishBotDeletionResult,
+    ReceiptInput,
     ServiceProgress,
 )
 
@@ -38,6 +39,7 @@ class FakeBotServices:
     calls: list[DeleteServiceInput] = field(default_factory=list)
     alerts: list[AlertInput] = field(default_factory=list)
     finished: list[FinishBotDeletionInput] = field(default_factory=list)
+    receipts: list[ReceiptInput] = field(default_factory=list)
     cancelled: int = 0
     # How many finishing checks find rows of `messages` again (a writer racing the deleters).
     reappearing: int = 0
@@ -45,7 +47,7 @@ class FakeBotServices:
     alerts_fail: bool = False
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.delete_bot_service, self.raise_alert, self.finish_bot_deletion]
+        return [self.delete_bot_service, self.raise_alert, self.finish_bot_deletion, self.issue_deletion_receipt]
 
     @activity.defn(name=DELETE_SERVICE_ACTIVITY)
     async def delete_bot_service(self, request: DeleteServiceInput) -> ServiceProgress:
@@ -85,3 +87,8 @@ class FakeBotServices:
             self.reappearing -= 1
             return FinishBotDeletionResult(remaining_services=["messages"])
         return FinishBotDeletionResult(bot_row_deleted=request.delete_bot_row)
+
+    @activity.defn(name="issue_deletion_receipt")
+    async def issue_deletion_receipt(self, request: ReceiptInput) -> str:
+        self.receipts.append(request)
+        return f"receipt-{len(self.receipts)}"

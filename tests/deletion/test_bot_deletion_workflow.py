@@ -140,6 +140,9 @@ async def test_poison_pill_alerts_waits_for_operator_then_retry_completes(
     result = await handle.result()
     assert all_deleted(result)
     assert [f.delete_bot_row for f in services.finished] == [True]
+    # The receipt is asked for once, last, and records what the operator did.
+    [receipt] = services.receipts
+    assert [(a.action, a.target) for a in receipt.operator_actions] == [("retry", "messages")]
 
 
 async def test_repeated_failures_become_a_poison_pill_and_skip_leaves_the_bot_row(
@@ -158,6 +161,9 @@ async def test_repeated_failures_become_a_poison_pill_and_skip_leaves_the_bot_ro
     assert result.services["integrations"].deleted == ROWS_PER_SERVICE
     assert [f.delete_bot_row for f in services.finished] == [False]
     assert len(services.alerts) == 1
+    # An incomplete deletion gets its receipt too: it will say what remains.
+    [receipt] = services.receipts
+    assert [(a.action, a.target) for a in receipt.operator_actions] == [("skip", "messages")]
 
 
 async def _waiting(handle: WorkflowHandle[BotDeletionWorkflow, BotDeletionResult]) -> DeletionStatus | None:
@@ -182,12 +188,18 @@ async def test_long_deletion_continues_as_new_and_keeps_its_progress(
 ) -> None:
     services.rows_per_call = 50  # 20 calls per service, 100 in all: far past the limit below
     handle = await harness.start(continue_as_new_after_events=40, batch_size=700)
+    await handle.signal(BotDeletionWorkflow.pause)
+    await handle.signal(BotDeletionWorkflow.resume)
     result = await handle.result()
     assert all_deleted(result)
     final_run = await handle.describe()
     assert final_run.run_id != handle.first_execution_run_id
     assert len(services.calls) == 100, "no slice is repeated across runs"
     assert {c.batch_size for c in services.calls} == {700}
+    # The operator's actions travel with the runs, and the receipt's key is the chain's first run.
+    [receipt] = services.receipts
+    assert [a.action for a in receipt.operator_actions] == ["pause", "resume"]
+    assert receipt.first_run_id == handle.first_execution_run_id != receipt.run_id
 
 
 async def test_rows_that_reappear_while_finishing_are_deleted_again(

@@ -7,11 +7,13 @@ overtake a `pause` and leave the bot deletion paused under a running account, fo
 from __future__ import annotations
 
 import asyncio
+import json
 
+import asyncpg
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from devstack.seed import seed
+from devstack.seed import asyncpg_dsn, seed
 from lifecycle.contracts import DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
@@ -60,3 +62,15 @@ async def test_messages_that_arrive_together_reach_the_bot_deletion_one_at_a_tim
             in_flight -= 1
     # Each of the three was forwarded (the first two may carry the same state as the last).
     assert sent == 3
+
+    # The account's receipt lists what reached its bot deletion, naming the bot.
+    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+    try:
+        canonical = await conn.fetchval(
+            "SELECT canonical FROM deletion_receipts WHERE subject_kind = 'account' AND subject_id = $1::uuid",
+            seeded.account_id,
+        )
+    finally:
+        await conn.close()
+    actions = json.loads(canonical)["operator_actions"]
+    assert {action["action"] for action in actions if action.get("bot") == seeded.bot_ids[0]} >= {"resume"}

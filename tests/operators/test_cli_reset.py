@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import asyncpg
 import httpx
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
-from devstack.seed import seed
+from devstack.seed import asyncpg_dsn, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, site_creation_id
@@ -45,6 +46,7 @@ async def test_reset_account_deletion_to_first_task_sends_no_second_email(
     temporal_client: Client,
     smtp_sink: SmtpSink,
     worker: LifecycleWorkers,
+    settings: Settings,
 ) -> None:
     assert (await api.post("/bots", json={"name": "helper"}, headers=account.headers)).status_code == 201
     assert (await api.delete("/account", headers=account.headers)).status_code == 202
@@ -58,6 +60,9 @@ async def test_reset_account_deletion_to_first_task_sends_no_second_email(
     latest = temporal_client.get_workflow_handle(handle.id)
     assert "send_deletion_confirmation" in await scheduled_activities(latest)
     assert _mails_to(smtp_sink, account.email) == 1
+    # The receipt step ran again too, and found the receipt of this deletion instead of signing a second one.
+    assert "issue_deletion_receipt" in await scheduled_activities(latest)
+    assert await _receipts(settings, handle.id) == 1
 
 
 async def test_reset_bot_deletion_to_last_task_completes_on_deleted_rows(
@@ -70,6 +75,15 @@ async def test_reset_bot_deletion_to_last_task_completes_on_deleted_rows(
     result = await _reset_and_finish(cli, temporal_client, handle, "--type", "LastWorkflowTask")
     assert all(service["done"] for service in result["services"].values())
     assert set((await remaining_rows(settings.database_url, bot_id)).values()) == {0}
+    assert await _receipts(settings, handle.id) == 1
+
+
+async def _receipts(settings: Settings, workflow_id: str) -> int:
+    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+    try:
+        return int(await conn.fetchval("SELECT count(*) FROM deletion_receipts WHERE workflow_id = $1", workflow_id))
+    finally:
+        await conn.close()
 
 
 async def _task_completed_after(handle: WorkflowHandle[Any, Any], activity: str) -> int:

@@ -41,6 +41,8 @@ async def test_a_bot_deletion_streams_its_progress_and_ends_at_completed(
     assert [body["status"] for body in bodies].count("completed") == 1
     assert bodies[-1]["status"] == "completed"
     assert bodies[-1] == (await http.get(f"/bots/{bot_id}/deletion", headers=headers)).json()
+    # The stream carries the pace as the status does (tests/deletion/test_deletion_budget.py shows its values).
+    assert all({"rows_per_second", "estimated_completion", "throttled"} <= body.keys() for body in bodies)
     deleted = [sum(count["deleted"] for count in body["progress"].values()) for body in bodies]
     assert deleted == sorted(deleted) and deleted[-1] == sum(rows_per_service(60).values())
 

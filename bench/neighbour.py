@@ -1,0 +1,153 @@
+"""`python -m bench.neighbour [--rows N] [--budget R]`: what a large deletion costs the product's own traffic.
+
+A neighbour bot's traffic (bench.neighbour_traffic: 100 operations/s, an INSERT of a message and a read of its
+latest 50, from a process of its own) is measured in three phases on one throwaway stack, with the worker and
+the API as in production:
+- idle: no deletion;
+- budget: while a bot of --rows rows is deleted at the deletion budget (default: the shipped default);
+- unlimited: while another such bot is deleted with no budget.
+Prints p50 and p99 of each phase with their ratios to idle, the deletion's rows/s during each phase, and how
+long a live budget change (the budget doubled mid-run) took to show in the rows/s the status API reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+
+import asyncpg
+import httpx
+
+from api.app import create_app
+from bench.processes import worker_process
+from devstack.seed import asyncpg_dsn, seed
+from devstack.throwaway import throwaway_stack
+from lifecycle.deletion_budget import DEFAULT_ROWS_PER_SECOND
+from lifecycle.settings import Settings
+from lifecycle.workflow_ids import bot_deletion_id
+
+ADMIN = "bench-admin-token"
+ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN}"}
+PHASE_SECONDS = 30.0
+P99_RATIO_TARGET = 2.0
+
+
+def _percentile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=1000)[round(q * 1000) - 1]
+
+
+async def _traffic(settings: Settings, bot_id: str, seconds: float) -> list[float]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.neighbour_traffic", asyncpg_dsn(settings.database_url), bot_id, str(seconds),
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await process.communicate()
+    return [float(value) for value in json.loads(out)]
+
+
+async def _deleted(conn: asyncpg.Connection, workflow_id: str) -> int:
+    query = "SELECT coalesce(sum(deleted), 0) FROM deletion_progress WHERE workflow_id = $1"
+    return int(await conn.fetchval(query, workflow_id))
+
+
+async def _phase(
+    api: httpx.AsyncClient, settings: Settings, conn: asyncpg.Connection, neighbour: str, rows: int, budget: int | None
+) -> tuple[list[float], float, str, str]:
+    """Traffic while a fresh bot of `rows` is deleted at `budget`; returns latencies, rows/s, its id and key."""
+    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=rows)
+    await conn.execute("VACUUM ANALYZE")
+    bot_id = seeded.bot_ids[0]
+    (await api.put("/deletion-budget", json={"rows_per_second": budget}, headers=ADMIN_HEADERS)).raise_for_status()
+    headers = {"Authorization": f"Bearer {seeded.api_key}", "Prefer": "respond-async"}
+    (await api.delete(f"/bots/{bot_id}", headers=headers)).raise_for_status()
+    workflow_id = bot_deletion_id(bot_id)
+    for _ in range(1200):  # a minute at most for the first batch to commit
+        if await _deleted(conn, workflow_id):
+            break
+        await asyncio.sleep(0.05)
+    before, started = await _deleted(conn, workflow_id), time.perf_counter()
+    # At unlimited the deletion may end before the phase does: the traffic stops with it.
+    seconds = PHASE_SECONDS if budget is not None else min(PHASE_SECONDS, rows / 300_000)
+    latencies = await _traffic(settings, neighbour, seconds)
+    rate = (await _deleted(conn, workflow_id) - before) / (time.perf_counter() - started)
+    return latencies, rate, bot_id, seeded.api_key
+
+
+async def _change_shows(api: httpx.AsyncClient, bot_id: str, key: str, budget: int) -> float:
+    """Seconds from a budget change until the status API's rows/s is within 20% of the new budget."""
+    headers = {"Authorization": f"Bearer {key}"}
+    started = time.perf_counter()
+    (await api.put("/deletion-budget", json={"rows_per_second": budget}, headers=ADMIN_HEADERS)).raise_for_status()
+    while time.perf_counter() - started < 30:
+        status = (await api.get(f"/bots/{bot_id}/deletion", headers=headers)).json()
+        if status["rows_per_second"] >= 0.8 * budget:
+            return time.perf_counter() - started
+        await asyncio.sleep(0.05)
+    return float("inf")
+
+
+async def _finish(api: httpx.AsyncClient, bot_id: str, key: str) -> None:
+    (await api.put("/deletion-budget", json={"rows_per_second": None}, headers=ADMIN_HEADERS)).raise_for_status()
+    headers = {"Authorization": f"Bearer {key}"}
+    for _ in range(3000):  # ten minutes at most
+        if (await api.get(f"/bots/{bot_id}/deletion", headers=headers)).json()["status"] == "completed":
+            return
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"the deletion of bot {bot_id} did not complete")
+
+
+def _line(name: str, latencies: list[float], idle: list[float] | None, rate: float | None) -> str:
+    p50, p99 = _percentile(latencies, 0.5), _percentile(latencies, 0.99)
+    line = f"{name:<10} p50 {p50:6.2f} ms  p99 {p99:7.2f} ms"
+    if idle is not None:
+        line += f"  (x{p50 / _percentile(idle, 0.5):.2f}, x{p99 / _percentile(idle, 0.99):.2f} of idle)"
+    if rate is not None:
+        line += f"  deletion {rate:,.0f} rows/s"
+    return line
+
+
+async def main(rows: int, budget: int) -> None:
+    async with throwaway_stack("bench-neighbour", admin_token=ADMIN, durable=True) as stack:
+        settings, client = stack.settings, stack.env.client
+        worker = worker_process(settings)
+        app = create_app(settings, temporal_client=client)
+        conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+        try:
+            async with app.router.lifespan_context(app):
+                transport = httpx.ASGITransport(app=app)
+                async with httpx.AsyncClient(transport=transport, base_url="http://bench", timeout=60) as api:
+                    neighbour = (await seed(settings.database_url, settings.storage_path, bots=1, rows=10_000)).bot_ids[
+                        0
+                    ]
+                    await conn.execute("VACUUM ANALYZE")
+                    idle = await _traffic(settings, neighbour, PHASE_SECONDS)
+                    print(_line("idle", idle, None, None), flush=True)
+                    limited, limited_rate, bot_id, key = await _phase(api, settings, conn, neighbour, rows, budget)
+                    print(_line(f"{budget:,}/s", limited, idle, limited_rate), flush=True)
+                    shown = await _change_shows(api, bot_id, key, 2 * budget)
+                    print(
+                        f"budget {budget:,} -> {2 * budget:,} rows/s showed in the status API's rows/s in {shown:.2f} s"
+                    )
+                    await _finish(api, bot_id, key)
+                    unlimited, unlimited_rate, bot_id, key = await _phase(api, settings, conn, neighbour, rows, None)
+                    print(_line("unlimited", unlimited, idle, unlimited_rate), flush=True)
+                    await _finish(api, bot_id, key)
+        finally:
+            await conn.close()
+            worker.terminate()
+            worker.wait(60)
+    ratio = _percentile(limited, 0.99) / _percentile(idle, 0.99)
+    met = "met" if ratio <= P99_RATIO_TARGET else "NOT met"
+    print(f"neighbour p99 at the budget / idle: {ratio:.2f} (target <= {P99_RATIO_TARGET}): {met}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m bench.neighbour")
+    parser.add_argument("--rows", type=int, default=2_000_000, help="rows of each deleted bot")
+    parser.add_argument("--budget", type=int, default=DEFAULT_ROWS_PER_SECOND, help="rows/s of the budget phase")
+    args = parser.parse_args()
+    asyncio.run(main(args.rows, args.budget))

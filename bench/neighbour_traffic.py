@@ -1,0 +1,43 @@
+"""`python -m bench.neighbour_traffic DSN BOT_ID SECONDS [RATE]`: a neighbour's traffic on the product's database.
+
+At a fixed rate (100 operations/s by default), alternately INSERT a message of the bot and read its latest 50
+messages, each on the one connection; prints every operation's latency in milliseconds as one JSON list. Run as
+a process of its own, so its timing never shares an event loop or a GIL with what it measures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+
+import asyncpg
+
+_INSERT = "INSERT INTO messages (bot_id, conversation_ref, body) VALUES ($1::uuid, 1, 'neighbour message')"
+_READ = "SELECT id, conversation_ref, body FROM messages WHERE bot_id = $1::uuid ORDER BY id DESC LIMIT 50"
+
+
+async def main(dsn: str, bot_id: str, seconds: float, rate: float) -> list[float]:
+    conn = await asyncpg.connect(dsn)
+    latencies: list[float] = []
+    try:
+        started = time.perf_counter()
+        for n in range(int(seconds * rate)):
+            # A fixed schedule: a slow operation delays the next one, never the rate (no catching up in bursts).
+            await asyncio.sleep(max(0.0, started + n / rate - time.perf_counter()))
+            begun = time.perf_counter()
+            if n % 2 == 0:
+                await conn.execute(_INSERT, bot_id)
+            else:
+                await conn.fetch(_READ, bot_id)
+            latencies.append((time.perf_counter() - begun) * 1000)
+    finally:
+        await conn.close()
+    return latencies
+
+
+if __name__ == "__main__":
+    dsn, bot, duration = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    per_second = float(sys.argv[4]) if len(sys.argv) > 4 else 100.0
+    print(json.dumps(asyncio.run(main(dsn, bot, duration, per_second))))

@@ -1,0 +1,201 @@
+"""The shared deletion budget, live changes, back-off on database pressure, and the rate and estimate, against
+real PostgreSQL, a real Temporal dev server and a real worker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
+from temporalio.client import Client
+
+from devstack.seed import asyncpg_dsn, seed
+from lifecycle.contracts import DeletionStatus
+from lifecycle.deletion_budget import DEFAULT_ROWS_PER_SECOND
+from lifecycle.settings import Settings
+from lifecycle.workflow_ids import bot_deletion_id
+from tests.conftest import ADMIN_HEADERS
+from tests.eventually import eventually
+from worker import LifecycleWorkers
+
+# A rate is a count over a time: these windows are the measurement, not a wait for something to happen.
+MEASURE_SECONDS = 2.0
+# A budget change must show within this long (the issue's bound), so the second window starts there.
+TAKES_EFFECT_SECONDS = 2.0
+
+
+@contextlib.asynccontextmanager
+async def budget(api: httpx.AsyncClient, rows_per_second: int | None) -> AsyncIterator[None]:
+    """The database's one budget for the test, then the default again: other tests share the database."""
+    response = await api.put("/deletion-budget", json={"rows_per_second": rows_per_second}, headers=ADMIN_HEADERS)
+    assert response.status_code == 200, response.text
+    try:
+        yield
+    finally:
+        await api.put("/deletion-budget", json={"rows_per_second": DEFAULT_ROWS_PER_SECOND}, headers=ADMIN_HEADERS)
+
+
+async def _deleted(conn: asyncpg.Connection, workflow_id: str) -> int:
+    return int(
+        await conn.fetchval(
+            "SELECT coalesce(sum(deleted), 0) FROM deletion_progress WHERE workflow_id = $1", workflow_id
+        )
+    )
+
+
+async def _rate(conn: asyncpg.Connection, workflow_id: str) -> float:
+    """Rows/s over MEASURE_SECONDS, from the committed counts (not from the deleters' own measurement)."""
+    loop = asyncio.get_running_loop()
+    before, started = await _deleted(conn, workflow_id), loop.time()
+    await asyncio.sleep(MEASURE_SECONDS)  # the measurement window
+    return (await _deleted(conn, workflow_id) - before) / (loop.time() - started)
+
+
+async def test_the_budget_is_an_admin_setting_read_and_changed_live(api: httpx.AsyncClient, account: Any) -> None:
+    current = await api.get("/deletion-budget", headers=ADMIN_HEADERS)
+    assert current.status_code == 200
+    assert current.json() == {"rows_per_second": DEFAULT_ROWS_PER_SECOND}
+    async with budget(api, 5_000):
+        assert (await api.get("/deletion-budget", headers=ADMIN_HEADERS)).json() == {"rows_per_second": 5_000}
+        unlimited = await api.put("/deletion-budget", json={"rows_per_second": None}, headers=ADMIN_HEADERS)
+        assert unlimited.json() == {"rows_per_second": None}
+        assert (await api.get("/deletion-budget", headers=ADMIN_HEADERS)).json() == {"rows_per_second": None}
+    for bad in ({"rows_per_second": 0}, {"rows_per_second": -5}, {"rows_per_second": "fast"}, {}, {"rps": 1}):
+        refused = await api.put("/deletion-budget", json=bad, headers=ADMIN_HEADERS)
+        assert refused.status_code == 422, bad
+        assert refused.headers["content-type"] == "application/problem+json"
+    assert (
+        await api.put("/deletion-budget", json={"rows_per_second": 1_000}, headers=account.headers)
+    ).status_code == 403
+    assert (await api.get("/deletion-budget")).status_code == 401
+    assert (await api.get("/deletion-budget", headers=ADMIN_HEADERS)).json() == {
+        "rows_per_second": DEFAULT_ROWS_PER_SECOND
+    }
+
+
+async def test_a_budget_change_mid_run_changes_the_rate_and_moves_the_estimate(
+    api: httpx.AsyncClient, settings: Settings, worker: LifecycleWorkers, temporal_client: Client
+) -> None:
+    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=200_000)
+    bot_id = seeded.bot_ids[0]
+    workflow_id = bot_deletion_id(bot_id)
+    headers = {"Authorization": f"Bearer {seeded.api_key}"}
+    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+    try:
+        async with budget(api, 4_000):
+            assert (await api.delete(f"/bots/{bot_id}", headers=headers)).status_code == 202
+
+            async def measured() -> dict[str, Any] | None:
+                status = (await api.get(f"/bots/{bot_id}/deletion", headers=headers)).json()
+                return status if status["rows_per_second"] > 0 and status["estimated_completion"] else None
+
+            slow = await eventually(measured, "the deletion measures a rate and estimates its end")
+            assert slow["throttled"] == "budget"
+            slow_rate = await _rate(conn, workflow_id)
+            slow_status = (await api.get(f"/bots/{bot_id}/deletion", headers=headers)).json()
+            handle = temporal_client.get_workflow_handle(workflow_id)
+
+            async def queried() -> DeletionStatus | None:
+                status = await handle.query("progress", result_type=DeletionStatus)
+                return status if status.rows_per_second and status.estimated_completion else None
+
+            query = await eventually(queried, "the workflow's progress query shows the rate and the estimate")
+            assert query.throttled == "budget"
+            metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+            assert "rows/s, throttled: budget, done by" in metadata.current_details, metadata.current_details
+
+            changed = await api.put("/deletion-budget", json={"rows_per_second": 16_000}, headers=ADMIN_HEADERS)
+            assert changed.status_code == 200
+            await asyncio.sleep(TAKES_EFFECT_SECONDS)  # the bound under test: the next window starts there
+            fast_rate = await _rate(conn, workflow_id)
+            fast_status = (await api.get(f"/bots/{bot_id}/deletion", headers=headers)).json()
+            print(f"committed rows/s at 4,000: {slow_rate:,.0f}; 2 s after a change to 16,000: {fast_rate:,.0f}")
+            print(
+                f"measured by the deleters: {slow_status['rows_per_second']:,} then {fast_status['rows_per_second']:,}"
+            )
+            assert 4_000 * 0.6 <= slow_rate <= 4_000 * 1.3
+            assert fast_rate >= 16_000 * 0.6, "the new budget applied within 2 s"
+            assert fast_rate <= 16_000 * 1.3
+            assert fast_status["rows_per_second"] > 2 * slow_status["rows_per_second"]
+            # Four times the rate: the estimate moves well ahead of where it was.
+            assert datetime.fromisoformat(fast_status["estimated_completion"]) < datetime.fromisoformat(
+                slow_status["estimated_completion"]
+            )
+        # Back at the default, it finishes.
+
+        async def finished() -> dict[str, Any] | None:
+            status = (await api.get(f"/bots/{bot_id}/deletion", headers=headers)).json()
+            return status if status["status"] == "completed" else None
+
+        done = await eventually(finished, "the deletion completes")
+        assert done["rows_per_second"] == 0 and done["estimated_completion"] is None and done["throttled"] is None
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+def lock_queue_row(settings: Settings) -> Any:
+    """Makes a real lock wait in the database: one session holds a row lock, another waits for it."""
+
+    @contextlib.asynccontextmanager
+    async def hold() -> AsyncIterator[None]:
+        dsn = asyncpg_dsn(settings.database_url)
+        holder, waiter = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+        lock_id = await holder.fetchval("INSERT INTO deletion_budget_changes (rows_per_second) VALUES (1) RETURNING id")
+        transaction = holder.transaction()
+        await transaction.start()
+        await holder.execute("SELECT id FROM deletion_budget_changes WHERE id = $1 FOR UPDATE", lock_id)
+        waiting = asyncio.create_task(
+            waiter.execute("SELECT id FROM deletion_budget_changes WHERE id = $1 FOR UPDATE", lock_id)
+        )
+        try:
+            yield
+        finally:
+            await transaction.rollback()
+            await waiting
+            await holder.execute("DELETE FROM deletion_budget_changes WHERE id = $1", lock_id)
+            await holder.close()
+            await waiter.close()
+
+    return hold
+
+
+async def test_a_deletion_under_pressure_reports_it_slows_down_and_still_finishes(
+    api: httpx.AsyncClient, settings: Settings, worker: LifecycleWorkers, lock_queue_row: Any
+) -> None:
+    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=150_000)
+    bot_id = seeded.bot_ids[0]
+    workflow_id = bot_deletion_id(bot_id)
+    headers = {"Authorization": f"Bearer {seeded.api_key}"}
+    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+    try:
+        async with budget(api, 8_000):
+            assert (await api.delete(f"/bots/{bot_id}", headers=headers)).status_code == 202
+
+            async def throttled_by(reason: str) -> dict[str, Any] | None:
+                status = (await api.get(f"/bots/{bot_id}/deletion", headers=headers)).json()
+                return status if status["throttled"] == reason else None
+
+            await eventually(lambda: throttled_by("budget"), "the deletion runs at the budget")
+            at_budget = await _rate(conn, workflow_id)
+            async with lock_queue_row():
+                await eventually(lambda: throttled_by("lock_waits"), "the deletion reports the lock waits")
+                under_pressure = await _rate(conn, workflow_id)
+            await eventually(lambda: throttled_by("budget"), "the deletion returns to the budget")
+            print(f"rows/s at the budget: {at_budget:,.0f}; under pressure: {under_pressure:,.0f}")
+            assert under_pressure < at_budget / 2, "a quarter of the budget while the database shows pressure"
+
+        async def finished() -> dict[str, Any] | None:
+            status = (await api.get(f"/bots/{bot_id}/deletion", headers=headers)).json()
+            return status if status["status"] == "completed" else None
+
+        await eventually(finished, "the deletion completes")
+        assert await conn.fetchval("SELECT count(*) FROM messages WHERE bot_id = $1::uuid", bot_id) == 0
+    finally:
+        await conn.close()
