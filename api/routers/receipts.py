@@ -8,7 +8,7 @@ import orjson
 from fastapi import APIRouter
 from sqlalchemy import select
 
-from api.dependencies import AdminDep, CallerDep, SessionDep, SettingsDep
+from api.dependencies import PUBLIC, AdminDep, CallerDep, SessionDep, SettingsDep
 from api.problems import ProblemError, problem_responses
 from api.schemas.receipts import PublicKeyOut, SignedReceiptOut
 from lifecycle.contracts import ReceiptSubject
@@ -22,6 +22,8 @@ router = APIRouter(tags=["deletions"])
     "/deletion-receipts/public-key",
     response_model=PublicKeyOut,
     summary="The Ed25519 public key that verifies deletion receipts (no credentials needed)",
+    # Anyone holding a receipt must be able to verify it, long after the account that it names is gone.
+    openapi_extra=PUBLIC,
 )
 async def get_public_key(settings: SettingsDep) -> PublicKeyOut:
     return PublicKeyOut(public_key=public_key_pem(signing_key(settings)))
