@@ -26,6 +26,7 @@ from lifecycle.db.engine import POOL_CAPACITY
 from lifecycle.logging_setup import configure_logging
 from lifecycle.schedules import ensure_reconciler_schedule
 from lifecycle.settings import Settings, get_settings
+from lifecycle.tracing import configure_tracing, stop_tracing, temporal_interceptors
 from workflows.registry import WORKFLOWS
 
 WORKFLOWS_DIR = Path(__file__).resolve().parent / "workflows"
@@ -163,7 +164,11 @@ async def _connect(settings: Settings, runtime: Runtime | None) -> Client:
     while True:
         try:
             return await Client.connect(
-                settings.temporal_address, namespace=settings.temporal_namespace, runtime=runtime
+                settings.temporal_address,
+                namespace=settings.temporal_namespace,
+                runtime=runtime,
+                # Also the worker's: a Worker takes the interceptors of the client it is built on.
+                interceptors=temporal_interceptors(),
             )
         except RuntimeError as err:
             logger.warning(
@@ -175,7 +180,8 @@ async def _connect(settings: Settings, runtime: Runtime | None) -> Client:
 
 async def main() -> None:
     settings = get_settings()
-    configure_logging("worker")
+    configure_logging("worker", level=settings.log_level, form=settings.log_format)
+    configure_tracing("worker")
     if not ensure_workflow_bytecode():
         logger.warning("could not write the workflow modules' bytecode: each new run compiles them from source")
     runtime = _runtime(settings)
@@ -195,6 +201,7 @@ async def main() -> None:
             logger.info("shutting down: letting running activities finish or heartbeat")
     finally:
         await resources.engine.dispose()
+        stop_tracing()
     logger.info("worker stopped")
 
 

@@ -6,6 +6,7 @@ import uvicorn
 
 from lifecycle.logging_setup import configure_logging
 from lifecycle.settings import get_settings
+from lifecycle.tracing import configure_tracing
 
 # How long an idle client connection stays open: longer than the idle timeout of what usually sits in front
 # (a load balancer's 60 s) and of clients' pools (httpx keeps one 5 s), so that the client side is the one that
@@ -21,7 +22,9 @@ def main() -> None:
     # value in the environment wins.
     os.environ.setdefault("TOKIO_WORKER_THREADS", "1")
     settings = get_settings()
-    configure_logging("api")
+    configure_logging("api", level=settings.log_level, form=settings.log_format)
+    # Before the app is built: the app, its engine and its Temporal client are traced only if this installs.
+    configure_tracing("api")
     uvicorn.run(
         "api.app:create_app",
         factory=True,

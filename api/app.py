@@ -30,6 +30,7 @@ from api.routers import (
 from lifecycle.db.engine import POOL_CAPACITY, make_engine, make_sessionmaker
 from lifecycle.events_hub import EventHub
 from lifecycle.settings import Settings, get_settings
+from lifecycle.tracing import instrument_app
 
 ROUTERS = (
     health.router,
@@ -79,11 +80,17 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
         summary="Durable deletion of bots and accounts, and provisioning of sites, on Temporal.",
         version="0.1.0",
         lifespan=lifespan,
+        # FastAPI's own OpenTelemetry layer stays off: traces come from lifecycle/tracing.py (off unless OTEL_*
+        # asks, the same server span for every request and stream, tested), and the native layer would
+        # otherwise check the providers on every request even with tracing off.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     install_problem_handlers(app)
     if settings.api_metrics_enabled:
         install_metrics(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_body_bytes)
+    # Added last, so outermost: the request's span covers the metrics, the body limit and the handler.
+    instrument_app(app)
     for router in ROUTERS:
         app.include_router(router)
 

@@ -1,4 +1,8 @@
-"""Request counts and latencies for Prometheus, labelled by route template rather than raw path."""
+"""Request counts and latencies for Prometheus, labelled by route template rather than raw path.
+
+Event streams (text/event-stream) last minutes, ordinary answers milliseconds: each has a histogram of its own
+with buckets that resolve it, so a stream never lands in, or skews the quantiles of, the latency histogram.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,13 @@ import time
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+# Answers take milliseconds; a deletion answered inline waits up to DELETION_INLINE_WAIT (5 s), `Prefer: wait`
+# up to 30 s.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# A stream lasts until its subject settles (a site's creation: seconds to minutes) or its client leaves.
+STREAM_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+_EVENT_STREAM = b"text/event-stream"
 
 
 class ApiMetrics:
@@ -21,8 +32,16 @@ class ApiMetrics:
         )
         self.latency = Histogram(
             "api_request_duration_seconds",
-            "HTTP request latency",
+            "HTTP request latency, event streams excluded",
             ["method", "route"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.streams = Histogram(
+            "api_stream_duration_seconds",
+            "How long event streams (text/event-stream) stayed open",
+            ["route"],
+            buckets=STREAM_BUCKETS,
             registry=self.registry,
         )
 
@@ -40,11 +59,15 @@ class _MetricsMiddleware:
             return
         started = time.perf_counter()
         status = 500
+        stream = False
 
         async def recording_send(message: Message) -> None:
-            nonlocal status
+            nonlocal status, stream
             if message["type"] == "http.response.start":
                 status = message["status"]
+                stream = any(
+                    name == b"content-type" and value.startswith(_EVENT_STREAM) for name, value in message["headers"]
+                )
             await send(message)
 
         try:
@@ -52,7 +75,11 @@ class _MetricsMiddleware:
         finally:
             template = getattr(scope.get("route"), "path", "unmatched")
             self.metrics.requests.labels(scope["method"], template, str(status)).inc()
-            self.metrics.latency.labels(scope["method"], template).observe(time.perf_counter() - started)
+            spent = time.perf_counter() - started
+            if stream:
+                self.metrics.streams.labels(template).observe(spent)
+            else:
+                self.metrics.latency.labels(scope["method"], template).observe(spent)
 
 
 def install_metrics(app: FastAPI) -> None:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
+from collections import defaultdict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -66,3 +69,39 @@ async def served_api(settings: Settings, profile_to: Path | None = None) -> Asyn
 def worker_process(settings: Settings) -> subprocess.Popen[bytes]:
     """`python worker.py` polling the settings' queues; the caller stops it (terminate, then wait)."""
     return subprocess.Popen([sys.executable, "worker.py"], cwd=PROJECT_ROOT, env=settings_env(settings))
+
+
+async def load_phase(job: dict[str, Any], process: psutil.Process | None = None) -> tuple[dict[str, Any], float]:
+    """One phase of `bench.load` in its own process; also the CPU `process` spent while the load ran."""
+    generator = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.load", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+    )
+    assert generator.stdin is not None and generator.stdout is not None
+    generator.stdin.write(json.dumps(job).encode())
+    generator.stdin.close()
+    if (await generator.stdout.readline()).strip() != b"ready":
+        raise RuntimeError("bench.load did not start")
+    cpu_before = cpu_seconds(process) if process else 0.0
+    out = await generator.stdout.read()
+    cpu = cpu_seconds(process) - cpu_before if process else 0.0
+    if await generator.wait() != 0:
+        raise RuntimeError(f"bench.load failed ({generator.returncode})")
+    result: dict[str, Any] = json.loads(out)
+    return result, cpu
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+def cpu_by_thread_name(process: psutil.Process) -> dict[str, float]:
+    """CPU seconds so far per thread name (Linux's comm) and mode: the Python thread against the SDK core's
+    threads, and user against system time (the kernel's side of the sockets)."""
+    spent: dict[str, float] = defaultdict(float)
+    for thread in process.threads():
+        with contextlib.suppress(OSError):
+            name = Path(f"/proc/{process.pid}/task/{thread.id}/comm").read_text().strip()
+            spent[f"{name} user"] += thread.user_time
+            spent[f"{name} system"] += thread.system_time
+    return spent

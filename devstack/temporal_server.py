@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -90,7 +91,12 @@ class TemporalDevServer:
         if self.db_file is not None:
             self.db_file.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
-        self._process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        # The OTEL_* variables that turn the API's and the worker's traces on are the server's own settings too,
+        # and it refuses to start on OTEL_TRACES_EXPORTER=console: the server gets none of them.
+        env = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
+        self._process = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
+        )
         log.close()
         wait_for_port(self.port, timeout=timeout)
         # A thread of its own, so that start() also works when called from inside an event loop.

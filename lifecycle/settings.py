@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ADMIN_TOKEN_FILE = "admin_token"
@@ -52,6 +53,10 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = LOCAL_API_PORT
     api_metrics_enabled: bool = True
+    # Logs (lifecycle/logging_setup.py): the least level written, and coloured lines for a person or JSON lines;
+    # `auto` writes lines at a terminal and JSON elsewhere.
+    log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(str.upper)] = "INFO"
+    log_format: Annotated[Literal["auto", "console", "json"], BeforeValidator(str.lower)] = "auto"
     worker_metrics_port: int | None = None
     # Loopback by default; docker-compose binds all interfaces so Prometheus can scrape the container.
     worker_metrics_host: str = "127.0.0.1"

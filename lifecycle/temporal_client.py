@@ -3,6 +3,7 @@
 from temporalio.client import Client
 
 from lifecycle.settings import Settings
+from lifecycle.tracing import temporal_interceptors
 
 
 class TemporalUnavailable(Exception):
@@ -10,4 +11,6 @@ class TemporalUnavailable(Exception):
 
 
 async def connect(settings: Settings) -> Client:
-    return await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+    return await Client.connect(
+        settings.temporal_address, namespace=settings.temporal_namespace, interceptors=temporal_interceptors()
+    )

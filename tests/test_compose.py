@@ -36,6 +36,7 @@ PUBLISHED_TAGS = {
     "temporalio/ui": r"\d+\.\d+\.\d+",
     "axllent/mailpit": r"v\d+\.\d+\.\d+",
     "prom/prometheus": r"v\d+\.\d+\.\d+",
+    "jaegertracing/all-in-one": r"\d+\.\d+\.\d+",
 }
 
 

@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import uuid
+
 import httpx
 
+from tests.conftest import ApiAccount
 from tests.eventually import eventually
+from worker import LifecycleWorkers
 
 
 async def test_healthz(api: httpx.AsyncClient) -> None:
@@ -27,3 +31,28 @@ async def test_metrics_count_requests(api: httpx.AsyncClient) -> None:
     text = (await api.get("/metrics")).text
     assert 'api_requests_total{method="GET",route="/healthz",status="200"}' in text
     assert "api_request_duration_seconds_bucket" in text
+
+
+async def test_streams_are_timed_apart_from_request_latencies(
+    api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers
+) -> None:
+    domain = f"metrics-{uuid.uuid4().hex[:10]}.example.com"
+    created = await api.post("/sites", json={"name": "Timed", "domain": domain}, headers=account.headers)
+    assert created.status_code == 202, created.text
+    site_id = created.json()["id"]
+
+    async def active() -> bool:
+        return (await api.get(f"/sites/{site_id}", headers=account.headers)).json()["status"] == "active"
+
+    await eventually(active, "the site becomes active")
+    # A settled site's stream sends its last state and ends, so the transport hands the whole answer over.
+    streamed = await api.get(f"/sites/{site_id}/events", headers=account.headers)
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    text = (await api.get("/metrics")).text
+    assert 'api_stream_duration_seconds_count{route="/sites/{site_id}/events"}' in text
+    assert 'api_stream_duration_seconds_bucket{le="3600.0",route="/sites/{site_id}/events"}' in text
+    assert 'route="/sites/{site_id}/events"' not in "".join(
+        line for line in text.splitlines(keepends=True) if line.startswith("api_request_duration_seconds")
+    )
+    # Answers have buckets down to 5 ms.
+    assert 'api_request_duration_seconds_bucket{le="0.005",method="GET",route="/sites/{site_id}"}' in text

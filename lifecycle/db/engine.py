@@ -7,6 +7,8 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
+from lifecycle.tracing import trace_engine
+
 # Connections kept open, and extra ones opened under load; a process never holds more than their sum.
 POOL_SIZE = 10
 MAX_OVERFLOW = 20
@@ -16,6 +18,7 @@ POOL_CAPACITY = POOL_SIZE + MAX_OVERFLOW
 def make_engine(database_url: str, *, pool_size: int = POOL_SIZE, max_overflow: int = MAX_OVERFLOW) -> AsyncEngine:
     engine = create_async_engine(database_url, pool_size=pool_size, max_overflow=max_overflow)
     event.listen(engine.sync_engine, "checkout", _refuse_closed_connection)
+    trace_engine(engine)
     return engine
 
 
