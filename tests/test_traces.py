@@ -32,6 +32,7 @@ from lifecycle.temporal_client import connect
 from lifecycle.tracing import stop_tracing, use_tracer_provider
 from tests.conftest import ADMIN_HEADERS
 from tests.deletion.helpers import own_queue
+from tests.eventually import eventually
 from worker import LifecycleWorkers, build_worker
 from workflows.site_creation import SiteActivities
 
@@ -73,10 +74,9 @@ async def traced(settings: Settings) -> AsyncIterator[Traced]:
         port = free_port()
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
         task = asyncio.get_running_loop().create_task(server.serve())
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.02)
+        await eventually(lambda: server.started or task.done(), "the API serves")
+        if task.done():
+            task.result()  # it stopped before serving: its error
         yield Traced(exporter, client, own, f"http://127.0.0.1:{port}")
         server.should_exit = True
         await task

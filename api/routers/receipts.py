@@ -22,6 +22,7 @@ router = APIRouter(tags=["deletions"])
     "/deletion-receipts/public-key",
     response_model=PublicKeyOut,
     summary="The Ed25519 public key that verifies deletion receipts (no credentials needed)",
+    # Anyone holding a receipt must be able to verify it, long after the account that it names is gone.
     openapi_extra=PUBLIC,
 )
 async def get_public_key(settings: SettingsDep) -> PublicKeyOut:

@@ -108,6 +108,7 @@ async def test_a_writer_still_inside_its_transaction_is_waited_for(
                 "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))", writer_pid
             ),
             "finishing waits on the writer's lock",
+            within=30,
         )
         assert not finishing.done(), "finishing went ahead while a writer held the bot row"
         await (transaction.commit() if writer_commits else transaction.rollback())

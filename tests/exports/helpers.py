@@ -16,12 +16,12 @@ from typing import Any
 import asyncpg
 import httpx
 
+from activities.deleters import DELETION_SERVICES as SERVICES
 from devstack.seed import Seeded, asyncpg_dsn, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.settings import Settings
 from tests.eventually import eventually
 
-SERVICES = ("conversations", "messages", "analytics_events", "knowledge_documents", "integrations")
 READY_SUBJECT = "Your data export is ready"
 
 
