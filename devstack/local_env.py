@@ -87,4 +87,6 @@ def stack_environment(settings: Settings, ports: StackPorts) -> dict[str, str]:
         "ADMIN_TOKEN": admin_token(settings),
         "EXPORT_SIGNING_KEY": export_signing_key(settings),
         "API_PORT": str(settings.api_port),
+        # `make run` registers its workers' version and makes it current (docs/versioning.md).
+        "WORKER_MAKE_CURRENT": "true",
     }
