@@ -81,3 +81,8 @@ async def make_current(client: Client, version: WorkerDeploymentVersion) -> None
         else:
             logger.info("version %s is current", version.build_id)
             return
+
+
+if __name__ == "__main__":
+    # `python -m lifecycle.worker_deployment`: the build id this checkout's workers will have (docs/versioning.md).
+    print(code_build_id())

@@ -25,6 +25,7 @@ _RUN_SIGNATURE = re.compile(r"(    @workflow\.run\n    async def run\(self[^)]*\
 
 def v2_code(root: Path) -> Path:
     """A copy of the worker's code whose every workflow starts with a timer: a non-deterministic change."""
+    root.mkdir(parents=True, exist_ok=True)
     for name in WORKER_CODE:
         source = PROJECT_ROOT / name
         if source.is_dir():
@@ -122,3 +123,14 @@ class Deployments:
     def versions(self) -> list[str]:
         described = self.cli.json("worker", "deployment", "describe", "--name", self.name)
         return [str(summary.get("BuildID")) for summary in described.get("versionSummaries") or []]
+
+
+def runbook(path: Path) -> dict[str, list[str]]:
+    """The commands of each `### step` of the rollout runbook (docs/versioning.md), as written there."""
+    text = path.read_text().split("## Rollout runbook", 1)[1].split("### With docker compose", 1)[0]
+    steps: dict[str, list[str]] = {}
+    for section in text.split("\n### ")[1:]:
+        title, body = section.split("\n", 1)
+        blocks = re.findall(r"```sh\n(.*?)```", body, re.DOTALL)
+        steps[title.strip()] = [line for block in blocks for line in block.splitlines() if line.strip()]
+    return steps

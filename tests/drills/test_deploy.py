@@ -9,6 +9,8 @@ version, and no run meets a non-determinism error.
 from __future__ import annotations
 
 import asyncio
+import shlex
+import subprocess
 import sys
 import time
 import uuid
@@ -26,13 +28,21 @@ from devstack.history_scenarios import Context, _account, _scheduled_account_del
 from devstack.ports import free_port
 from devstack.seed import seed
 from devstack.temporal_server import TemporalDevServer
+from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_export_id, site_creation_id
 from tests.conftest import ADMIN_HEADERS, EXPORT_SIGNING_KEY
 from tests.drills import figures
 from tests.drills.conftest import DrillStack
-from tests.drills.deployment import Deployments, nondeterminism_failures, run_version, started_with_v2_timer, v2_code
+from tests.drills.deployment import (
+    Deployments,
+    nondeterminism_failures,
+    run_version,
+    runbook,
+    started_with_v2_timer,
+    v2_code,
+)
 from tests.drills.probes import wait_until
-from tests.processes import ChildProcess, settings_environment, worker_process
+from tests.processes import PROJECT_ROOT, ChildProcess, settings_environment, worker_process
 from tests.temporal_cli import TemporalCli
 
 # The server's defaults suit production and would make the drill wait minutes: stopped workers count as
@@ -229,3 +239,103 @@ async def test_deploy_v2_while_runs_are_in_flight(
     finally:
         v1_worker.kill()
         v2_worker.kill()
+
+
+class Operator:
+    """Types the runbook's commands: `temporal` with the test server's address, the deployment renamed."""
+
+    def __init__(self, cli: TemporalCli, deployment: str, code: Path, settings: Settings, log: Path) -> None:
+        self.cli = cli
+        self.deployment = deployment
+        self.code = code
+        self.settings = settings
+        self.log = log
+        self.build_ids = {"<old>": "", "<new>": ""}
+        self.typed: list[str] = []
+        self.workers: list[ChildProcess] = []
+
+    def argv(self, command: str) -> list[str]:
+        for placeholder, build_id in self.build_ids.items():
+            command = command.replace(placeholder, build_id)
+        for written in ("--name lifecycle", "--deployment-name lifecycle", '"lifecycle:'):
+            command = command.replace(written, written.replace("lifecycle", self.deployment))
+        return shlex.split(command)
+
+    def type(self, command: str, *, check: bool = True) -> subprocess.CompletedProcess[str]:
+        self.typed.append(command)
+        argv = self.argv(command)
+        if argv[0] == "temporal":
+            return self.cli.run(*argv[1:], check=check)
+        if argv[:3] == ["python", "-m", "lifecycle.worker_deployment"]:
+            return subprocess.run(
+                [sys.executable, *argv[1:]], cwd=self.code, capture_output=True, text=True, check=True
+            )
+        assignments = dict(arg.split("=", 1) for arg in argv if "=" in arg and not arg.startswith("-"))
+        assert argv[len(assignments) :] == ["python", "worker.py"], f"no way to type {command!r}"
+        env = settings_environment(self.settings, **assignments)
+        worker = ChildProcess([sys.executable, "worker.py"], env, self.log, cwd=self.code)
+        worker.start()
+        self.workers.append(worker)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    async def type_until_accepted(self, command: str) -> str:
+        """A command the runbook says to run again (describe-version before the workers poll, delete-version
+        while stopped workers still count as pollers)."""
+
+        async def accepted() -> bool:
+            return (await asyncio.to_thread(self.type, command, check=False)).returncode == 0
+
+        await wait_until(accepted, f"{command} is accepted")
+        return self.typed[-1]
+
+
+async def test_rollout_runbook(deploy: Context, deploy_temporal: TemporalDevServer, tmp_path: Path) -> None:
+    """Every command of docs/versioning.md's rollout runbook, as written there, in the order of a rollout."""
+    settings = deploy.settings
+    steps = runbook(PROJECT_ROOT / "docs" / "versioning.md")
+    assert list(steps) == ["Build", "Start the new workers beside the old", "Ramp", "Promote", "Roll back", "Retire"]
+    cli = TemporalCli(deploy_temporal.address)
+    deployments = Deployments(cli, settings.task_queue)
+    old_worker = worker_process(settings, tmp_path / "old.log", WORKER_MAKE_CURRENT="true")
+    old_worker.start()
+    operator = Operator(cli, settings.task_queue, v2_code(tmp_path / "new"), settings, tmp_path / "new.log")
+    try:
+        old = await _started(old_worker)
+        await wait_until(lambda: asyncio.to_thread(lambda: deployments.current() == old), "the old version is current")
+        operator.build_ids["<old>"] = old
+
+        build_id, describe = steps["Build"]
+        operator.build_ids["<new>"] = new = operator.type(build_id).stdout.strip()
+        assert new != old
+        assert old in operator.type(describe).stdout
+
+        start, describe_version = steps["Start the new workers beside the old"]
+        operator.type(start)
+        assert await _started(operator.workers[0]) == new, "the runbook's build id is the one the workers report"
+        await operator.type_until_accepted(describe_version)
+        await wait_until(lambda: asyncio.to_thread(deployments.polls, new, 2), "the new workers poll both queues")
+
+        (ramp,) = steps["Ramp"]
+        operator.type(ramp)
+        ramping = cli.json("worker", "deployment", "describe", "--name", settings.task_queue)["routingConfig"]
+        assert (ramping["rampingVersionBuildID"], ramping["rampingVersionPercentage"]) == (new, 10)
+
+        (promote,) = steps["Promote"]
+        operator.type(promote)
+        assert deployments.current() == new
+        (roll_back,) = steps["Roll back"]
+        operator.type(roll_back)
+        assert deployments.current() == old
+        operator.type(promote)
+        assert deployments.current() == new
+
+        count, delete = steps["Retire"]
+        assert operator.type(count).stdout.split() == ["Total:", "0"]
+        old_worker.terminate()
+        await operator.type_until_accepted(delete)
+        assert deployments.versions() == [new]
+        assert set(operator.typed) == {command for commands in steps.values() for command in commands}
+    finally:
+        old_worker.kill()
+        for worker in operator.workers:
+            worker.kill()
