@@ -53,9 +53,9 @@ def deployment_config(version: WorkerDeploymentVersion) -> WorkerDeploymentConfi
 
 
 # The server knows a version only once one of its workers has polled, and refuses to make it current until it
-# polls every queue the current version polled (the other role's process may start a moment later).
+# polls every queue the current version polled (the other role's process may start a moment later); Temporal
+# itself may be restarting. Each is retried.
 MAKE_CURRENT_RETRY_SECONDS = 1.0
-MAKE_CURRENT_REFUSALS = (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION)
 
 
 async def make_current(client: Client, version: WorkerDeploymentVersion) -> None:
@@ -74,8 +74,6 @@ async def make_current(client: Client, version: WorkerDeploymentVersion) -> None
                 # Temporal's time-skipping test server has no deployments: it dispatches to any worker.
                 logger.warning("this Temporal server has no worker deployments; version %s not made current", version)
                 return
-            if err.status not in MAKE_CURRENT_REFUSALS:
-                raise
             logger.info("version %s not accepted as current yet (%s); retrying", version.build_id, err.message)
             await asyncio.sleep(MAKE_CURRENT_RETRY_SECONDS)
         else:
