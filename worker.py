@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 
 from temporalio.client import Client
+from temporalio.common import WorkerDeploymentVersion
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Interceptor, Worker
 
@@ -27,6 +28,7 @@ from lifecycle.logging_setup import configure_logging
 from lifecycle.schedules import ensure_reconciler_schedule
 from lifecycle.settings import Settings, get_settings
 from lifecycle.tracing import configure_tracing, stop_tracing, temporal_interceptors
+from lifecycle.worker_deployment import deployment_config, deployment_version, make_current
 from workflows.registry import WORKFLOWS
 
 WORKFLOWS_DIR = Path(__file__).resolve().parent / "workflows"
@@ -85,6 +87,14 @@ def task_queues(settings: Settings) -> list[str]:
     return list(dict.fromkeys(queues[role] for role in ROLES if role in roles))
 
 
+@dataclass(frozen=True)
+class Promotion:
+    """Make `version` current once its workers poll (WORKER_MAKE_CURRENT)."""
+
+    client: Client
+    version: WorkerDeploymentVersion
+
+
 class LifecycleWorkers:
     """One Temporal Worker per task queue in this process, started and stopped together.
 
@@ -92,8 +102,9 @@ class LifecycleWorkers:
     on; what separates the work is which queue the starter chose, and each queue's own worker slots.
     """
 
-    def __init__(self, workers: list[Worker]) -> None:
+    def __init__(self, workers: list[Worker], promote: Promotion | None = None) -> None:
         self.workers = workers
+        self.promote = promote
         self._stack = AsyncExitStack()
 
     @property
@@ -105,6 +116,8 @@ class LifecycleWorkers:
         async with AsyncExitStack() as stack:
             for worker in self.workers:
                 await stack.enter_async_context(worker)
+            if self.promote is not None:
+                await make_current(self.promote.client, self.promote.version)
             self._stack = stack.pop_all()
         return self
 
@@ -115,7 +128,9 @@ class LifecycleWorkers:
 
 
 def build_worker(client: Client, resources: ActivityResources, settings: Settings) -> LifecycleWorkers:
+    """Versioned workers (deployment_version): a run started on these queues goes to the current version."""
     activities = build_activities(resources)
+    version = deployment_version(settings)
     return LifecycleWorkers(
         [
             Worker(
@@ -128,9 +143,11 @@ def build_worker(client: Client, resources: ActivityResources, settings: Setting
                 sticky_queue_schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,
                 max_concurrent_workflow_tasks=slots_for(queue, settings).workflow_tasks,
                 max_concurrent_activities=slots_for(queue, settings).activities,
+                deployment_config=deployment_config(version),
             )
             for queue in task_queues(settings)
-        ]
+        ],
+        Promotion(client, version) if settings.worker_make_current else None,
     )
 
 
@@ -193,8 +210,14 @@ async def main() -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    version = deployment_version(settings)
+    logger.info(
+        "worker deployment %s, build id %s, polling task queues %s",
+        version.deployment_name,
+        version.build_id,
+        ", ".join(task_queues(settings)),
+    )
     worker = build_worker(client, resources, settings)
-    logger.info("worker polling task queues %s", ", ".join(task_queues(settings)))
     try:
         async with worker:
             await stop.wait()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
@@ -50,10 +51,12 @@ async def _traffic(settings: Settings, bot_id: str, seconds: float) -> list[floa
 
 
 async def _settle(conn: asyncpg.Connection) -> None:
-    """After seeding: statistics fresh, dead rows gone, and the seeding's dirty pages written out, so no phase
+    """After seeding: statistics fresh, dead rows gone, and the seeding's dirty pages and files written out, so no phase
     measures the checkpoint of rows written before it."""
     await conn.execute("VACUUM ANALYZE")
     await conn.execute("CHECKPOINT")
+    # The seeded document files too: the kernel would otherwise write them back during the phase.
+    await asyncio.to_thread(os.sync)
 
 
 async def _deleted(conn: asyncpg.Connection, workflow_id: str) -> int:

@@ -89,4 +89,6 @@ def stack_environment(settings: Settings, ports: StackPorts) -> dict[str, str]:
         "API_PORT": str(settings.api_port),
         # The page that draws a site being built, at /demo/: for people trying the stack, never in production.
         "DEMO_PAGE": "true",
+        # `make run` registers its workers' version and makes it current (docs/versioning.md).
+        "WORKER_MAKE_CURRENT": "true",
     }

@@ -46,8 +46,11 @@ class TemporalDevServer:
         ui_port: int | None,
         log_path: Path,
         metrics_port: int | None = None,
+        dynamic_config: dict[str, str] | None = None,
     ) -> None:
         self.db_file = db_file
+        # Values beyond DEV_SERVER_DYNAMIC_CONFIG, for a test that needs the server's timing shortened.
+        self.dynamic_config = dynamic_config or {}
         self.port = port
         self.ui_port = ui_port
         self.log_path = log_path
@@ -84,7 +87,10 @@ class TemporalDevServer:
         if self.metrics_port is not None:
             args += ["--metrics-port", str(self.metrics_port)]
         # Flags register attributes only when the state file is new; `register` below covers restarts.
-        return args + DEV_SERVER_TUNING + search_attributes.dev_server_flags()
+        extra = [
+            flag for key, value in self.dynamic_config.items() for flag in ("--dynamic-config-value", f"{key}={value}")
+        ]
+        return args + DEV_SERVER_TUNING + extra + search_attributes.dev_server_flags()
 
     def start(self, timeout: float = 60.0) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -120,15 +120,15 @@ class FinishBotDeletionResult:
 class AccountDeletionInput:
     account_id: str
     max_concurrent_bots: int = 4
-    # Child site deletions run on the customer-facing queue (settings.site_task_queue). Empty in runs started
-    # before the field existed: those keep their children on the account deletion's own queue.
+    # Child site deletions run on the customer-facing queue (settings.site_task_queue); empty: on the account
+    # deletion's own queue.
     site_task_queue: str = ""
     # Carried across continue-as-new.
     finished_bot_ids: list[str] = field(default_factory=list)
     totals: dict[str, ServiceProgress] = field(default_factory=dict)
     continue_as_new_after_events: int = CONTINUE_AS_NEW_AFTER_EVENTS
     # The end of the grace period (ISO 8601, UTC), from deletion_requests.deletes_at: nothing is deleted before
-    # it, and an admin may restore the account until then. None (every run before the field): no grace.
+    # it, and an admin may restore the account until then. None (a zero grace, or a run past it): no grace.
     deletes_at: str | None = None
     # Carried across continue-as-new: an operator's pause holds in the next run, whose bot deletions start paused.
     paused: bool = False

@@ -38,6 +38,15 @@ class Settings(BaseSettings):
     # Which of the two a worker process polls: `deletions`, `sites`, or both (comma-separated). One process per
     # role keeps a deletion backlog from taking the CPU of the process that builds the sites people wait for.
     worker_roles: str = "deletions,sites"
+    # The Worker Deployment this process belongs to (docs/versioning.md); empty: named after task_queue, so the
+    # two roles' processes share one, and every test queue has its own.
+    worker_deployment: str = ""
+    # Its build id; empty: a hash of the workflow code (lifecycle/worker_deployment.py). An image may pass its
+    # revision instead.
+    worker_build_id: str = ""
+    # Make this version current once it polls: `make run` and the tests do; a production rollout starts new
+    # workers without it and promotes them with the CLI, so a restarted old worker never takes traffic back.
+    worker_make_current: bool = False
     database_url: str = f"postgresql+asyncpg://postgres@127.0.0.1:{LOCAL_POSTGRES_PORT}/{LOCAL_DATABASE}"
     # Server on which each site gets its own database and role; the app's own server unless set.
     site_database_url: str | None = None

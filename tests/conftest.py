@@ -98,6 +98,9 @@ def settings(
         # size-based inline answer on for its own app.
         deletion_inline_threshold=0,
         export_signing_key=EXPORT_SIGNING_KEY,
+        # Every test worker is versioned (the SDK requires it of workflow types that declare a versioning
+        # behaviour) and makes its version current as it starts, or no run would reach it (docs/versioning.md).
+        worker_make_current=True,
     )
 
 

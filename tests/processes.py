@@ -29,17 +29,16 @@ def settings_environment(settings: Settings, **overrides: str) -> dict[str, str]
 
 
 class ChildProcess:
-    def __init__(self, args: list[str], env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], log_path: Path, cwd: Path = PROJECT_ROOT) -> None:
         self.args = args
         self.env = env
         self.log_path = log_path
+        self.cwd = cwd
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                self.args, env=self.env, cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT
-            )
+            self.process = subprocess.Popen(self.args, env=self.env, cwd=self.cwd, stdout=log, stderr=subprocess.STDOUT)
 
     @property
     def pid(self) -> int:

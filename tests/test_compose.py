@@ -328,3 +328,23 @@ def test_the_env_generator_writes_private_distinct_secrets_once(project_root: Pa
     )
     assert again.returncode != 0
     assert generated_env.read_text() == written
+
+
+def test_a_rollout_runs_the_new_image_beside_the_old(
+    docker_compose: Path, project_root: Path, generated_env: Path
+) -> None:
+    """docs/versioning.md: `NEXT_TAG=<revision> docker compose --profile rollout up -d --build worker-next ...`."""
+    everyday = resolved_config(docker_compose, project_root, generated_env)["services"]
+    assert "worker-next" not in everyday, "the rollout's workers start only with its profile"
+    env_file = generated_env.parent / "rollout.env"
+    env_file.write_text(generated_env.read_text() + "NEXT_TAG=rev42\n")
+    result = run_compose(docker_compose, project_root, env_file, "--profile", "rollout", "config", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    services = json.loads(result.stdout)["services"]
+    for old, new in (("worker", "worker-next"), ("site-worker", "site-worker-next")):
+        assert services[new]["image"] == "lifecycle-app:rev42" != services[old]["image"]
+        assert services[new]["command"] == services[old]["command"]
+        # The same deployment and queues; only the code, hence the build id, differs. No worker promotes itself.
+        assert services[new]["environment"] == services[old]["environment"]
+        assert services[new]["environment"]["WORKER_DEPLOYMENT"] == "lifecycle"
+        assert services[new]["environment"]["WORKER_MAKE_CURRENT"] == "false"

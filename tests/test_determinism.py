@@ -8,6 +8,7 @@ import uuid
 from datetime import datetime
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 
 # The sandbox re-imports this module to run ClockReadingWorkflow: everything else passes through untouched.
 with workflow.unsafe.imports_passed_through():
@@ -22,7 +23,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.registry import WORKFLOWS
 
 
-@workflow.defn(name="ClockReadingWorkflow")
+# A versioned worker (as every worker is) refuses a workflow type that declares no versioning behaviour.
+@workflow.defn(name="ClockReadingWorkflow", versioning_behavior=VersioningBehavior.PINNED)
 class ClockReadingWorkflow:
     @workflow.run
     async def run(self) -> str:

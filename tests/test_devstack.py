@@ -14,6 +14,8 @@ import httpx
 import pytest
 
 from devstack.ports import free_port
+from lifecycle.workflow_ids import account_export_id
+from tests.temporal_cli import TemporalCli
 
 REQUIRED_KEYS = {
     "TEMPORAL_ADDRESS",
@@ -91,6 +93,22 @@ class RunningStack:
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.api_port}"
 
+    def wait_pinned_to_current_version(self, workflow_id: str, timeout: float = 60.0) -> None:
+        cli = TemporalCli(f"127.0.0.1:{self.env['DEVSTACK_TEMPORAL_PORT']}")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            # The workers make their version current a moment after they start polling.
+            described = cli.json("worker", "deployment", "describe", "--name", "lifecycle")
+            current = described["routingConfig"]["currentVersionBuildID"]
+            run = cli.json("workflow", "describe", "--workflow-id", workflow_id)
+            versioning = run["workflowExecutionInfo"].get("versioningInfo") or {}
+            if current and versioning:
+                assert versioning["behavior"] == "VERSIONING_BEHAVIOR_PINNED", versioning
+                assert versioning["deploymentVersion"] == {"deploymentName": "lifecycle", "buildId": current}
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"{workflow_id} never ran its first workflow task on a current version")
+
     def stop(self) -> int:
         assert self.process is not None
         self.process.send_signal(signal.SIGINT)
@@ -119,6 +137,10 @@ def test_make_run_serves_and_keeps_data_across_restart(stack: RunningStack, tmp_
     )
     assert created.status_code == 201, created.text
     key = created.json()["api_key"]
+    # `make run` registers its workers' version and makes it current; a new run is pinned to it.
+    exported = httpx.post(f"{stack.api_url}/account/exports", headers={"Authorization": f"Bearer {key}"})
+    assert exported.status_code == 202, exported.text
+    stack.wait_pinned_to_current_version(account_export_id(created.json()["id"], 1))
 
     assert stack.stop() == 0
     assert "[stack] stopped" in stack.log.read_text()

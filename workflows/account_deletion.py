@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import NoReturn
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
@@ -48,28 +49,6 @@ with workflow.unsafe.imports_passed_through():
 from workflows.bot_deletion import BotDeletionWorkflow
 from workflows.site_deletion import SiteDeletionWorkflow
 
-# Patch: the account row goes, and the email with it, only once nothing of the account remains; otherwise
-# bots and sites are listed and deleted again, then an operator decides. Older runs replay the old path.
-VERIFY_ACCOUNT_EMPTY = "verify-account-empty"
-# Patch: a bot deletion the account takes over (already started) is sent the account's pause state first.
-ADOPTED_BOT_FOLLOWS_ACCOUNT = "adopted-bot-follows-account"
-# Patch: before anything is deleted, wait for the exports requested with `DELETE /account {"export_first": true}`
-# (recorded on their account_exports rows, so every run and re-drive honours them) to be ready and mailed.
-EXPORT_FIRST = "export-first"
-# Patch: a deletion with a grace period (`deletes_at`, ACCOUNT_DELETION_GRACE) first waits it out on a durable
-# timer, `scheduled`, while an admin may `restore` the account or an operator `expedite` it. Runs without
-# `deletes_at` (every run before it, and every run with a zero grace) take no new step and issue no new command.
-DELETION_GRACE = "deletion-grace"
-# Patch: messages to the bot deletions go out one at a time, each once the previous one was delivered, and a
-# pause or resume sends the account's pause state as it stands when its turn comes. Two signals in flight to one
-# run may arrive in either order: a `resume` overtook the `pause` a reset run sent again, and left the bot
-# deletion paused under a running account for good (tests/operators/test_matrix_deletions.py, reset-last-open).
-ORDERED_FORWARDS = "ordered-forwards"
-# Patch: the run continues as new after a wave of bot deletions, not before one, and only once every message
-# handler has finished. Before, a new run whose history was already past the threshold continued as new again
-# before deleting anything, and a message waiting its turn (ORDERED_FORWARDS) would have gone with the old run.
-CONTINUE_AFTER_A_WAVE = "continue-after-a-wave"
-
 
 def _add(totals: dict[str, ServiceProgress], services: dict[str, ServiceProgress], sign: int = 1) -> None:
     for name, progress in services.items():
@@ -83,7 +62,9 @@ def _redrive_backoff(attempt: int) -> timedelta:
     return min(backoff, policies.CHILD_REDRIVE_BACKOFF_CAP)
 
 
-@workflow.defn(name=ACCOUNT_DELETION_WORKFLOW)
+# Pinned: a run never meets new code mid-history; it runs for hours or days (grace, waves of bot deletions), so
+# it moves to a new current version at its next continue-as-new instead (_continue_as_new).
+@workflow.defn(name=ACCOUNT_DELETION_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
 class AccountDeletionWorkflow:
     @workflow.init
     def __init__(self, request: AccountDeletionInput) -> None:
@@ -99,7 +80,8 @@ class AccountDeletionWorkflow:
         # What each bot deletion of this run counted, so a bot deleted again is not counted twice.
         self._counted: dict[str, dict[str, ServiceProgress]] = {}
         self._gate = OperatorGate()
-        # Held while a message is forwarded to the bot deletions (ORDERED_FORWARDS).
+        # Held while a message is forwarded to the bot deletions: messages go out one at a time, each once the
+        # previous one was delivered, so a `resume` never overtakes the `pause` sent before it.
         self._forwarding = asyncio.Lock()
         # The grace period: true while nothing may be deleted yet and the account can still be restored.
         self._in_grace = False
@@ -110,22 +92,25 @@ class AccountDeletionWorkflow:
     @workflow.run
     async def run(self, request: AccountDeletionInput) -> AccountDeletionResult:
         grace = _grace_left(request)
-        if grace is not None and workflow.patched(DELETION_GRACE):
+        if grace is not None:
             self._in_grace = True
             self._status = DeletionState.SCHEDULED
         workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(self._status.value)])
         self._publish_details()
-        if self._in_grace and grace is not None and not await self._wait_out_grace(request, grace):
-            return self._close(request, DeletionState.RESTORED, row_deleted=False)
-        if workflow.patched(EXPORT_FIRST):
-            await self._await_exports(request)
+        if self._in_grace and grace is not None:
+            if not await self._wait_out_grace(request, grace):
+                return self._close(request, DeletionState.RESTORED, row_deleted=False)
+            if workflow.info().is_target_worker_deployment_version_changed():
+                # A new version became current during the grace: delete with its code, not this run's.
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                self._continue_as_new(request)
+        # The exports requested with `DELETE /account {"export_first": true}` are ready and mailed first.
+        await self._await_exports(request)
         listed = await self._list_bots(request)
         await self._delete_bots(request, [bot_id for bot_id in listed if bot_id not in set(self._finished)])
         await self._delete_sites(request)
 
-        if not workflow.patched(VERIFY_ACCOUNT_EMPTY):
-            row_deleted = await self._finish(request)
-        elif not (row_deleted := await self._finish_once_empty(request)):
+        if not (row_deleted := await self._finish_once_empty(request)):
             # An operator chose to stop with data left: the account stays, and nobody is told it is gone; the
             # receipt says what remains.
             await issue_receipt(ReceiptSubject.ACCOUNT, request.account_id, request.account_id)
@@ -245,9 +230,6 @@ class AccountDeletionWorkflow:
         self._bots_total = len(set(self._finished) | set(pending))
         self._publish_details()
         for start in range(0, len(pending), request.max_concurrent_bots):
-            after_a_wave = workflow.patched(CONTINUE_AFTER_A_WAVE)
-            if not after_a_wave and self._history_is_long(request):
-                self._continue_as_new(request)
             wave = pending[start : start + request.max_concurrent_bots]
             for result in await asyncio.gather(*(self._delete_bot(request, bot_id) for bot_id in wave)):
                 if result.bot_id in self._counted:
@@ -258,7 +240,9 @@ class AccountDeletionWorkflow:
                     self._finished.append(result.bot_id)
             self._publish_details()
             more = start + request.max_concurrent_bots < len(pending)
-            if after_a_wave and more and self._history_is_long(request):
+            # After a wave, never before one, and once every message handler has finished, so no message
+            # waiting its turn is lost with this run.
+            if more and self._time_to_continue_as_new(request):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 self._continue_as_new(request)
 
@@ -297,11 +281,10 @@ class AccountDeletionWorkflow:
             )
         except WorkflowAlreadyStartedError:
             # A DELETE /bots (or an earlier run of ours) already started it: wait for that one instead.
-            if workflow.patched(ADOPTED_BOT_FOLLOWS_ACCOUNT):
-                # It follows the account's pause state from here on, as the account's own children do: a reset
-                # leaves the old run's children running, paused if the account was, and a `resume` sent to the
-                # reset run before it took them over would otherwise never reach them.
-                await self._forward(only=workflow_id)
+            # It follows the account's pause state from here on, as the account's own children do: a reset
+            # leaves the old run's children running, paused if the account was, and a `resume` sent to the
+            # reset run before it took them over would otherwise never reach them.
+            await self._forward(only=workflow_id)
             return await workflow.execute_activity_method(
                 DeletionRecords.await_bot_deletion,
                 AwaitBotDeletionInput(workflow_id=workflow_id),
@@ -345,7 +328,7 @@ class AccountDeletionWorkflow:
                 SiteDeletionWorkflow.run,
                 SiteDeletionInput(site_id=site_id),
                 id=workflow_id,
-                # Customer-facing queue (with its own slots); runs from before the field use our own queue.
+                # Customer-facing queue (with its own slots); none given: the account deletion's own queue.
                 task_queue=request.site_task_queue or None,
                 id_reuse_policy=ON_REUSE,
                 parent_close_policy=ParentClosePolicy.ABANDON,
@@ -364,17 +347,23 @@ class AccountDeletionWorkflow:
             )
 
     @staticmethod
-    def _history_is_long(request: AccountDeletionInput) -> bool:
+    def _time_to_continue_as_new(request: AccountDeletionInput) -> bool:
+        """The history is long, or a new version became current (the next run starts on it)."""
         info = workflow.info()
         return (
             info.get_current_history_length() >= request.continue_as_new_after_events
             or info.is_continue_as_new_suggested()
+            or info.is_target_worker_deployment_version_changed()
         )
 
     def _continue_as_new(self, request: AccountDeletionInput) -> NoReturn:
         # Past its grace (if it had one): the next run deletes on at once, even if the grace was expedited.
         workflow.continue_as_new(
-            replace(request, finished_bot_ids=self._finished, totals=self._totals, deletes_at=None, paused=self._paused)
+            replace(
+                request, finished_bot_ids=self._finished, totals=self._totals, deletes_at=None, paused=self._paused
+            ),
+            # The next run starts on the current version, not pinned to this one: how a long deletion upgrades.
+            initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE,
         )
 
     def _set_status(self, status: DeletionState) -> None:
@@ -393,8 +382,6 @@ class AccountDeletionWorkflow:
     async def _forward(self, decision: Decision | None = None, *, only: str | None = None) -> int:
         """Send `decision`, or else the account's pause state, to every bot deletion in flight (or to `only`);
         one that closed meanwhile is skipped."""
-        if not workflow.patched(ORDERED_FORWARDS):
-            return await self._send(decision, only)
         async with self._forwarding:
             return await self._send(decision, only)
 

@@ -8,6 +8,7 @@ import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
     from activities.account_export import AccountExportActivities
@@ -26,7 +27,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows import export_policies, policies
 
 
-@workflow.defn(name=ACCOUNT_EXPORT_WORKFLOW)
+# Pinned: writing takes minutes; the retention wait after it (export_retention, 7 days by default) keeps the
+# version's workers needed until the archive expires or an operator sends `expire_now` (docs/versioning.md).
+@workflow.defn(name=ACCOUNT_EXPORT_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
 class AccountExportWorkflow:
     def __init__(self) -> None:
         self._status = ExportStatus.PENDING

@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import replace
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
@@ -34,12 +35,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
     from workflows.operator_gate import Decision, OperatorGate
     from workflows.receipt_step import issue_receipt
-
-# Patches (README: gate every change to a workflow's commands). Runs started before them replay the old path.
-# Finishing checks that no rows remain and goes around again if some do.
-VERIFY_FINISH = "verify-finish"
-# The run shows waiting_for_operator before the alert, which no longer holds it up.
-WAITING_BEFORE_ALERT = "waiting-before-alert"
 
 
 def is_transient(err: ActivityError) -> bool:
@@ -95,7 +90,9 @@ def _pace(services: dict[str, ServiceProgress]) -> Pace:
     )
 
 
-@workflow.defn(name=BOT_DELETION_WORKFLOW)
+# Pinned: a run never meets new code mid-history; it runs for hours and continues as new at slice boundaries,
+# where it moves to a new current version (_continue_as_new).
+@workflow.defn(name=BOT_DELETION_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
 class BotDeletionWorkflow:
     @workflow.init
     def __init__(self, request: BotDeletionInput) -> None:
@@ -116,9 +113,7 @@ class BotDeletionWorkflow:
             rounds = 0
             while True:
                 await self._delete_every_service(request)
-                if not workflow.patched(VERIFY_FINISH):
-                    await self._finish_unverified(request)
-                    break
+                # Finishing checks that no rows remain, and the services go around again if some do.
                 remaining = (await self._finish(request)).remaining_services
                 if not remaining:
                     break
@@ -171,22 +166,11 @@ class BotDeletionWorkflow:
             summary=f"check nothing remains, remove bot row {request.bot_id}, record completion",
         )
 
-    async def _finish_unverified(self, request: BotDeletionInput) -> None:
-        """Runs started before VERIFY_FINISH: their recorded result carries nothing to check."""
-        await workflow.execute_activity(
-            "finish_bot_deletion",
-            self._finish_input(request),
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
-            summary=f"remove bot row {request.bot_id}, record completion",
-        )
-
     async def _delete_service(self, request: BotDeletionInput, service: str) -> None:
-        """Slices until the service is done, or until the history is long enough to continue as new."""
+        """Slices until the service is done, or until it is time to continue as new."""
         while not self._progress[service].done:
             await workflow.wait_condition(lambda: not self._paused)
-            if self._history_is_long(request):
+            if self._time_to_continue_as_new(request):
                 return
             await self._delete_slice(request, service)
 
@@ -239,10 +223,7 @@ class BotDeletionWorkflow:
         def announce() -> None:
             self._set_status(DeletionState.WAITING_FOR_OPERATOR)
 
-        if workflow.patched(WAITING_BEFORE_ALERT):
-            decision = await self._gate.ask(waiting_on, alert, announce)
-        else:
-            decision = await self._gate.ask_after_alert(waiting_on, alert, announce)
+        decision = await self._gate.ask(waiting_on, alert, announce)
         self._set_status(self._running_or_paused())
         return decision
 
@@ -251,11 +232,13 @@ class BotDeletionWorkflow:
             self._progress[service] = replace(self._progress[service], done=True, skipped=True)
 
     @staticmethod
-    def _history_is_long(request: BotDeletionInput) -> bool:
+    def _time_to_continue_as_new(request: BotDeletionInput) -> bool:
+        """The history is long, or a new version became current (the next run starts on it)."""
         info = workflow.info()
         return (
             info.get_current_history_length() >= request.continue_as_new_after_events
             or info.is_continue_as_new_suggested()
+            or info.is_target_worker_deployment_version_changed()
         )
 
     def _continue_as_new(self, request: BotDeletionInput) -> None:
@@ -267,7 +250,9 @@ class BotDeletionWorkflow:
                 progress=self._progress,
                 paused=self._paused,
                 operator_actions=self._operator_actions,
-            )
+            ),
+            # The next run starts on the current version, not pinned to this one: how a long deletion upgrades.
+            initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE,
         )
 
     def _running_or_paused(self) -> DeletionState:

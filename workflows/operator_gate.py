@@ -70,25 +70,6 @@ class OperatorGate:
         self.waiting_on = None
         return decision
 
-    async def ask_after_alert(self, waiting_on: str, alert: AlertInput, announce: Callable[[], None]) -> Decision:
-        """The order of runs started before `waiting-before-alert`: alert first, then wait (kept for replay)."""
-        await workflow.execute_activity_method(
-            Alerts.raise_alert,
-            alert,
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
-            summary=f"alert: {alert.subject}",
-        )
-        self.waiting_on = waiting_on
-        announce()
-        await workflow.wait_condition(lambda: self._decision is not None)
-        decision = self._decision
-        assert decision is not None
-        self._decision = None
-        self.waiting_on = None
-        return decision
-
 
 def _log_alert_failure(raising: asyncio.Future[None]) -> None:
     # The operator path goes on regardless: the run is already listed as waiting_for_operator.

@@ -4,6 +4,7 @@ database asks for that no run is working on."""
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
     from activities.export_reconciler import ExportReconciler
@@ -15,7 +16,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
 
 
-@workflow.defn(name=RECONCILER_WORKFLOW)
+# Pinned: a run lasts minutes at most, and the schedule starts each next one on the current version.
+@workflow.defn(name=RECONCILER_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
 class DeletionReconcilerWorkflow:
     @workflow.run
     async def run(self) -> ReconcileResult:
@@ -26,21 +28,19 @@ class DeletionReconcilerWorkflow:
             retry_policy=policies.RETRY_WITHOUT_END,
             summary="start deletions marked in the database that no run is working on",
         )
-        if workflow.patched("reconcile-sites"):
-            result.sites = await workflow.execute_activity_method(
-                SiteReconciler.reconcile_sites,
-                SiteReconcileInput(),
-                start_to_close_timeout=policies.RECONCILE_TIMEOUT,
-                heartbeat_timeout=policies.RECONCILE_HEARTBEAT,
-                retry_policy=policies.RETRY_WITHOUT_END,
-                summary="finish, roll back or tear down sites that no run is working on",
-            )
-        if workflow.patched("reconcile-exports"):
-            result.exports = await workflow.execute_activity_method(
-                ExportReconciler.reconcile_exports,
-                start_to_close_timeout=policies.RECONCILE_TIMEOUT,
-                heartbeat_timeout=policies.RECONCILE_HEARTBEAT,
-                retry_policy=policies.RETRY_WITHOUT_END,
-                summary="delete overdue archives and start again the exports no run is working on",
-            )
+        result.sites = await workflow.execute_activity_method(
+            SiteReconciler.reconcile_sites,
+            SiteReconcileInput(),
+            start_to_close_timeout=policies.RECONCILE_TIMEOUT,
+            heartbeat_timeout=policies.RECONCILE_HEARTBEAT,
+            retry_policy=policies.RETRY_WITHOUT_END,
+            summary="finish, roll back or tear down sites that no run is working on",
+        )
+        result.exports = await workflow.execute_activity_method(
+            ExportReconciler.reconcile_exports,
+            start_to_close_timeout=policies.RECONCILE_TIMEOUT,
+            heartbeat_timeout=policies.RECONCILE_HEARTBEAT,
+            retry_policy=policies.RETRY_WITHOUT_END,
+            summary="delete overdue archives and start again the exports no run is working on",
+        )
         return result

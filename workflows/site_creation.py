@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 from temporalio.workflow import ActivityCancellationType
 
@@ -47,20 +48,14 @@ _SETTLED = (SiteStatus.ROLLED_BACK, SiteStatus.DELETING, SiteStatus.DELETED)
 _ROLLBACK_INTERRUPTED = (SiteStatus.ROLLING_BACK, SiteStatus.ROLLBACK_FAILED)
 
 
-# Runs from this patch on mark the site active with a local activity (one UPDATE): the worker runs it inside
-# the workflow task that saw bootstrap finish, which saves a workflow task and an activity dispatch on the path
-# a customer waits on (bench.sites). Older histories keep the regular activity. The metadata step stays a
-# regular activity: a cancellation must be able to land while it retries, and its undo must wait for it.
-LOCAL_ACTIVATION = "site-activate-local"
-
-
 class _UndoFailed(Exception):
     def __init__(self, step: SiteStep, cause: str) -> None:
         super().__init__(f"{step.name} undo failed: {cause}")
         self.step = step
 
 
-@workflow.defn(name=SITE_CREATION_WORKFLOW)
+# Pinned: a run takes seconds to minutes (a failed rollback waits for an operator), so it ends on its version.
+@workflow.defn(name=SITE_CREATION_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
 class SiteCreationWorkflow:
     def __init__(self) -> None:
         self._status = SiteStatus.PROVISIONING
@@ -155,8 +150,7 @@ class SiteCreationWorkflow:
                 self._failed_step = step.name
                 self._set_step(step.name, StepStatus.FAILED)
             raise
-        # Histories recorded before steps answered a status hold None: the step did its work.
-        status = SiteStatus.PROVISIONING if found is None else SiteStatus(found)
+        status = SiteStatus(found)
         if status in (SiteStatus.PROVISIONING, SiteStatus.ACTIVE):
             self._set_step(step.name, StepStatus.DONE)
         return status
@@ -180,7 +174,7 @@ class SiteCreationWorkflow:
             SiteRollbackInput(site.site_id, reason, self._failed_step),
             "record rollback",
         )
-        if status not in (None, SiteStatus.ROLLING_BACK):
+        if status != SiteStatus.ROLLING_BACK:
             # The site is not this run's to undo (active, rolled back, deleted): touch nothing.
             self._set_status(SiteStatus(status))
             return
@@ -195,7 +189,7 @@ class SiteCreationWorkflow:
                 except _UndoFailed as err:
                     failed = [err]
                 else:
-                    self._set_status(SiteStatus.ROLLED_BACK if released is None else SiteStatus(released))
+                    self._set_status(SiteStatus(released))
                     return
             if not failed:
                 self._set_status(SiteStatus.ROLLED_BACK)
@@ -271,18 +265,18 @@ class SiteCreationWorkflow:
             workflow.logger.warning("alert not delivered: %s", _cause(err))
 
     async def _finish(self, site: SiteRef) -> None:
-        if workflow.patched(LOCAL_ACTIVATION):
-            status = await workflow.execute_local_activity_method(
-                SiteActivities.activate_site,
-                site,
-                start_to_close_timeout=policies.LOCAL_ACTIVATION_TIMEOUT,
-                retry_policy=retry.RETRY_WITHOUT_END,
-                summary="mark active",
-            )
-        else:
-            status = await self._bookkeeping(SiteActivities.activate_site, site, "mark active")
-        # Histories recorded before activate answered a status hold None: it activated.
-        self._set_status(SiteStatus.ACTIVE if status is None else SiteStatus(status))
+        # A local activity (one UPDATE): the worker runs it inside the workflow task that saw bootstrap finish,
+        # which saves a workflow task and an activity dispatch on the path a customer waits on (bench.sites). The
+        # metadata step stays a regular activity: a cancellation must be able to land while it retries, and its
+        # undo must wait for it.
+        status = await workflow.execute_local_activity_method(
+            SiteActivities.activate_site,
+            site,
+            start_to_close_timeout=policies.LOCAL_ACTIVATION_TIMEOUT,
+            retry_policy=retry.RETRY_WITHOUT_END,
+            summary="mark active",
+        )
+        self._set_status(SiteStatus(status))
         if self._status != SiteStatus.ACTIVE:
             return
         try:

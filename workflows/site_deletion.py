@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
     from activities.sites import SiteActivities
@@ -30,7 +31,8 @@ TEARDOWN: tuple[tuple[Callable[[SiteActivities, SiteRef], Awaitable[Any]], str],
 )
 
 
-@workflow.defn(name=SITE_DELETION_WORKFLOW)
+# Pinned: a teardown takes seconds to minutes, so it ends on the version it started on.
+@workflow.defn(name=SITE_DELETION_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
 class SiteDeletionWorkflow:
     def __init__(self) -> None:
         self._status = SiteStatus.DELETING

@@ -16,7 +16,7 @@ from lifecycle.contracts import SiteRef
 from lifecycle.statuses import SiteStatus
 
 ForwardActivity = Callable[[SiteActivities, SiteRef], Awaitable[SiteStatus]]
-# An undo answers whether it ran (the metadata undo: the status it left); None in older histories.
+# An undo answers whether it ran (the metadata undo: the status it left).
 UndoActivity = Callable[[SiteActivities, SiteRef], Awaitable[Any]]
 
 

@@ -13,12 +13,14 @@ import pytest_asyncio
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.common import WorkerDeploymentVersion
 from temporalio.exceptions import CancelledError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.deleters import DELETION_SERVICES as SERVICES
 from lifecycle.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
+from lifecycle.worker_deployment import deployment_config
 from tests.deletion.fakes import ROWS_PER_SERVICE, FakeBotServices
 from tests.eventually import eventually
 from workflows.bot_deletion import BotDeletionWorkflow
@@ -51,6 +53,9 @@ async def harness(time_skipping_env: WorkflowEnvironment, services: FakeBotServi
         task_queue=task_queue,
         workflows=[BotDeletionWorkflow],
         activities=services.activities(),
+        # Versioned, as the SDK requires of a type that declares a versioning behaviour; the time-skipping
+        # server dispatches to it without a current version.
+        deployment_config=deployment_config(WorkerDeploymentVersion(task_queue, "time-skipping")),
     ):
         yield Harness(time_skipping_env.client, services, task_queue)
 

@@ -45,6 +45,7 @@ def worker_process(settings: Settings, task_queue: str, faults: str = "") -> Ite
         "SMTP_PORT": str(settings.smtp_port),
         "MAIL_DIR": str(settings.mail_path),
         "STORAGE_DIR": str(settings.storage_path),
+        "WORKER_MAKE_CURRENT": "true",
     }
     process = subprocess.Popen([sys.executable, "worker.py"], cwd=PROJECT_ROOT, env=env)
     try:

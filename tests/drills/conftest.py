@@ -104,6 +104,8 @@ async def drill_stack(
         # These tests follow deletions in the background (202); tests/deletion/test_inline_answer.py turns the
         # size-based inline answer on for its own app.
         deletion_inline_threshold=0,
+        # Every worker of the drills makes its version current as it starts (docs/versioning.md).
+        worker_make_current=True,
     )
     client = await Client.connect(drill_temporal.address)
     yield DrillStack(drill_root, drill_postgres, drill_temporal, drill_smtp, settings, client)

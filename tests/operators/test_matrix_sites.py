@@ -38,12 +38,13 @@ from devstack.smtp_sink import SmtpSink
 from lifecycle.settings import Settings
 from lifecycle.site_contracts import SiteReconcileInput
 from lifecycle.statuses import SiteStatus
+from lifecycle.worker_deployment import deployment_config, deployment_version
 from lifecycle.workflow_ids import site_creation_id, site_deletion_id
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
 from tests.sites.helpers import site_resources
-from worker import LifecycleWorkers, interceptors_for
+from worker import LifecycleWorkers, Promotion, interceptors_for
 from workflows.registry import WORKFLOWS
 
 CREATION, DELETION = "creation", "deletion"
@@ -70,15 +71,17 @@ class Stack:
         """A worker on the matrix's own queue, without a graceful-shutdown wait, so that a swap is quick."""
         own = self.settings.model_copy(update={"fault_injection": faults})
         resources = ActivityResources.create(own, self.client)
+        version = deployment_version(own)
         worker = Worker(
             self.client,
             task_queue=own.site_task_queue,
             workflows=WORKFLOWS,
             activities=build_activities(resources),
             interceptors=interceptors_for(own),
+            deployment_config=deployment_config(version),
         )
         try:
-            async with LifecycleWorkers([worker]):
+            async with LifecycleWorkers([worker], Promotion(self.client, version)):
                 yield
         finally:
             await resources.engine.dispose()
