@@ -7,7 +7,6 @@ parts built meanwhile (this module's API, client and worker) are traced, parts b
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
@@ -16,7 +15,6 @@ from dataclasses import dataclass
 
 import httpx
 import pytest_asyncio
-import uvicorn
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -25,14 +23,13 @@ from temporalio.client import Client
 
 from activities.resources import ActivityResources
 from api.app import create_app
-from devstack.ports import free_port
 from lifecycle.contracts import SITE_STEPS
 from lifecycle.settings import Settings
 from lifecycle.temporal_client import connect
 from lifecycle.tracing import stop_tracing, use_tracer_provider
 from tests.conftest import ADMIN_HEADERS
 from tests.deletion.helpers import own_queue
-from tests.eventually import eventually
+from tests.in_process_api import served_in_process
 from worker import LifecycleWorkers, build_worker
 from workflows.site_creation import SiteActivities
 
@@ -71,15 +68,8 @@ async def traced(settings: Settings) -> AsyncIterator[Traced]:
         # As the API and the worker connect: with the tracing interceptor, since tracing is on.
         client = await connect(own)
         app = create_app(own, temporal_client=client)
-        port = free_port()
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-        task = asyncio.get_running_loop().create_task(server.serve())
-        await eventually(lambda: server.started or task.done(), "the API serves")
-        if task.done():
-            task.result()  # it stopped before serving: its error
-        yield Traced(exporter, client, own, f"http://127.0.0.1:{port}")
-        server.should_exit = True
-        await task
+        async with served_in_process(app) as port:
+            yield Traced(exporter, client, own, f"http://127.0.0.1:{port}")
     finally:
         stop_tracing()
 

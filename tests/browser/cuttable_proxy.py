@@ -5,19 +5,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from devstack.ports import free_port
-
 
 class CuttableProxy:
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
-        self.port = free_port()
+        self.port = 0
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
         self.refusing = False
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        # Port 0: the kernel picks a free one, so nothing can take it between choosing and binding.
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
         self.cut()

@@ -3,7 +3,6 @@ connection cut mid-build costs no step and repeats none."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -11,14 +10,12 @@ from pathlib import Path
 
 import httpx
 import pytest_asyncio
-import uvicorn
 from playwright.async_api import Page, async_playwright
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio.client import Client
 
 from api.app import create_app
-from devstack.ports import free_port
 from lifecycle.db.models import Site
 from lifecycle.events_log import site_events
 from lifecycle.settings import Settings
@@ -26,6 +23,7 @@ from tests.browser.cuttable_proxy import CuttableProxy
 from tests.conftest import ADMIN_TOKEN
 from tests.deletion.helpers import own_queue, own_worker
 from tests.eventually import eventually
+from tests.in_process_api import served_in_process
 from tests.operators.test_temporal_ui import CHROMIUM, CHROMIUM_ARGS
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "test-artifacts" / "demo-page.png"
@@ -45,16 +43,8 @@ class DemoApi:
 async def demo_api(settings: Settings, temporal_client: Client) -> AsyncIterator[DemoApi]:
     own = own_queue(settings).model_copy(update={"demo_page": True})
     app = create_app(own, temporal_client=temporal_client)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    task = asyncio.get_running_loop().create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.02)  # uvicorn offers no event for "started"; this polls its flag
-    yield DemoApi(own, port, app.state.sessionmaker)
-    server.should_exit = True
-    await task
+    async with served_in_process(app) as port:
+        yield DemoApi(own, port, app.state.sessionmaker)
 
 
 async def _api_key(base_url: str) -> str:

@@ -79,7 +79,13 @@ class Deployments:
         self.refusal = ""
 
     def current(self) -> str:
-        described = self.cli.json("worker", "deployment", "describe", "--name", self.name)
+        """The current version's build id; empty until the deployment exists (its first workers poll)."""
+        result = self.cli.run("worker", "deployment", "describe", "--name", self.name, "--output", "json", check=False)
+        if result.returncode != 0:
+            if "no Worker Deployment found" in result.stderr:
+                return ""
+            raise AssertionError(f"worker deployment describe failed ({result.returncode}): {result.stderr}")
+        described = json.loads(result.stdout)
         return str((described.get("routingConfig") or {}).get("currentVersionBuildID", ""))
 
     def polls(self, build_id: str, queues: int) -> bool:
