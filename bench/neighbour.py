@@ -35,6 +35,8 @@ ADMIN = "bench-admin-token"
 ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN}"}
 PHASE_SECONDS = 30.0
 P99_RATIO_TARGET = 2.0
+# Each neighbour operation slower than this is listed with its time in the phase, to see when slowness comes.
+SLOW_MS = 50
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -47,7 +49,11 @@ async def _traffic(settings: Settings, bot_id: str, seconds: float) -> list[floa
         stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, _ = await process.communicate()
-    return [float(value) for value in json.loads(out)]
+    operations = [(float(at), float(ms)) for at, ms in json.loads(out)]
+    slow = [f"{at:.1f}s:{ms:.0f}ms" for at, ms in operations if ms > SLOW_MS]
+    if slow:
+        print(f"  operations over {SLOW_MS} ms ({len(slow)}): {' '.join(slow[:40])}", flush=True)
+    return [ms for _, ms in operations]
 
 
 async def _settle(conn: asyncpg.Connection) -> None:

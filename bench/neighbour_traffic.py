@@ -1,7 +1,8 @@
 """`python -m bench.neighbour_traffic DSN BOT_ID SECONDS [RATE]`: a neighbour's traffic on the product's database.
 
 At a fixed rate (100 operations/s by default), alternately INSERT a message of the bot and read its latest 50
-messages, each on the one connection; prints every operation's latency in milliseconds as one JSON list. Run as
+messages, each on the one connection; prints every operation as [seconds since the start, latency in
+milliseconds], one JSON list. Run as
 a process of its own, so its timing never shares an event loop or a GIL with what it measures.
 """
 
@@ -18,9 +19,9 @@ _INSERT = "INSERT INTO messages (bot_id, conversation_ref, body) VALUES ($1::uui
 _READ = "SELECT id, conversation_ref, body FROM messages WHERE bot_id = $1::uuid ORDER BY id DESC LIMIT 50"
 
 
-async def main(dsn: str, bot_id: str, seconds: float, rate: float) -> list[float]:
+async def main(dsn: str, bot_id: str, seconds: float, rate: float) -> list[tuple[float, float]]:
     conn = await asyncpg.connect(dsn)
-    latencies: list[float] = []
+    operations: list[tuple[float, float]] = []
     try:
         started = time.perf_counter()
         for n in range(int(seconds * rate)):
@@ -31,10 +32,10 @@ async def main(dsn: str, bot_id: str, seconds: float, rate: float) -> list[float
                 await conn.execute(_INSERT, bot_id)
             else:
                 await conn.fetch(_READ, bot_id)
-            latencies.append((time.perf_counter() - begun) * 1000)
+            operations.append((begun - started, (time.perf_counter() - begun) * 1000))
     finally:
         await conn.close()
-    return latencies
+    return operations
 
 
 if __name__ == "__main__":

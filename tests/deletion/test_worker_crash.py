@@ -41,6 +41,9 @@ def worker_process(settings: Settings, task_queue: str, faults: str = "") -> Ite
         "DATABASE_URL": settings.database_url,
         "TEMPORAL_ADDRESS": settings.temporal_address,
         "TASK_QUEUE": task_queue,
+        # Both roles on the test's own queue: a version made current on a queue another deployment serves would
+        # take that queue's work away from it.
+        "SITE_TASK_QUEUE": task_queue,
         "SMTP_HOST": settings.smtp_host,
         "SMTP_PORT": str(settings.smtp_port),
         "MAIL_DIR": str(settings.mail_path),

@@ -15,12 +15,15 @@ from tests.processes import worker_process
 
 async def test_worker_serves_sdk_metrics(settings: Settings, tmp_path: Path) -> None:
     port = free_port()
+    queue = f"metrics-{uuid.uuid4().hex[:8]}"
     worker = worker_process(
         settings,
         tmp_path / "worker.log",
         WORKER_METRICS_PORT=str(port),
-        # A queue of its own, so this process takes no work from the suite's worker.
-        TASK_QUEUE=f"metrics-{uuid.uuid4().hex[:8]}",
+        # Queues of its own, both: it takes no work from the suite's worker, and it makes its version current, which
+        # on the suite's site queue would route the suite's sites to this worker's deployment after it exits.
+        TASK_QUEUE=queue,
+        SITE_TASK_QUEUE=queue,
     )
     worker.start()
     try:
