@@ -19,6 +19,7 @@ import os
 import statistics
 import sys
 import time
+from typing import Any
 
 import asyncpg
 import httpx
@@ -97,17 +98,23 @@ async def _phase(
     return latencies, rate, bot_id, seeded.api_key
 
 
-async def _change_shows(api: httpx.AsyncClient, bot_id: str, key: str, budget: int) -> float:
-    """Seconds from a budget change until the status API's rows/s is within 20% of the new budget."""
+async def _change_shows(api: httpx.AsyncClient, bot_id: str, key: str, budget: int) -> str:
+    """How long a budget change took until the status API's rows/s came within 20% of the new budget, or why not."""
     headers = {"Authorization": f"Bearer {key}"}
     started = time.perf_counter()
     (await api.put("/deletion-budget", json={"rows_per_second": budget}, headers=ADMIN_HEADERS)).raise_for_status()
+    status: dict[str, Any] = {}
     while time.perf_counter() - started < 30:
         status = (await api.get(f"/bots/{bot_id}/deletion", headers=headers)).json()
-        if status["rows_per_second"] >= 0.8 * budget:
-            return time.perf_counter() - started
+        if int(status["rows_per_second"] or 0) >= 0.8 * budget:
+            return f"showed in the status API within {time.perf_counter() - started:.2f} s"
+        if status["status"] == "completed":
+            break
         await asyncio.sleep(0.05)
-    return float("inf")
+    return (
+        f"did not show within {time.perf_counter() - started:.1f} s: last {status.get('rows_per_second')} rows/s,"
+        f" throttled {status.get('throttled')}, status {status.get('status')}"
+    )
 
 
 async def _finish(api: httpx.AsyncClient, bot_id: str, key: str) -> None:
@@ -161,7 +168,7 @@ async def main(rows: int, budgets: list[int]) -> None:
                         limited[budget] = latencies
                         print(_line(f"{budget:,}/s", latencies, idle, rate), flush=True)
                         shown = await _change_shows(api, bot_id, key, 2 * budget)
-                        print(f"  a live change to {2 * budget:,} rows/s showed in the status API within {shown:.2f} s")
+                        print(f"  a live change to {2 * budget:,} rows/s {shown}")
                         await _finish(api, bot_id, key)
                     unlimited, unlimited_rate, bot_id, key = await _phase(
                         api, settings, conn, neighbour, to_delete.pop(), rows, None
