@@ -19,6 +19,7 @@ import os
 import statistics
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 import asyncpg
@@ -71,6 +72,20 @@ async def _deleted(conn: asyncpg.Connection, workflow_id: str) -> int:
     return int(await conn.fetchval(query, workflow_id))
 
 
+async def _watch_throttling(settings: Settings, workflow_id: str, phase_over: asyncio.Event) -> Counter[str]:
+    """What the running deleters report as `throttled`, sampled every 0.2 s until the phase is over."""
+    seen: Counter[str] = Counter()
+    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+    query = "SELECT coalesce(throttled, 'none') FROM deletion_progress WHERE workflow_id = $1 AND NOT done"
+    try:
+        while not phase_over.is_set():
+            seen.update(row[0] for row in await conn.fetch(query, workflow_id))
+            await asyncio.sleep(0.2)
+    finally:
+        await conn.close()
+    return seen
+
+
 async def _phase(
     api: httpx.AsyncClient,
     settings: Settings,
@@ -93,8 +108,14 @@ async def _phase(
     before, started = await _deleted(conn, workflow_id), time.perf_counter()
     # At unlimited the deletion may end before the phase does: the traffic stops with it.
     seconds = PHASE_SECONDS if budget is not None else min(PHASE_SECONDS, rows / 300_000)
+    phase_over = asyncio.Event()
+    watching = asyncio.create_task(_watch_throttling(settings, workflow_id, phase_over))
     latencies = await _traffic(settings, neighbour, seconds)
     rate = (await _deleted(conn, workflow_id) - before) / (time.perf_counter() - started)
+    phase_over.set()
+    seen = await watching
+    shares = ", ".join(f"{name} {count / seen.total():.0%}" for name, count in seen.most_common())
+    print(f"  throttled, in {seen.total()} samples of the deleters' progress: {shares or 'never sampled'}", flush=True)
     return latencies, rate, bot_id, seeded.api_key
 
 
