@@ -5,7 +5,7 @@ log), without FastAPI, middleware or SQLAlchemy, in three steps: answering only;
 statement on an asyncpg pool; plus the run's start through the SDK, as the API starts it: under a key-share
 lock on the bot row, in a transaction on the same connection (`start_bot_deletion_while_row_exists`). Load and
 CPU reading as in `bench.api` (50 DELETE/s from `bench.load`, the server's own CPU times). Not the API: a floor
-under it, to judge what any change to the API's stack can still win (docs/observability.md, the API's overhead).
+under it, to judge what any change to the API's stack can still win (docs/benchmarks.md, the API start path).
 """
 
 from __future__ import annotations
