@@ -106,7 +106,7 @@ class RunningStack:
                 assert versioning["behavior"] == "VERSIONING_BEHAVIOR_PINNED", versioning
                 assert versioning["deploymentVersion"] == {"deploymentName": "lifecycle", "buildId": current}
                 return
-            time.sleep(0.2)
+            time.sleep(0.2)  # the polling interval of this synchronous wait, as in wait_ready above
         raise AssertionError(f"{workflow_id} never ran its first workflow task on a current version")
 
     def stop(self) -> int:
