@@ -6,6 +6,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -161,12 +162,25 @@ def project_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """`make test` runs the suite on two xdist workers; the fault drills share one of them, one at a time.
 
     Each drill kills, stops or floods servers of its own and some compare timings within their run, so two
-    drills side by side would measure each other. Everything else is spread over both workers.
+    drills side by side would measure each other. Everything else is spread over both workers. The marks go on
+    first: xdist's own hook reads them to name the group.
     """
     for item in items:
         if "tests/drills/" in item.nodeid:
             item.add_marker(pytest.mark.xdist_group("drills"))
+
+
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """Refuse to run the drills ungrouped. xdist names a test's group in the node id a worker reports, and with
+    pytest 9.2 that stopped taking effect without a word (pytest-dev/pytest-xdist#1386): the drills ran two at a
+    time."""
+    if node.config.getvalue("dist") != "loadgroup":
+        return
+    ungrouped = [nodeid for nodeid in ids if "tests/drills/" in nodeid and not nodeid.endswith("@drills")]
+    if ungrouped:
+        pytest.exit(f"xdist did not put the drills in their group, e.g. {ungrouped[0]}", returncode=3)
