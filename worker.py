@@ -7,10 +7,11 @@ import compileall
 import logging
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 
@@ -25,6 +26,7 @@ from activities.resources import ActivityResources
 from activities.short_failures import ShortFailuresInterceptor
 from lifecycle.db.engine import POOL_CAPACITY
 from lifecycle.logging_setup import configure_logging
+from lifecycle.receipt_keys import ReceiptKeyError, ReceiptSigner, publish_at_start
 from lifecycle.schedules import ensure_reconciler_schedule
 from lifecycle.settings import Settings, get_settings
 from lifecycle.tracing import configure_tracing, stop_tracing, temporal_interceptors
@@ -100,11 +102,19 @@ class LifecycleWorkers:
 
     Every worker registers every workflow and activity, so a run works on whichever queue it was started
     on; what separates the work is which queue the starter chose, and each queue's own worker slots.
+    `before_polling` runs first: a step that fails (a receipt key this worker must not sign with) stops the
+    process before it takes any work.
     """
 
-    def __init__(self, workers: list[Worker], promote: Promotion | None = None) -> None:
+    def __init__(
+        self,
+        workers: list[Worker],
+        promote: Promotion | None = None,
+        before_polling: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.workers = workers
         self.promote = promote
+        self.before_polling = before_polling
         self._stack = AsyncExitStack()
 
     @property
@@ -113,6 +123,8 @@ class LifecycleWorkers:
         return self.workers[0].task_queue
 
     async def __aenter__(self) -> LifecycleWorkers:
+        if self.before_polling is not None:
+            await self.before_polling()
         async with AsyncExitStack() as stack:
             for worker in self.workers:
                 await stack.enter_async_context(worker)
@@ -127,9 +139,16 @@ class LifecycleWorkers:
         await self._stack.aclose()
 
 
-def build_worker(client: Client, resources: ActivityResources, settings: Settings) -> LifecycleWorkers:
-    """Versioned workers (deployment_version): a run started on these queues goes to the current version."""
-    activities = build_activities(resources)
+def build_worker(
+    client: Client, resources: ActivityResources, settings: Settings, signer: ReceiptSigner | None = None
+) -> LifecycleWorkers:
+    """Versioned workers (deployment_version): a run started on these queues goes to the current version.
+
+    The receipt signing key is loaded here unless given (an unusable key file raises ReceiptKeyError), and
+    published, or checked against the published current key, before the workers poll.
+    """
+    signer = signer or ReceiptSigner(settings)
+    activities = build_activities(resources, signer)
     version = deployment_version(settings)
     return LifecycleWorkers(
         [
@@ -148,6 +167,7 @@ def build_worker(client: Client, resources: ActivityResources, settings: Setting
             for queue in task_queues(settings)
         ],
         Promotion(client, version) if settings.worker_make_current else None,
+        before_polling=partial(publish_at_start, resources.engine, signer.key),
     )
 
 
@@ -198,6 +218,8 @@ async def _connect(settings: Settings, runtime: Runtime | None) -> Client:
 async def main() -> None:
     settings = get_settings()
     configure_logging("worker", level=settings.log_level, form=settings.log_format)
+    # Before anything else: a worker without a usable receipt key stops here, not at its first receipt.
+    signer = ReceiptSigner(settings)
     configure_tracing("worker")
     if not ensure_workflow_bytecode():
         logger.warning("could not write the workflow modules' bytecode: each new run compiles them from source")
@@ -217,7 +239,7 @@ async def main() -> None:
         version.build_id,
         ", ".join(task_queues(settings)),
     )
-    worker = build_worker(client, resources, settings)
+    worker = build_worker(client, resources, settings, signer)
     try:
         async with worker:
             await stop.wait()
@@ -229,7 +251,12 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except ReceiptKeyError as err:
+        logger.critical("cannot start: %s", err)
+        logging.shutdown()
+        os._exit(2)
     # Everything is stopped and logged by now. Interpreter finalization can still abort ("PyGILState_Release:
     # thread state must be current") when the SDK core's native threads outlive it, which turns a clean stop
     # into exit code -6; leave without finalizing instead.
