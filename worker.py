@@ -15,18 +15,20 @@ from functools import partial
 from pathlib import Path
 from types import TracebackType
 
+from sqlalchemy.ext.asyncio import AsyncEngine
 from temporalio.client import Client
 from temporalio.common import WorkerDeploymentVersion
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Interceptor, Worker
 
+from activities.errors import is_transient
 from activities.fault_injection import FaultInjectionInterceptor
 from activities.registry import build_activities
 from activities.resources import ActivityResources
 from activities.short_failures import ShortFailuresInterceptor
 from lifecycle.db.engine import POOL_CAPACITY
 from lifecycle.logging_setup import configure_logging
-from lifecycle.receipt_keys import ReceiptKeyError, ReceiptSigner, publish_at_start
+from lifecycle.receipt_keys import ReceiptKey, ReceiptKeyError, ReceiptSigner, publish_at_start
 from lifecycle.schedules import ensure_reconciler_schedule
 from lifecycle.settings import Settings, get_settings
 from lifecycle.tracing import configure_tracing, stop_tracing, temporal_interceptors
@@ -167,7 +169,7 @@ def build_worker(
             for queue in task_queues(settings)
         ],
         Promotion(client, version) if settings.worker_make_current else None,
-        before_polling=partial(publish_at_start, resources.engine, signer.key),
+        before_polling=partial(_publish_receipt_key, resources.engine, signer.key),
     )
 
 
@@ -192,7 +194,8 @@ def _runtime(settings: Settings) -> Runtime | None:
     )
 
 
-# A worker started while Temporal is down waits for it rather than exiting: backoff from 0.5 s up to 10 s.
+# A worker started while Temporal or PostgreSQL is down waits for it rather than exiting: backoff from 0.5 s up to
+# 10 s.
 CONNECT_BACKOFF_MAX_SECONDS = 10.0
 
 
@@ -215,6 +218,21 @@ async def _connect(settings: Settings, runtime: Runtime | None) -> Client:
             delay = min(delay * 2, CONNECT_BACKOFF_MAX_SECONDS)
 
 
+async def _publish_receipt_key(engine: AsyncEngine, key: ReceiptKey) -> None:
+    """Publish the receipt key, or check it against the published one; a PostgreSQL that does not answer yet is
+    waited for, as Temporal is (_connect), while a key this worker must not sign with stops it."""
+    delay = 0.5
+    while True:
+        try:
+            return await publish_at_start(engine, key)
+        except Exception as err:
+            if not is_transient(err):
+                raise
+            logger.warning("PostgreSQL is not answering (%s); publishing the receipt key again in %.1f s", err, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, CONNECT_BACKOFF_MAX_SECONDS)
+
+
 async def main() -> None:
     settings = get_settings()
     configure_logging("worker", level=settings.log_level, form=settings.log_format)
@@ -228,10 +246,6 @@ async def main() -> None:
     if settings.task_queue in task_queues(settings):
         await ensure_reconciler_schedule(client, settings.task_queue)
     resources = ActivityResources.create(settings, client)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     version = deployment_version(settings)
     logger.info(
         "worker deployment %s, build id %s, polling task queues %s",
@@ -242,6 +256,11 @@ async def main() -> None:
     worker = build_worker(client, resources, settings, signer)
     try:
         async with worker:
+            # Only now: until the workers poll (PostgreSQL may be awaited first), a signal stops the process at once.
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
             await stop.wait()
             logger.info("shutting down: letting running activities finish or heartbeat")
     finally:

@@ -36,6 +36,7 @@ from lifecycle.settings import MIN_SECRET_BYTES, RECEIPT_SIGNING_KEY_FILE, Setti
 CHAIN_LOCK = text("SELECT pg_advisory_xact_lock(hashtext('deletion_receipts'))")
 _CURRENT = text("SELECT key_id FROM receipt_signing_keys WHERE valid_until IS NULL")
 _FOUND = text("SELECT valid_until FROM receipt_signing_keys WHERE key_id = :key_id")
+_VALID_FROM = text("SELECT valid_from FROM receipt_signing_keys WHERE key_id = :key_id")
 _RETIRE = text("UPDATE receipt_signing_keys SET valid_until = now() WHERE valid_until IS NULL RETURNING key_id")
 # The first key's validity starts with the first receipt, if receipts predate key ids (they were signed by it).
 _PUBLISH_FIRST = text(
@@ -218,11 +219,7 @@ async def rotate(settings: Settings, engine: AsyncEngine) -> Rotation:
         if found is None:
             retired = (await conn.execute(_RETIRE)).scalar_one_or_none()
             await conn.execute(_PUBLISH, {"key_id": new.key_id, "public_key": new.public_pem})
-        valid_from = (
-            await conn.execute(
-                text("SELECT valid_from FROM receipt_signing_keys WHERE key_id = :key_id"), {"key_id": new.key_id}
-            )
-        ).scalar_one()
+        valid_from = (await conn.execute(_VALID_FROM, {"key_id": new.key_id})).scalar_one()
     if staged is not None:
         # Only now: until the new key is published, workers keep signing with the one in the key file.
         os.replace(staged, key_file(settings))

@@ -31,6 +31,7 @@ from temporalio.client import Client
 
 from activities.resources import ActivityResources
 from api.app import create_app
+from devstack.ports import free_port
 from devstack.postgres import PostgresServer
 from devstack.seed import seed
 from lifecycle.migrate import upgrade_async
@@ -113,6 +114,27 @@ async def test_a_short_secret_is_refused_at_start_up(
     exit_code = await _exit_code(process)
     assert exit_code not in (None, 0), process.log()[-2000:]
     assert f"{variable} is 31 bytes long; a secret needs at least 32" in process.log()
+
+
+async def test_a_worker_started_while_postgresql_is_down_waits_to_publish_its_key(
+    settings: Settings, tmp_path: Path
+) -> None:
+    queue = f"keys-{uuid.uuid4().hex[:8]}"
+    nobody = f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/lifecycle"
+    env = settings_environment(settings, DATABASE_URL=nobody, TASK_QUEUE=queue, SITE_TASK_QUEUE=queue)
+    worker = ChildProcess([sys.executable, "worker.py"], env, tmp_path / "worker.log")
+    worker.start()
+    try:
+
+        def waiting() -> bool:
+            assert worker.process is not None and worker.process.poll() is None, worker.log()[-2000:]
+            return "publishing the receipt key again" in worker.log()
+
+        await eventually(waiting, "the worker waits for PostgreSQL")
+        # Not yet polling: a SIGTERM stops it at once.
+        assert await asyncio.to_thread(worker.terminate, START_UP_SECONDS) != 0
+    finally:
+        worker.kill()
 
 
 @dataclass(frozen=True)
