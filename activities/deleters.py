@@ -24,7 +24,7 @@ from activities.deletion_pace import Pacer
 from activities.errors import as_transient, is_transient
 from activities.resources import ActivityResources
 from lifecycle.contracts import DELETER_SLICE, DeleteServiceInput, ServiceProgress
-from lifecycle.stored_paths import StoredPathRefused, StoredRoot
+from lifecycle.stored_paths import StoredPathRefused, StoredRoot, status
 
 DELETE_SERVICE_ACTIVITY = "delete_bot_service"
 
@@ -179,13 +179,12 @@ def _unlink_all(storage: Path, rows: Sequence[Row[int, str]]) -> int:
     for document_id, key in rows:
         try:
             entry = root.entry(key)
-            mode = os.lstat(entry).st_mode
-            if stat.S_ISLNK(mode):
+            if (found := status(entry, follow_symlinks=False)) is None:
+                continue
+            if stat.S_ISLNK(found.st_mode):
                 root.target(key)
-            elif not stat.S_ISREG(mode):
+            elif not stat.S_ISREG(found.st_mode):
                 raise StoredPathRefused("it names something other than a file")
-        except FileNotFoundError:
-            continue
         except StoredPathRefused as refused:
             raise StorageKeyRefused(document_id, f"its storage key is refused: {refused}") from None
         entries.append(str(entry))

@@ -22,7 +22,7 @@ from typing import Any
 from zipfile import ZIP_DEFLATED, ZipFile
 
 from lifecycle.export_contracts import DOCUMENTS_TABLE, ArchiveFacts, ExportPart
-from lifecycle.stored_paths import StoredPathRefused, StoredRoot
+from lifecycle.stored_paths import StoredPathRefused, StoredRoot, status
 
 CHUNK = 1024 * 1024
 PARTIAL = ".partial"
@@ -77,7 +77,9 @@ def _document_file(root: StoredRoot, storage_key: str) -> Path:
     block the read for ever.
     """
     path = root.target(storage_key)
-    if not stat.S_ISREG(path.stat().st_mode):
+    if (found := status(path, follow_symlinks=True)) is None:
+        raise FileNotFoundError(storage_key)
+    if not stat.S_ISREG(found.st_mode):
         raise StoredPathRefused("it names something other than a file")
     return path
 

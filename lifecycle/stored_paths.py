@@ -9,6 +9,7 @@ under their root").
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -59,3 +60,19 @@ class StoredRoot:
 
 def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def status(path: Path, *, follow_symlinks: bool) -> os.stat_result | None:
+    """What `path` names, or None if nothing is there (a missing name, or a file where a directory should be).
+
+    A symlink loop is refused rather than left to fail every attempt again; any other error (permissions, the
+    disk) is left to the caller's retries.
+    """
+    try:
+        return os.stat(path, follow_symlinks=follow_symlinks)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise StoredPathRefused("it runs into a symlink loop") from None
+        raise

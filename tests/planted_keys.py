@@ -44,6 +44,11 @@ def _a_fifo(storage: Path, bot_id: str, canary: Path) -> str:
     return f"{bot_id}/pipe"
 
 
+def _a_symlink_loop(storage: Path, bot_id: str, canary: Path) -> str:
+    (storage / bot_id / "loop").symlink_to("loop")
+    return f"{bot_id}/loop/{canary.name}"
+
+
 PLANTED: dict[str, Callable[[Path, str, Path], str]] = {
     "absolute": _absolute,
     "dot-dot": _dot_dot,
@@ -51,6 +56,7 @@ PLANTED: dict[str, Callable[[Path, str, Path], str]] = {
     "symlink to a file outside": _a_symlink_to_a_file_outside,
     "directory": _a_directory,
     "fifo": _a_fifo,
+    "symlink loop": _a_symlink_loop,
 }
 
 

@@ -26,9 +26,9 @@ from worker import LifecycleWorkers
     [
         ["directory"],
         ["fifo"],
-        ["absolute", "dot-dot", "symlinked directory", "symlink to a file outside"],
+        ["absolute", "dot-dot", "symlinked directory", "symlink to a file outside", "symlink loop"],
     ],
-    ids=["directory", "fifo", "escaping"],
+    ids=["directory", "fifo", "escaping-or-looping"],
 )
 async def test_refused_document_files_are_listed_and_alerted_and_the_export_completes(
     api: httpx.AsyncClient, settings: Settings, worker: LifecycleWorkers, kinds: list[str]
