@@ -105,18 +105,20 @@ class LifecycleWorkers:
     Every worker registers every workflow and activity, so a run works on whichever queue it was started
     on; what separates the work is which queue the starter chose, and each queue's own worker slots.
     `before_polling` runs first: a step that fails (a receipt key this worker must not sign with) stops the
-    process before it takes any work.
+    process before it takes any work. The workers are built only then, by `build`: a Worker registers with its
+    client as it is made, and one made for a start that was refused would hold its queue in that client.
     """
 
     def __init__(
         self,
-        workers: list[Worker],
+        build: Callable[[], list[Worker]],
         promote: Promotion | None = None,
         before_polling: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        self.workers = workers
+        self.workers: list[Worker] = []
         self.promote = promote
         self.before_polling = before_polling
+        self._build = build
         self._stack = AsyncExitStack()
 
     @property
@@ -127,6 +129,7 @@ class LifecycleWorkers:
     async def __aenter__(self) -> LifecycleWorkers:
         if self.before_polling is not None:
             await self.before_polling()
+        self.workers = self._build()
         async with AsyncExitStack() as stack:
             for worker in self.workers:
                 await stack.enter_async_context(worker)
@@ -153,7 +156,7 @@ def build_worker(
     activities = build_activities(resources, signer)
     version = deployment_version(settings)
     return LifecycleWorkers(
-        [
+        lambda: [
             Worker(
                 client,
                 task_queue=queue,

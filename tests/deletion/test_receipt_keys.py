@@ -329,3 +329,53 @@ async def test_a_worker_holding_a_retired_key_signs_nothing_until_restarted_with
     }
     assert _verifies(before, published[before["receipt"]["key_id"]])
     assert _verifies(after, published[current])
+
+
+async def test_a_rotation_replaces_a_key_file_left_empty(own_stack: OwnStack, own_api: httpx.AsyncClient) -> None:
+    """The remedy the start-up error names: the old key is lost, its receipts stay verifiable, a new key signs."""
+    own = own_stack.settings
+    seeded = await seed(own.database_url, own.storage_path, bots=2, rows=100)
+    async with _worker(own, own_stack.client):
+        before = await _deleted_with_receipt(own_api, seeded.bot_ids[0], seeded.api_key)
+    (own.data_dir / RECEIPT_SIGNING_KEY_FILE).write_text("")
+    with pytest.raises(ReceiptKeyError, match="holds nothing"):
+        async with _worker(own, own_stack.client):
+            pass
+
+    rotated = await _rotate(own)
+    assert rotated.returncode == 0, rotated.stderr
+    async with _worker(own, own_stack.client):
+        after = await _deleted_with_receipt(own_api, seeded.bot_ids[1], seeded.api_key)
+    assert after["receipt"]["key_id"] != before["receipt"]["key_id"]
+    keys = (await own_api.get("/deletion-receipts/public-keys")).json()["keys"]
+    published = {key["key_id"]: key["public_key"] for key in keys}
+    assert _verifies(before, published[before["receipt"]["key_id"]])
+    assert _verifies(after, published[after["receipt"]["key_id"]])
+
+
+async def test_a_rotation_cut_short_is_finished_by_running_it_again(
+    own_stack: OwnStack, own_api: httpx.AsyncClient
+) -> None:
+    """Cut short after publishing the new key, before the key file holds it: the state a crash there leaves."""
+    own = own_stack.settings
+    seeded = await seed(own.database_url, own.storage_path, bots=1, rows=100)
+    async with _worker(own, own_stack.client):
+        pass
+    staged_secret = secrets.token_hex(32)
+    staged = own.data_dir / f"{RECEIPT_SIGNING_KEY_FILE}.next"
+    staged.write_text(staged_secret + "\n")
+    # Published, as the interrupted rotation had done; the key file still holds the retired key.
+    assert (await _rotate(own, RECEIPT_SIGNING_KEY=staged_secret)).returncode == 0
+    with pytest.raises(ReceiptKeyError, match="if the rotation was interrupted, run"):
+        async with _worker(own, own_stack.client):
+            pass
+
+    finished = await _rotate(own)
+    assert finished.returncode == 0, finished.stderr
+    current = (await own_api.get("/deletion-receipts/public-key")).json()["key_id"]
+    assert f"receipt signing key {current} is current (since" in finished.stdout
+    assert not staged.exists()
+    assert (own.data_dir / RECEIPT_SIGNING_KEY_FILE).read_text().strip() == staged_secret
+    async with _worker(own, own_stack.client):
+        signed = await _deleted_with_receipt(own_api, seeded.bot_ids[0], seeded.api_key)
+    assert signed["receipt"]["key_id"] == current

@@ -82,7 +82,7 @@ class Stack:
             deployment_config=deployment_config(version),
         )
         try:
-            async with LifecycleWorkers([worker], Promotion(self.client, version)):
+            async with LifecycleWorkers(lambda: [worker], Promotion(self.client, version)):
                 yield
         finally:
             await resources.engine.dispose()
