@@ -329,6 +329,11 @@ async def test_a_worker_holding_a_retired_key_signs_nothing_until_restarted_with
     }
     assert _verifies(before, published[before["receipt"]["key_id"]])
     assert _verifies(after, published[current])
+    # A key no rotation published never makes itself current: its worker refuses to start.
+    stranger = own.model_copy(update={"receipt_signing_key": secrets.token_hex(32)})
+    with pytest.raises(ReceiptKeyError, match=f"is not published; {current} is current"):
+        async with _worker(stranger, own_stack.client):
+            pass
 
 
 async def test_a_rotation_replaces_a_key_file_left_empty(own_stack: OwnStack, own_api: httpx.AsyncClient) -> None:
