@@ -90,7 +90,7 @@ async def test_a_site_role_holds_at_most_its_connection_limit(settings: Settings
     try:
         for _ in range(limit):
             sessions.append(await asyncpg.connect(dsn))
-        with pytest.raises(asyncpg.TooManyConnectionsError, match=f"too many connections for role \"{name}\""):
+        with pytest.raises(asyncpg.TooManyConnectionsError, match=f'too many connections for role "{name}"'):
             sessions.append(await asyncpg.connect(dsn))
         # One session ends: its place is free again.
         await sessions.pop().close()
