@@ -211,7 +211,8 @@ class SiteActivities:
     async def create_site_database(self, site: SiteRef) -> SiteStatus:
         async def work() -> None:
             password = await asyncio.to_thread(site_files.site_password, self._sites_root, site.site_id)
-            await self._server.create(site_database_name(site.site_id), password)
+            limit = self._resources.settings.site_role_connection_limit
+            await self._server.create(site_database_name(site.site_id), password, limit)
 
         return await self._forward(site.site_id, "database", work)
 

@@ -50,6 +50,15 @@ class Settings(BaseSettings):
     database_url: str = f"postgresql+asyncpg://postgres@127.0.0.1:{LOCAL_POSTGRES_PORT}/{LOCAL_DATABASE}"
     # Server on which each site gets its own database and role; the app's own server unless set.
     site_database_url: str | None = None
+    # Sessions one site's role may hold at once (its CONNECTION LIMIT): a busy or leaking site cannot take
+    # every connection of the server it shares with the others.
+    site_role_connection_limit: int = Field(default=20, ge=1)
+    # Sites one account may hold at once (every site but a deleted or rolled-back one): an account cannot
+    # fill the shared server with databases and roles.
+    max_sites_per_account: int = Field(default=50, ge=1)
+    # Roles that `python -m lifecycle.migrate` lets read and write every table it made (comma-separated):
+    # docker-compose migrates as the tables' owner and runs the API and the workers as these.
+    database_dml_roles: str = ""
     smtp_host: str = "127.0.0.1"
     smtp_port: int = LOCAL_SMTP_PORT
     mail_from: str = "no-reply@lifecycle.local"

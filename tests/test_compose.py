@@ -22,7 +22,15 @@ from lifecycle import search_attributes
 from lifecycle.db.engine import make_engine
 
 ONE_SHOT_JOBS = {"postgres-roles", "temporal-schema", "temporal-setup", "migrate"}
-SECRETS = ("ADMIN_TOKEN", "APP_DB_PASSWORD", "TEMPORAL_DB_PASSWORD")
+SECRETS = (
+    "ADMIN_TOKEN",
+    "APP_DB_PASSWORD",
+    "TEMPORAL_DB_PASSWORD",
+    "SITE_PROVISIONER_PASSWORD",
+    "OWNER_DB_PASSWORD",
+    "API_DB_PASSWORD",
+    "WORKER_DB_PASSWORD",
+)
 # The sizing that docker-compose.yml's "Connections" comment is written for.
 SIZED_FOR_WORKERS = 3
 SITE_DATABASE_CONNECTIONS_PER_WORKER = 10
@@ -221,6 +229,43 @@ def test_temporal_has_its_own_database_role(compose_file: dict[str, Any], projec
     roles = (project_root / "deploy/postgres-roles.sh").read_text()
     assert "NOSUPERUSER NOCREATEDB NOCREATEROLE" in roles
     assert "OWNER temporal" in roles
+
+
+def database_user(url: str) -> str:
+    match = re.match(r"postgresql\+asyncpg://([^:@]+)[:@]", url)
+    assert match is not None, url
+    return match.group(1)
+
+
+# Who each application service connects as (deploy/postgres-roles.sh makes them).
+APPLICATION_ROLES = {
+    "migrate": "lifecycle_owner",
+    "api": "lifecycle_api",
+    "worker": "lifecycle_worker",
+    "site-worker": "lifecycle_worker",
+}
+
+
+def test_the_application_never_connects_as_the_superuser(compose_file: dict[str, Any], project_root: Path) -> None:
+    services = compose_file["services"]
+    superuser = services["postgresql"]["environment"]["POSTGRES_USER"]
+    superuser_password = services["postgresql"]["environment"]["POSTGRES_PASSWORD"]
+    for name, role in APPLICATION_ROLES.items():
+        environment = services[name]["environment"]
+        assert database_user(environment["DATABASE_URL"]) == role != superuser, name
+        assert superuser_password not in json.dumps(environment), f"{name} holds the superuser's password"
+    # Only the workers make site databases; the API and the migrations never hold the provisioner's password.
+    for name in APPLICATION_ROLES:
+        url = services[name]["environment"].get("SITE_DATABASE_URL")
+        assert (url is not None) == (name in WORKER_SERVICES), name
+        assert url is None or database_user(url) == "site_provisioner"
+    # The owner grants the API's and the workers' roles their rows once the tables exist.
+    granted = set(services["migrate"]["environment"]["DATABASE_DML_ROLES"].split(","))
+    assert granted == {APPLICATION_ROLES["api"], APPLICATION_ROLES["worker"]}
+    assert services["migrate"]["depends_on"] == {"postgres-roles": {"condition": "service_completed_successfully"}}
+    roles = (project_root / "deploy/postgres-roles.sh").read_text()
+    for role in set(APPLICATION_ROLES.values()):
+        assert f"ALTER ROLE {role} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD" in roles, role
 
 
 def test_history_shards_are_chosen(compose_file: dict[str, Any]) -> None:
