@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.workflow_types import (
         ACCOUNT_DELETION_WORKFLOW,
     )
+    from workflows import activity_presets as presets
     from workflows import policies
     from workflows.operator_gate import Decision, OperatorGate
     from workflows.receipt_step import issue_receipt
@@ -123,9 +124,7 @@ class AccountDeletionWorkflow:
                 deleted_per_service={name: p.deleted for name, p in self._totals.items()},
                 receipt_id=receipt_id,
             ),
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.STEP,
             summary="email the deletion confirmation (once)",
         )
         return self._close(request, DeletionState.COMPLETED, row_deleted=row_deleted)
@@ -149,9 +148,7 @@ class AccountDeletionWorkflow:
         await workflow.execute_activity_method(
             DeletionGrace.end_account_deletion_grace,
             workflow.info().workflow_id,
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.STEP,
             summary=f"record that the grace period of account {request.account_id} is over",
         )
         return True
@@ -160,9 +157,7 @@ class AccountDeletionWorkflow:
         await workflow.execute_activity_method(
             AccountExportActivities.await_account_exports,
             request.account_id,
-            start_to_close_timeout=policies.AWAIT_RUN_LOOK_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.AWAIT_RUN_RETRY,
+            **presets.AWAIT_RUN,
             summary=f"wait for the exports of account {request.account_id} requested before its deletion",
         )
 
@@ -182,9 +177,7 @@ class AccountDeletionWorkflow:
         return await workflow.execute_activity_method(
             DeletionRecords.finish_account_deletion,
             FinishAccountDeletionInput(workflow_id=workflow.info().workflow_id, account_id=request.account_id),
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.STEP,
             summary=f"delete the keys and row of account {request.account_id} if nothing of it remains",
         )
 
@@ -220,9 +213,7 @@ class AccountDeletionWorkflow:
         return await workflow.execute_activity_method(
             DeletionRecords.list_account_bots,
             request.account_id,
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.STEP,
             summary=f"list the bots of account {request.account_id}",
         )
 
@@ -288,9 +279,7 @@ class AccountDeletionWorkflow:
             return await workflow.execute_activity_method(
                 DeletionRecords.await_bot_deletion,
                 AwaitBotDeletionInput(workflow_id=workflow_id),
-                start_to_close_timeout=policies.AWAIT_RUN_LOOK_TIMEOUT,
-                heartbeat_timeout=policies.STEP_HEARTBEAT,
-                retry_policy=policies.AWAIT_RUN_RETRY,
+                **presets.AWAIT_RUN,
                 summary=f"wait for the running deletion of bot {bot_id}",
             )
 
@@ -299,17 +288,13 @@ class AccountDeletionWorkflow:
         await workflow.execute_activity_method(
             AccountSites.stop_account_site_creations,
             request.account_id,
-            start_to_close_timeout=policies.AWAIT_RUN_LOOK_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.AWAIT_RUN_RETRY,
+            **presets.AWAIT_RUN,
             summary=f"cancel the site creations of account {request.account_id}",
         )
         site_ids = await workflow.execute_activity_method(
             AccountSites.list_account_sites,
             request.account_id,
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.STEP,
             summary=f"list the sites of account {request.account_id}",
         )
         for start in range(0, len(site_ids), request.max_concurrent_bots):
@@ -340,9 +325,7 @@ class AccountDeletionWorkflow:
             await workflow.execute_activity_method(
                 AccountSites.await_site_deletion,
                 workflow_id,
-                start_to_close_timeout=policies.AWAIT_RUN_LOOK_TIMEOUT,
-                heartbeat_timeout=policies.STEP_HEARTBEAT,
-                retry_policy=policies.AWAIT_RUN_RETRY,
+                **presets.AWAIT_RUN,
                 summary=f"wait for the running deletion of site {site_id}",
             )
 
