@@ -23,11 +23,7 @@ from temporalio.service import RPCError
 from lifecycle.api_keys import account_of_key_sql
 from lifecycle.contracts import AccountDeletionResult, BotDeletionResult, ServiceProgress
 from lifecycle.db.models import Account, ApiKey, DeletionRequest
-from lifecycle.deletion_starts import (
-    driver_connection,
-    start_account_deletion_while_row_exists,
-    start_bot_deletion_while_row_exists,
-)
+from lifecycle.deletion_starts import driver_connection, row_check, start_account_deletion, start_bot_deletion
 from lifecycle.deletion_status import DESCRIBE_TIMEOUT
 from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
@@ -84,18 +80,23 @@ async def request_bot_deletion(
     async with engine.connect() as connection:
         driver = await driver_connection(connection)
         row = await driver.fetchrow(_AUTHORIZE_MARK_RECORD, key_hash, bot_id, workflow_id)
-        assert row is not None, "the statement always answers one row"
-        if row["account_id"] is None:
-            raise Unauthorized
-        if not row["marked"]:
-            # The bot row goes when its deletion completes; the request record says whether it was ours.
-            if row["recorded_for"] != row["account_id"]:
-                return None
-            return Accepted(workflow_id, finished=bool(row["finished"]))
-        # The bot row still exists, so its data may too: start a run, or join the open one (see ON_REUSE).
-        started = await start_bot_deletion_while_row_exists(
-            driver, client, task_queue, bot_id=str(bot_id), account_id=str(row["account_id"])
-        )
+    assert row is not None, "the statement always answers one row"
+    if row["account_id"] is None:
+        raise Unauthorized
+    if not row["marked"]:
+        # The bot row goes when its deletion completes; the request record says whether it was ours.
+        if row["recorded_for"] != row["account_id"]:
+            return None
+        return Accepted(workflow_id, finished=bool(row["finished"]))
+    # The bot row still existed, so its data may too: start a run, or join the open one. The connection went back
+    # to the pool first: nothing of the database is held while Temporal answers (lifecycle/deletion_starts.py).
+    started = await start_bot_deletion(
+        client,
+        task_queue,
+        bot_id=str(bot_id),
+        account_id=str(row["account_id"]),
+        row_exists=row_check(engine, "bots", bot_id),
+    )
     # Not started: the run completed (and deleted the row) since the statement above.
     return Accepted(workflow_id, finished=not started)
 
@@ -143,13 +144,19 @@ async def request_account_deletion(
         select(DeletionRequest.deletes_at).where(DeletionRequest.workflow_id == workflow_id)
     )
     await session.commit()
-    # The session's next transaction, in which SQLAlchemy has run nothing yet (see driver_connection).
-    started = await start_account_deletion_while_row_exists(
-        await driver_connection(await session.connection()),
+
+    async def account_row_exists() -> bool:
+        found = await session.scalar(select(Account.id).where(Account.id == account_id))
+        await session.commit()  # ends the read's transaction: nothing stays held
+        return found is not None
+
+    # Nothing of the database is held while Temporal answers (lifecycle/deletion_starts.py).
+    started = await start_account_deletion(
         client,
         settings.task_queue,
         account_id=str(account_id),
         site_task_queue=settings.site_task_queue,
+        row_exists=account_row_exists,
         deletes_at=deletes_at,
     )
     if not started:

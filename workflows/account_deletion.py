@@ -34,10 +34,9 @@ with workflow.unsafe.imports_passed_through():
         ServiceProgress,
         SiteDeletionInput,
     )
-    from lifecycle.deletion_starts import ON_REUSE, deletion_search_attributes
-    from lifecycle.priorities import deletion_priority
-    from lifecycle.search_attributes import LIFECYCLE_STATUS, site_search_attributes
-    from lifecycle.statuses import DeletionState, SiteStatus
+    from lifecycle.search_attributes import LIFECYCLE_STATUS
+    from lifecycle.start_options import bot_deletion_options, site_deletion_options
+    from lifecycle.statuses import DeletionState
     from lifecycle.workflow_ids import bot_deletion_id, site_deletion_id
     from lifecycle.workflow_types import (
         ACCOUNT_DELETION_WORKFLOW,
@@ -261,14 +260,10 @@ class AccountDeletionWorkflow:
             return await workflow.execute_child_workflow(
                 BotDeletionWorkflow.run,
                 BotDeletionInput(bot_id=bot_id, account_id=request.account_id, paused=self._paused),
-                id=workflow_id,
-                id_reuse_policy=ON_REUSE,
                 # Cancelling the account deletion cancels its bots; the deleters are safe to stop anywhere.
-                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-                search_attributes=deletion_search_attributes(request.account_id, bot_id),
-                priority=deletion_priority(request.account_id),
-                static_summary=f"Delete bot {bot_id}",
-                static_details=f"Part of deleting account {request.account_id}.",
+                **bot_deletion_options(bot_id, request.account_id, within_account=True).child(
+                    parent_close_policy=ParentClosePolicy.REQUEST_CANCEL
+                ),
             )
         except WorkflowAlreadyStartedError:
             # A DELETE /bots (or an earlier run of ours) already started it: wait for that one instead.
@@ -312,14 +307,11 @@ class AccountDeletionWorkflow:
             await workflow.execute_child_workflow(
                 SiteDeletionWorkflow.run,
                 SiteDeletionInput(site_id=site_id),
-                id=workflow_id,
-                # Customer-facing queue (with its own slots); none given: the account deletion's own queue.
-                task_queue=request.site_task_queue or None,
-                id_reuse_policy=ON_REUSE,
-                parent_close_policy=ParentClosePolicy.ABANDON,
-                search_attributes=site_search_attributes(request.account_id, site_id, SiteStatus.DELETING),
-                static_summary=f"Delete site {site_id}",
-                static_details=f"Part of deleting account {request.account_id}.",
+                **site_deletion_options(site_id, request.account_id, within_account=True).child(
+                    parent_close_policy=ParentClosePolicy.ABANDON,
+                    # Customer-facing queue (with its own slots); none given: the account deletion's own queue.
+                    task_queue=request.site_task_queue or None,
+                ),
             )
         except WorkflowAlreadyStartedError:
             await workflow.execute_activity_method(
