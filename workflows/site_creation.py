@@ -57,7 +57,7 @@ class _UndoFailed(Exception):
 class SiteCreationWorkflow:
     def __init__(self) -> None:
         self._status = SiteStatus.PROVISIONING
-        self._steps = dict.fromkeys(SITE_STEPS, StepStatus.PENDING)
+        self._steps: dict[str, StepStatus] = dict.fromkeys(SITE_STEPS, StepStatus.PENDING)
         self._error: str | None = None
         self._undos: list[SiteStep] = []
         self._failed_step: str | None = None
