@@ -27,7 +27,7 @@ from lifecycle.deletion_starts import driver_connection, row_check, start_accoun
 from lifecycle.deletion_status import DESCRIBE_TIMEOUT
 from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
-from lifecycle.statuses import DeletionState
+from lifecycle.statuses import OPEN_DELETION_STATES, DeletionState
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 
 log = logging.getLogger(__name__)
@@ -209,12 +209,6 @@ class NotFinished:
     status: DeletionState
 
 
-# What an open run may publish in its LifecycleStatus search attribute.
-_OPEN_STATES = frozenset(
-    {DeletionState.SCHEDULED, DeletionState.RUNNING, DeletionState.PAUSED, DeletionState.WAITING_FOR_OPERATOR}
-)
-
-
 async def await_deletion(client: Client, workflow_id: str, seconds: float, *, account: bool) -> Finished | NotFinished:
     """The run's result if it comes within `seconds`; otherwise how it stands. Never raises for the run or
     for Temporal: whatever goes wrong while waiting, the caller answers 202 as it would have without a wait.
@@ -268,4 +262,4 @@ async def _open_status(client: Client, workflow_id: str) -> DeletionState:
     except (RPCError, TimeoutError, RuntimeError, OSError):
         return DeletionState.RUNNING
     published = description.typed_search_attributes.get(LIFECYCLE_STATUS)
-    return DeletionState(published) if published in _OPEN_STATES else DeletionState.RUNNING
+    return DeletionState(published) if published in OPEN_DELETION_STATES else DeletionState.RUNNING

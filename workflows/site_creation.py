@@ -40,8 +40,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.site_shield import uninterruptible
     from workflows.site_steps import ALL_STEPS, BOOTSTRAP, DATABASE, FILESYSTEM, METADATA, SiteStep
 
-# A site in one of these was already settled by an earlier run: this run changes nothing.
-_SETTLED = (SiteStatus.ROLLED_BACK, SiteStatus.DELETING, SiteStatus.DELETED)
 # A rollback that a reset or a terminate interrupted: this run finishes it.
 _ROLLBACK_INTERRUPTED = (SiteStatus.ROLLING_BACK, SiteStatus.ROLLBACK_FAILED)
 
