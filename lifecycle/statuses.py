@@ -133,6 +133,14 @@ OPEN_EXPORT_STATUSES = (ExportStatus.PENDING, ExportStatus.WRITING)
 
 
 def sql_list(statuses: Iterable[StrEnum]) -> str:
-    """`'a', 'b'` for `status IN (...)` where a bind parameter will not do: a predicate the planner must match
-    against a partial index's."""
+    """`'a', 'b'` for `status IN (...)` where a bind parameter will not do: a partial index's predicate, and a
+    query the planner must match with it."""
     return ", ".join(f"'{status.value}'" for status in statuses)
+
+
+# The sites the site reconciler looks at: unsettled, or with a teardown requested that has not finished. The
+# predicate of the partial index ix_sites_unsettled (migration 0002) and of the reconciler's query alike.
+UNSETTLED_SITES_SQL = (
+    f"status IN ({sql_list(UNSETTLED_SITE_STATUSES)}) OR "
+    f"(deletion_requested_at IS NOT NULL AND status <> '{SiteStatus.DELETED.value}')"
+)
