@@ -11,11 +11,12 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, cast
 
+import asyncpg
 from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError, TerminatedError
 from temporalio.service import RPCError
@@ -23,7 +24,7 @@ from temporalio.service import RPCError
 from lifecycle.api_keys import account_of_key_sql
 from lifecycle.contracts import AccountDeletionResult, BotDeletionResult, ServiceProgress
 from lifecycle.db.models import Account, ApiKey, DeletionRequest
-from lifecycle.deletion_starts import driver_connection, row_check, start_account_deletion, start_bot_deletion
+from lifecycle.deletion_starts import row_check, start_account_deletion, start_bot_deletion
 from lifecycle.deletion_status import DESCRIBE_TIMEOUT
 from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
@@ -62,6 +63,15 @@ _AUTHORIZE_MARK_RECORD = f"""
     """
 
 
+async def _driver_connection(conn: AsyncConnection) -> asyncpg.Connection:
+    """`conn`'s asyncpg connection. Use it only while SQLAlchemy has run nothing in `conn`'s transaction: then
+    SQLAlchemy has sent no BEGIN (its asyncpg adapter begins lazily, at the first statement it runs)."""
+    raw = await conn.get_raw_connection()
+    driver = raw.driver_connection
+    assert driver is not None, "a pooled connection always has its driver connection"
+    return cast(asyncpg.Connection, driver)
+
+
 class Unauthorized(Exception):
     """The API key is unknown or revoked, or its account is being deleted."""
 
@@ -78,7 +88,7 @@ async def request_bot_deletion(
     # record is still committed before the workflow starts. The connection comes from the engine's pool, so
     # the process keeps one pool and its limits.
     async with engine.connect() as connection:
-        driver = await driver_connection(connection)
+        driver = await _driver_connection(connection)
         row = await driver.fetchrow(_AUTHORIZE_MARK_RECORD, key_hash, bot_id, workflow_id)
     assert row is not None, "the statement always answers one row"
     if row["account_id"] is None:

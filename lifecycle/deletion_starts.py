@@ -26,11 +26,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
-import asyncpg
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -57,15 +56,6 @@ def row_check(engine: AsyncEngine, table: Literal["bots", "accounts"], row_id: u
             return bool((await conn.execute(_ROW_EXISTS[table], {"id": str(row_id)})).scalar_one())
 
     return exists
-
-
-async def driver_connection(conn: AsyncConnection) -> asyncpg.Connection:
-    """`conn`'s asyncpg connection. Use it only while SQLAlchemy has run nothing in `conn`'s transaction: then
-    SQLAlchemy has sent no BEGIN (its asyncpg adapter begins lazily, at the first statement it runs)."""
-    raw = await conn.get_raw_connection()
-    driver = raw.driver_connection
-    assert driver is not None, "a pooled connection always has its driver connection"
-    return cast(asyncpg.Connection, driver)
 
 
 async def _start_unless_done(
