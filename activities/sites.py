@@ -28,7 +28,7 @@ from activities.heartbeat import heartbeating, heartbeats
 from activities.polling import raise_if_running
 from activities.resources import ActivityResources
 from activities.site_database import SiteDatabaseServer, site_database_name
-from lifecycle.contracts import SiteDeletionInput, SiteRef, SiteRollbackInput
+from lifecycle.contracts import SiteDeletionInput, SiteRef, SiteRollbackInput, SiteStep
 from lifecycle.site_contracts import SiteRollbackFailure
 from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteStatus, StepStatus
 from lifecycle.workflow_ids import site_creation_id
@@ -76,7 +76,7 @@ class SiteActivities:
             result = await autocommit.execute(text(sql), params)
             return int(result.rowcount)
 
-    async def _set_step(self, site_id: str, step: str, status: StepStatus) -> None:
+    async def _set_step(self, site_id: str, step: SiteStep, status: StepStatus) -> None:
         updated = await self._execute(
             "UPDATE sites SET updated_at = now(),"
             " steps = steps || jsonb_build_object(CAST(:step AS text), CAST(:status AS text))"
@@ -110,7 +110,7 @@ class SiteActivities:
             # The row went with its account: for every guard here, that is a deleted site.
             return SiteStatus.DELETED
 
-    async def _forward(self, site_id: str, step: str, work: Callable[[], Awaitable[None]]) -> SiteStatus:
+    async def _forward(self, site_id: str, step: SiteStep, work: Callable[[], Awaitable[None]]) -> SiteStatus:
         """Run a forward step while the site is provisioning; otherwise do nothing and say what it is."""
         async with heartbeating():
             # Check and record in one statement; only a refusal reads the row, to say what the site is.
@@ -135,7 +135,7 @@ class SiteActivities:
             return SiteStatus.PROVISIONING
 
     async def _undo(
-        self, site_id: str, step: str, work: Callable[[], Awaitable[None]], allowed: tuple[SiteStatus, ...]
+        self, site_id: str, step: SiteStep, work: Callable[[], Awaitable[None]], allowed: tuple[SiteStatus, ...]
     ) -> bool:
         """Run an undo only while the site is being undone (or torn down); False when it did nothing."""
         async with heartbeating():
@@ -157,9 +157,10 @@ class SiteActivities:
             # Check and record in one statement; only a refusal reads the row again, to say what it is.
             confirmed = await self._execute(
                 "UPDATE sites SET updated_at = now(),"
-                " steps = steps || jsonb_build_object('metadata', CAST(:done AS text))"
+                " steps = steps || jsonb_build_object(CAST(:step AS text), CAST(:done AS text))"
                 " WHERE id = :id AND status = :provisioning",
                 id=uuid.UUID(site.site_id),
+                step=SiteStep.METADATA,
                 done=StepStatus.DONE,
                 provisioning=SiteStatus.PROVISIONING,
             )
@@ -173,9 +174,10 @@ class SiteActivities:
         async with heartbeating():
             released = await self._execute(
                 "UPDATE sites SET status = :rolled_back, updated_at = now(),"
-                " steps = steps || jsonb_build_object('metadata', CAST(:compensated AS text))"
+                " steps = steps || jsonb_build_object(CAST(:step AS text), CAST(:compensated AS text))"
                 " WHERE id = :id AND status = :rolling_back",
                 id=uuid.UUID(site.site_id),
+                step=SiteStep.METADATA,
                 rolled_back=SiteStatus.ROLLED_BACK,
                 rolling_back=SiteStatus.ROLLING_BACK,
                 compensated=StepStatus.COMPENSATED,
@@ -196,14 +198,14 @@ class SiteActivities:
                 self._server.port,
             )
 
-        return await self._forward(site.site_id, "filesystem", work)
+        return await self._forward(site.site_id, SiteStep.FILESYSTEM, work)
 
     @activity.defn(name="remove_site_filesystem")
     async def remove_site_filesystem(self, site: SiteRef) -> bool:
         async def work() -> None:
             await asyncio.to_thread(site_files.remove_site_tree, self._sites_root, site.site_id)
 
-        return await self._undo(site.site_id, "filesystem", work, _TEARDOWN_STATUSES)
+        return await self._undo(site.site_id, SiteStep.FILESYSTEM, work, _TEARDOWN_STATUSES)
 
     # --- Step 2b: database and role
 
@@ -214,7 +216,7 @@ class SiteActivities:
             limit = self._resources.settings.site_role_connection_limit
             await self._server.create(site_database_name(site.site_id), password, limit)
 
-        return await self._forward(site.site_id, "database", work)
+        return await self._forward(site.site_id, SiteStep.DATABASE, work)
 
     @activity.defn(name="drop_site_database")
     async def drop_site_database(self, site: SiteRef) -> bool:
@@ -224,7 +226,7 @@ class SiteActivities:
             await self._server.drop(site_database_name(site.site_id))
             await asyncio.to_thread(site_files.forget_site_password, self._sites_root, site.site_id)
 
-        return await self._undo(site.site_id, "database", work, _TEARDOWN_STATUSES)
+        return await self._undo(site.site_id, SiteStep.DATABASE, work, _TEARDOWN_STATUSES)
 
     # --- Step 3: WordPress
 
@@ -239,7 +241,7 @@ class SiteActivities:
             async with self._server.connect(name) as connection:
                 await wordpress_schema.install(connection, name, install)
 
-        return await self._forward(site.site_id, "bootstrap", work)
+        return await self._forward(site.site_id, SiteStep.BOOTSTRAP, work)
 
     @activity.defn(name="drop_site_tables")
     async def drop_site_tables(self, site: SiteRef) -> bool:
@@ -252,7 +254,7 @@ class SiteActivities:
                     tables = ", ".join(wordpress_schema.CORE_TABLES)
                     await connection.execute(f"DROP TABLE IF EXISTS {tables}")
 
-        return await self._undo(site.site_id, "bootstrap", work, (SiteStatus.ROLLING_BACK,))
+        return await self._undo(site.site_id, SiteStep.BOOTSTRAP, work, (SiteStatus.ROLLING_BACK,))
 
     # --- Steps 4 and 5
 
@@ -358,9 +360,10 @@ class SiteActivities:
         async with heartbeating():
             await self._execute(
                 "UPDATE sites SET status = :deleted, updated_at = now(),"
-                " steps = steps || jsonb_build_object('metadata', CAST(:compensated AS text))"
+                " steps = steps || jsonb_build_object(CAST(:step AS text), CAST(:compensated AS text))"
                 " WHERE id = :id AND status IN (:deleting, :rolled_back)",
                 id=uuid.UUID(deletion.site_id),
+                step=SiteStep.METADATA,
                 deleted=SiteStatus.DELETED,
                 deleting=SiteStatus.DELETING,
                 rolled_back=SiteStatus.ROLLED_BACK,

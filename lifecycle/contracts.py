@@ -202,7 +202,18 @@ class ReconcileResult:
 
 # Sites
 
-SITE_STEPS = ("metadata", "filesystem", "database", "bootstrap")
+
+class SiteStep(StrEnum):
+    """The site saga's steps, by the names the API, `sites.steps`, the activities and the workflow use."""
+
+    METADATA = "metadata"
+    FILESYSTEM = "filesystem"
+    DATABASE = "database"
+    BOOTSTRAP = "bootstrap"
+
+
+# In the order they run.
+SITE_STEPS = tuple(SiteStep)
 
 
 @dataclass(frozen=True)

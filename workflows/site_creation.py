@@ -20,7 +20,6 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
-from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from activities.alerts import Alerts
@@ -37,13 +36,10 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.site_contracts import SiteRollbackFailure
     from lifecycle.statuses import SiteStatus, StepStatus
     from lifecycle.workflow_types import SITE_CREATION_WORKFLOW
-    from workflows import policies as retry
-    from workflows import site_policies as policies
+    from workflows import activity_presets as presets
     from workflows.site_shield import uninterruptible
     from workflows.site_steps import ALL_STEPS, BOOTSTRAP, DATABASE, FILESYSTEM, METADATA, SiteStep
 
-# A site in one of these was already settled by an earlier run: this run changes nothing.
-_SETTLED = (SiteStatus.ROLLED_BACK, SiteStatus.DELETING, SiteStatus.DELETED)
 # A rollback that a reset or a terminate interrupted: this run finishes it.
 _ROLLBACK_INTERRUPTED = (SiteStatus.ROLLING_BACK, SiteStatus.ROLLBACK_FAILED)
 
@@ -59,7 +55,7 @@ class _UndoFailed(Exception):
 class SiteCreationWorkflow:
     def __init__(self) -> None:
         self._status = SiteStatus.PROVISIONING
-        self._steps = dict.fromkeys(SITE_STEPS, StepStatus.PENDING)
+        self._steps: dict[str, StepStatus] = dict.fromkeys(SITE_STEPS, StepStatus.PENDING)
         self._error: str | None = None
         self._undos: list[SiteStep] = []
         self._failed_step: str | None = None
@@ -138,11 +134,7 @@ class SiteCreationWorkflow:
             found = await workflow.execute_activity_method(
                 step.activity,
                 site,
-                start_to_close_timeout=policies.STEP_TIMEOUT,
-                heartbeat_timeout=policies.STEP_HEARTBEAT_TIMEOUT,
-                retry_policy=policies.STEP_RETRY,
-                # The undo must not start while the step may still be running on a worker.
-                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                **presets.SITE_STEP,
                 summary=f"{step.name}: create",
             )
         except ActivityError as err:
@@ -214,9 +206,7 @@ class SiteCreationWorkflow:
             result = await workflow.execute_activity_method(
                 step.undo,
                 site,
-                start_to_close_timeout=policies.UNDO_TIMEOUT,
-                heartbeat_timeout=policies.STEP_HEARTBEAT_TIMEOUT,
-                retry_policy=retry.RETRY_WITHOUT_END,
+                **presets.SITE_UNDO,
                 summary=f"{step.name}: undo",
             )
         except ActivityError as err:
@@ -257,8 +247,7 @@ class SiteCreationWorkflow:
             await workflow.execute_activity_method(
                 Alerts.raise_alert,
                 AlertInput(workflow_id=workflow.info().workflow_id, subject=subject, reason=reason),
-                start_to_close_timeout=policies.ALERT_TIMEOUT,
-                retry_policy=policies.ALERT_RETRY,
+                **presets.SITE_ALERT,
                 summary="alert: a site rollback needs an operator",
             )
         except ActivityError as err:
@@ -272,8 +261,7 @@ class SiteCreationWorkflow:
         status = await workflow.execute_local_activity_method(
             SiteActivities.activate_site,
             site,
-            start_to_close_timeout=policies.LOCAL_ACTIVATION_TIMEOUT,
-            retry_policy=retry.RETRY_WITHOUT_END,
+            **presets.SITE_ACTIVATION,
             summary="mark active",
         )
         self._set_status(SiteStatus(status))
@@ -283,9 +271,7 @@ class SiteCreationWorkflow:
             await workflow.execute_activity_method(
                 SiteActivities.send_site_ready_email,
                 site,
-                start_to_close_timeout=policies.EMAIL_TIMEOUT,
-                heartbeat_timeout=policies.STEP_HEARTBEAT_TIMEOUT,
-                retry_policy=policies.EMAIL_RETRY,
+                **presets.SITE_READY_EMAIL,
                 summary="send the site-ready email",
             )
         except ActivityError as err:
@@ -297,9 +283,7 @@ class SiteCreationWorkflow:
         return await workflow.execute_activity_method(
             activity,
             arg,
-            start_to_close_timeout=policies.UNDO_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT_TIMEOUT,
-            retry_policy=retry.RETRY_WITHOUT_END,
+            **presets.SITE_UNDO,
             summary=summary,
         )
 

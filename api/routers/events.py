@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Cookie, Header, Query, Request
@@ -44,7 +45,7 @@ from api.routers.sites import site_out
 from api.schemas.bots import DeletionOut
 from api.stream_tokens import COOKIE_NAME, QUERY_PARAMETER, StreamKind, verify
 from lifecycle.db.models import DeletionRequest, Site
-from lifecycle.deletion_status import CLOSED_WITHOUT_COMPLETING, DESCRIBE_TIMEOUT, account_deletion_record
+from lifecycle.deletion_status import DESCRIBE_TIMEOUT, account_deletion_record
 from lifecycle.events_hub import EventHub, SubjectKey, account_key
 from lifecycle.events_log import (
     DELETION,
@@ -54,17 +55,10 @@ from lifecycle.events_log import (
     site_events,
 )
 from lifecycle.settings import Settings
-from lifecycle.statuses import DeletionState, SiteStatus
+from lifecycle.statuses import TERMINAL_DELETION_STATES, TERMINAL_SITE_STATUSES
 from lifecycle.workflow_ids import bot_deletion_id
 
 router = APIRouter(tags=["events"])
-
-# Where a site stops changing by itself: built, rolled back, or deleted. A failed rollback waits for an operator,
-# so its stream stays open.
-TERMINAL_SITE_STATUSES: Final = frozenset({SiteStatus.ACTIVE, SiteStatus.ROLLED_BACK, SiteStatus.DELETED})
-TERMINAL_DELETION_STATUSES: Final = frozenset(
-    {DeletionState.COMPLETED, DeletionState.INCOMPLETE, *CLOSED_WITHOUT_COMPLETING}
-)
 
 # A site stream reads its site by itself this often even without a wake-up: one indexed read per watcher.
 SITE_RECHECK_SECONDS: Final = 30.0
@@ -95,8 +89,11 @@ _EVENT_STREAM_DESCRIPTION = (
 )
 
 
-def _stream_responses(answer: str, terminal: str, model: str, *problems: int) -> dict[int | str, dict[str, Any]]:
-    description = _EVENT_STREAM_DESCRIPTION.format(answer=answer, terminal=terminal)
+def _stream_responses(
+    answer: str, terminal: frozenset[StrEnum], model: str, *problems: int
+) -> dict[int | str, dict[str, Any]]:
+    *others, last = sorted(terminal)
+    description = _EVENT_STREAM_DESCRIPTION.format(answer=answer, terminal=f"{', '.join(others)} or {last}")
     # Without `itemSchema` (OpenAPI 3.2), an event stream's `schema` describes each event.
     event = {
         "type": "object",
@@ -204,7 +201,7 @@ def _hub(request: Request) -> EventHub:
     "/sites/{site_id}/events",
     response_class=EventSourceResponse,
     summary="A site's progress as Server-Sent Events, each the JSON of GET /sites/{id}",
-    responses=_stream_responses("GET /sites/{id}", "active, rolled_back or deleted", "SiteOut", 401, 404, 422),
+    responses=_stream_responses("GET /sites/{id}", TERMINAL_SITE_STATUSES, "SiteOut", 401, 404, 422),
 )
 async def site_events_stream(
     site_id: uuid.UUID,
@@ -345,14 +342,7 @@ def _shared_answers(request: Request) -> SharedDeletionAnswers:
     "/bots/{bot_id}/deletion/events",
     response_class=EventSourceResponse,
     summary="A bot deletion's progress as Server-Sent Events, each the JSON of GET /bots/{id}/deletion",
-    responses=_stream_responses(
-        "GET /bots/{id}/deletion",
-        "completed, incomplete, cancelled, terminated or failed",
-        "DeletionOut",
-        401,
-        404,
-        422,
-    ),
+    responses=_stream_responses("GET /bots/{id}/deletion", TERMINAL_DELETION_STATES, "DeletionOut", 401, 404, 422),
 )
 async def bot_deletion_events(
     bot_id: uuid.UUID,
@@ -387,13 +377,7 @@ async def bot_deletion_events(
     summary="An account deletion's progress as Server-Sent Events, each the JSON of GET /accounts/{id}/deletion "
     "(admin token)",
     responses=_stream_responses(
-        "GET /accounts/{id}/deletion",
-        "completed, incomplete, cancelled, terminated or failed",
-        "DeletionOut",
-        401,
-        403,
-        404,
-        422,
+        "GET /accounts/{id}/deletion", TERMINAL_DELETION_STATES, "DeletionOut", 401, 403, 404, 422
     ),
 )
 async def account_deletion_events(
@@ -431,7 +415,7 @@ async def _deletion_stream(
     async with _hub(request).watch(subject.key) as watch:
         try:
             latest, answer = await answers.answer(request, subject)
-            terminal = answer.status in TERMINAL_DELETION_STATUSES
+            terminal = answer.status in TERMINAL_DELETION_STATES
             resumed_unchanged = after is not None and latest <= after
             if resumed_unchanged and not terminal:
                 # Nothing changed since the client's last event: it has this answer already.
@@ -454,6 +438,6 @@ async def _deletion_stream(
                 await watch.wait(at_most=settings.events_deletion_refresh)
                 resumed_unchanged = False
                 latest, answer = await answers.answer(request, subject)
-                terminal = answer.status in TERMINAL_DELETION_STATUSES
+                terminal = answer.status in TERMINAL_DELETION_STATES
         except _DeletionGone:
             return

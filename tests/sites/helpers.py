@@ -18,16 +18,17 @@ from activities.site_files import site_directory
 from lifecycle.contracts import SITE_STEPS, SiteCreationInput, SiteProgress
 from lifecycle.db.engine import make_engine
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import site_creation_id
+from lifecycle.start_options import site_creation_options
 
 UNDOS = {"drop_site_tables", "drop_site_database", "remove_site_filesystem", "release_site_domain"}
 
 
 async def start_creation(client: Client, task_queue: str, site_id: str) -> WorkflowHandle[Any, Any]:
-    return await client.start_workflow(
-        "SiteCreationWorkflow",
-        SiteCreationInput(site_id=site_id, account_id=str(uuid.uuid4())),
-        id=site_creation_id(site_id),
+    """As the API starts it (its start options), for an account the workflow never reads."""
+    account_id = str(uuid.uuid4())
+    return await site_creation_options(site_id, account_id).start(
+        client,
+        SiteCreationInput(site_id=site_id, account_id=account_id),
         task_queue=task_queue,
         result_type=SiteProgress,
     )
