@@ -29,8 +29,9 @@ class StreamTokenOut(BaseModel):
 _RESPONSES = problem_responses(401, 404, 422)
 _DESCRIPTION = (
     "A browser's EventSource cannot send `Authorization`. This answers a token for this one stream, valid for "
-    "`STREAM_TOKEN_TTL` (reconnections included), in an HttpOnly, SameSite=Strict cookie whose path is the "
-    "stream's, and in the body for clients that must put it in the stream's query string as `access_token`."
+    "`STREAM_TOKEN_TTL` (reconnections included) while the key that minted it is not revoked, in an HttpOnly, "
+    "SameSite=Strict cookie whose path is the stream's, and in the body for clients that must put it in the "
+    "stream's query string as `access_token`. The stream it opens ends with an event `credentials-ended` then."
 )
 
 
