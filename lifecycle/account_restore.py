@@ -45,7 +45,7 @@ class Restored:
 
 
 async def restore_account(
-    session: AsyncSession, client: Client, *, account_id: uuid.UUID, new_key_hash: str
+    session: AsyncSession, client: Client, *, account_id: uuid.UUID, new_key_hash: str, new_key_prefix: str
 ) -> Restored | None:
     """Cancel the account's pending deletion, unmark it and add a key; None if there is no such account.
 
@@ -60,7 +60,7 @@ async def restore_account(
     open_run = await _restore_run(client, workflow_id)
     # The workflow said yes: from here on its run deletes nothing. The old keys stay revoked.
     await session.execute(update(Account).where(Account.id == account_id).values(deletion_requested_at=None))
-    session.add(ApiKey(account_id=account_id, key_hash=new_key_hash))
+    session.add(ApiKey(account_id=account_id, key_hash=new_key_hash, prefix=new_key_prefix))
     await session.commit()
     return Restored(workflow_id=workflow_id, open_run=open_run)
 

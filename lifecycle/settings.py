@@ -88,6 +88,9 @@ class Settings(BaseSettings):
     # How long a stream token (POST .../events/token) opens its one stream, reconnections included: longer
     # than a site's build or a deletion a customer watches, short enough that a leaked one soon means nothing.
     stream_token_ttl: timedelta = timedelta(minutes=10)
+    # Seconds between two checks that the keys behind the open streams still open their accounts (one query per
+    # API process): a stream ends this soon after its key is revoked or its account deleted.
+    stream_credentials_recheck: float = Field(default=5.0, gt=0)
     # Small deletions answer at once, sparing the client a status to follow. Below this many rows of work,
     # counted by a bounded estimate (lifecycle/deletion_size.py), DELETE /bots/{id} and DELETE /account wait for
     # their workflow and answer 200 with the finished deletion; 0 turns the size-based wait off (`Prefer: wait=N`

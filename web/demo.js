@@ -75,6 +75,11 @@ function watch(siteId) {
       setConnection("closed", "Finished.");
     }
   };
+  // The token expired or the key was revoked: reconnecting with the same cookie would be refused.
+  source.addEventListener("credentials-ended", (event) => {
+    source.close();
+    setConnection("closed", `Stopped: ${JSON.parse(event.data).reason}; reload to follow again.`);
+  });
   source.onerror = () => {
     if (source.readyState === EventSource.CLOSED) {
       setConnection("failed", "The connection was refused; reload to try again.");

@@ -58,6 +58,8 @@ class ApiKey(Base):
     account_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"), index=True)
     # SHA-256 of the key: a stolen table yields no usable key, and lookup stays one indexed read.
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    # The key's first characters, to tell keys apart in GET /account/keys; None for keys issued before 0008.
+    prefix: Mapped[str | None] = mapped_column(String(16))
     created_at: Mapped[datetime] = _now_column()
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 

@@ -25,6 +25,7 @@ from fastapi import FastAPI
 from fastapi.dependencies.models import Dependant
 from fastapi.params import Depends
 from fastapi.routing import APIRoute, iter_route_contexts
+from sqlalchemy import select
 
 from api.dependencies import PUBLIC, account_key_hash, admin_token, stream_account_key_hash, stream_admin_token
 from api.problems import install_problem_handlers
@@ -129,6 +130,7 @@ async def callers(api: httpx.AsyncClient, app: FastAPI, account: ApiAccount) -> 
             ]
         )
         await session.commit()
+        owner_key = await session.scalar(select(ApiKey.id).where(ApiKey.key_hash == hash_api_key(account.api_key)))
     return Callers(
         owner=account,
         stranger=_bearer(stranger.json()["api_key"]),
@@ -138,6 +140,7 @@ async def callers(api: httpx.AsyncClient, app: FastAPI, account: ApiAccount) -> 
             "site_id": str(site.id),
             "export_id": str(export.id),
             "account_id": account.id,
+            "key_id": str(owner_key),
         },
     )
 
