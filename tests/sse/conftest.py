@@ -70,12 +70,6 @@ async def served(settings: Settings, temporal_client: Client) -> AsyncIterator[S
         yield api
 
 
-@pytest_asyncio.fixture(scope="module")
-async def served(settings: Settings, temporal_client: Client) -> AsyncIterator[ServedApi]:
-    async with serve(settings, temporal_client) as api:
-        yield api
-
-
 @pytest_asyncio.fixture
 async def http(served: ServedApi) -> AsyncIterator[httpx.AsyncClient]:
     async with served.client() as client:
