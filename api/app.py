@@ -32,7 +32,7 @@ from api.routers import (
 from lifecycle.db.engine import POOL_CAPACITY, make_engine, make_sessionmaker
 from lifecycle.events_hub import EventHub
 from lifecycle.settings import Settings, get_settings
-from lifecycle.tracing import instrument_app
+from lifecycle.tracing import flush_tracing, instrument_app
 
 ROUTERS = (
     health.router,
@@ -77,6 +77,7 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
         finally:
             await app.state.events.stop()
             await engine.dispose()
+            flush_tracing()
 
     app = FastAPI(
         title="Lifecycle workflows",
