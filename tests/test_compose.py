@@ -4,6 +4,7 @@ Compose accepts the file, that everyday commands get past it without secrets, an
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -143,6 +144,20 @@ def test_no_port_is_published_on_all_interfaces(
     assert published, "nothing is published at all"
     for name, port in published:
         assert port.get("host_ip") == "127.0.0.1", (name, port)
+
+
+def test_the_api_believes_forwarded_headers_from_the_networks_gateway_only(
+    compose_file: dict[str, Any], docker_compose: Path, project_root: Path, generated_env: Path
+) -> None:
+    # A reverse proxy on the host reaches the published port, and Docker connects to the API from the gateway.
+    (network,) = compose_file["networks"]["default"]["ipam"]["config"]
+    gateway = network["gateway"]
+    assert ipaddress.ip_address(gateway) in ipaddress.ip_network(network["subnet"])
+    assert (
+        compose_file["services"]["api"]["environment"]["FORWARDED_ALLOW_IPS"] == f"${{FORWARDED_ALLOW_IPS:-{gateway}}}"
+    )
+    api = resolved_config(docker_compose, project_root, generated_env)["services"]["api"]
+    assert api["environment"]["FORWARDED_ALLOW_IPS"] == gateway
 
 
 def test_image_references_use_published_tags(compose_file: dict[str, Any]) -> None:

@@ -39,6 +39,7 @@ class Run:
     api: ApiProcess
     worker: ChildProcess
     settings: Settings
+    webhook: Webhook
     secrets: dict[str, str]  # what it is -> its value; the run adds the ones it is handed
 
     def logs(self) -> dict[str, str]:
@@ -79,7 +80,7 @@ def run(settings: Settings, webhook: Webhook, tmp_path: Path) -> Iterator[Run]: 
     api = ApiProcess(own, tmp_path / "api.log", **environment)
     try:
         api.start()
-        yield Run(api, worker, own, known)
+        yield Run(api, worker, own, webhook, known)
     finally:
         api.kill()
         worker.kill()
@@ -96,9 +97,7 @@ async def _follow_site(http: httpx.AsyncClient, site_id: str, token: str) -> str
     return status
 
 
-async def test_no_secret_of_a_full_run_appears_in_any_log_line_or_span(
-    run: Run, webhook: Webhook, temporal_client: Client  # noqa: F811
-) -> None:
+async def test_no_secret_of_a_full_run_appears_in_any_log_line_or_span(run: Run, temporal_client: Client) -> None:
     admin = {"Authorization": f"Bearer {run.secrets['admin token']}"}
     async with httpx.AsyncClient(base_url=run.api.url, timeout=SITE_BUILT_WITHIN_SECONDS) as http:
         created = await http.post("/accounts", json={"name": "Full run", "email": "full@example.com"}, headers=admin)
@@ -123,7 +122,7 @@ async def test_no_secret_of_a_full_run_appears_in_any_log_line_or_span(
         assert await _follow_site(http, site_id, run.secrets["stream token"]) == SiteStatus.ACTIVE
         run.secrets["site database password"] = site_files.site_password(run.settings.sites_path, site_id)
 
-        await eventually(lambda: webhook.received, "the poison pill's alert reaches the webhook")
+        await eventually(lambda: run.webhook.received, "the poison pill's alert reaches the webhook")
         assert (await http.get("/metrics", headers=admin)).status_code == 200
         assert (await http.get("/readyz")).status_code == 200
     await temporal_client.get_workflow_handle(bot_deletion_id(bot.json()["id"])).terminate("the test is over")
