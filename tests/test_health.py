@@ -15,7 +15,7 @@ async def test_healthz(api: httpx.AsyncClient) -> None:
     assert response.json() == {"status": "ok"}
 
 
-async def test_readyz_reports_both_dependencies(api: httpx.AsyncClient) -> None:
+async def test_readyz_answers_ok_when_both_dependencies_answer(api: httpx.AsyncClient) -> None:
     # A probe is asked again by whoever polls it; one failed gRPC health call (seen once under the parallel
     # suite as a bare RPCError) must give way to "ready" on the next ask, not stay failed.
     async def ready() -> httpx.Response | None:
@@ -23,7 +23,7 @@ async def test_readyz_reports_both_dependencies(api: httpx.AsyncClient) -> None:
         return response if response.status_code == 200 else None
 
     response = await eventually(ready, "/readyz answers 200")
-    assert response.json() == {"status": "ready", "checks": {"postgres": "ok", "temporal": "ok"}}
+    assert response.json() == {"status": "ok"}
 
 
 async def test_metrics_count_requests(api: httpx.AsyncClient) -> None:
