@@ -4,7 +4,7 @@ import uuid
 
 import httpx
 
-from tests.conftest import ApiAccount
+from tests.conftest import ADMIN_HEADERS, ApiAccount
 from tests.eventually import eventually
 from worker import LifecycleWorkers
 
@@ -28,7 +28,7 @@ async def test_readyz_answers_ok_when_both_dependencies_answer(api: httpx.AsyncC
 
 async def test_metrics_count_requests(api: httpx.AsyncClient) -> None:
     await api.get("/healthz")
-    text = (await api.get("/metrics")).text
+    text = (await api.get("/metrics", headers=ADMIN_HEADERS)).text
     assert 'api_requests_total{method="GET",route="/healthz",status="200"}' in text
     assert "api_request_duration_seconds_bucket" in text
 
@@ -55,11 +55,11 @@ async def test_streams_are_timed_apart_from_request_latencies(
             if line.startswith("api_request_duration_seconds") and 'route="/sites/{site_id}/events"' in line
         ]
 
-    before = timed_as_requests((await api.get("/metrics")).text)
+    before = timed_as_requests((await api.get("/metrics", headers=ADMIN_HEADERS)).text)
     # A settled site's stream sends its last state and ends, so the transport hands the whole answer over.
     streamed = await api.get(f"/sites/{site_id}/events", headers=account.headers)
     assert streamed.headers["content-type"].startswith("text/event-stream")
-    text = (await api.get("/metrics")).text
+    text = (await api.get("/metrics", headers=ADMIN_HEADERS)).text
     assert 'api_stream_duration_seconds_count{route="/sites/{site_id}/events"}' in text
     assert 'api_stream_duration_seconds_bucket{le="3600.0",route="/sites/{site_id}/events"}' in text
     assert timed_as_requests(text) == before
