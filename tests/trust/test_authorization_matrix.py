@@ -74,9 +74,9 @@ class Operation:
 def operations(app: FastAPI) -> list[Operation]:
     """Every operation the app serves, those its OpenAPI schema leaves out (`/metrics`) included."""
     return [
-        Operation(method, context.path, context.original_route)
+        Operation(method, path, context.original_route)
         for context in iter_route_contexts(app.routes)
-        if isinstance(context.original_route, APIRoute)
+        if isinstance(context.original_route, APIRoute) and (path := context.path) is not None
         for method in sorted(context.original_route.methods or ())
     ]
 
