@@ -34,7 +34,7 @@ from api.stream_credentials import StreamCredentials
 from lifecycle.db.engine import POOL_CAPACITY, make_engine, make_sessionmaker
 from lifecycle.events_hub import EventHub
 from lifecycle.settings import Settings, get_settings
-from lifecycle.tracing import instrument_app
+from lifecycle.tracing import flush_tracing, instrument_app
 
 ROUTERS = (
     health.router,
@@ -84,6 +84,7 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
             await app.state.stream_credentials.stop()
             await app.state.events.stop()
             await engine.dispose()
+            flush_tracing()
 
     app = FastAPI(
         title="Lifecycle workflows",

@@ -71,6 +71,10 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = LOCAL_API_PORT
     api_metrics_enabled: bool = True
+    # The proxies whose X-Forwarded-Proto and X-Forwarded-For the API believes (addresses or CIDR networks,
+    # comma-separated; `*` for any): behind a TLS proxy, the scheme decides whether the stream-token cookie is
+    # `Secure`. Loopback by default, as uvicorn's; docker-compose.yml names its network's gateway.
+    forwarded_allow_ips: str = "127.0.0.1,::1"
     # Logs (lifecycle/logging_setup.py): the least level written, and coloured lines for a person or JSON lines;
     # `auto` writes lines at a terminal and JSON elsewhere.
     log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(str.upper)] = "INFO"

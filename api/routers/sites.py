@@ -14,7 +14,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from api.dependencies import CallerDep, SessionDep, SettingsDep, TemporalDep
 from api.problems import ProblemError, problem_responses
-from api.schemas.sites import SiteAccepted, SiteCreate, SiteOut, SiteSteps
+from api.schemas.sites import SiteAccepted, SiteCreate, SiteError, SiteOut, SiteSteps
 from lifecycle.contracts import SITE_STEPS
 from lifecycle.db.models import Account, Site
 from lifecycle.site_starts import start_site_creation, start_site_deletion
@@ -149,7 +149,7 @@ def site_out(site: Site) -> SiteOut:
         domain=site.domain,
         status=SiteStatus(site.status),
         steps=SiteSteps(**{step: StepStatus(site.steps.get(step, StepStatus.PENDING)) for step in SITE_STEPS}),
-        error=site.error,
+        error=SiteError.of(site.error),
     )
 
 

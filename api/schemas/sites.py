@@ -7,6 +7,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.schemas.text import DeclaredPattern, PrintableName, PrintableText
+from lifecycle.site_errors import MESSAGES, SiteErrorCode, site_error_code
 from lifecycle.statuses import SiteStatus, StepStatus
 
 # RFC 1035 labels, ASCII only: internationalised names arrive as punycode (xn--), so confusable
@@ -56,6 +57,21 @@ class SiteSteps(BaseModel):
     bootstrap: StepStatus
 
 
+class SiteError(BaseModel):
+    """Why the creation failed, in words for the customer; the cause itself is in the operator's logs."""
+
+    code: SiteErrorCode
+    message: str
+
+    @classmethod
+    def of(cls, stored: str | None) -> SiteError | None:
+        """From `sites.error`, which holds the code (lifecycle/site_errors.py)."""
+        if stored is None:
+            return None
+        code = site_error_code(stored)
+        return cls(code=code, message=MESSAGES[code])
+
+
 class SiteOut(BaseModel):
     id: uuid.UUID
     name: str
@@ -63,4 +79,4 @@ class SiteOut(BaseModel):
     domain: str
     status: SiteStatus
     steps: SiteSteps
-    error: str | None
+    error: SiteError | None
