@@ -40,7 +40,7 @@ function draw(site) {
     final.textContent = `${site.domain} is active.`;
   } else if (site.status === "rolled_back" || site.status === "rollback_failed") {
     $("#headline").textContent = "Your site could not be built";
-    final.textContent = site.error ? site.error.message : "The site could not be built.";
+    final.textContent = site.error ? site.error : "The site could not be built.";
   } else if (site.status === "deleted") {
     final.textContent = "The site was deleted.";
   } else {

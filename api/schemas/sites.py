@@ -57,19 +57,13 @@ class SiteSteps(BaseModel):
     bootstrap: StepStatus
 
 
-class SiteError(BaseModel):
-    """Why the creation failed, in words for the customer; the cause itself is in the operator's logs."""
-
-    code: SiteErrorCode
-    message: str
-
-    @classmethod
-    def of(cls, stored: str | None) -> SiteError | None:
-        """From `sites.error`, which holds the code (lifecycle/site_errors.py)."""
-        if stored is None:
-            return None
-        code = site_error_code(stored)
-        return cls(code=code, message=MESSAGES[code])
+def site_error(stored: str | None) -> tuple[SiteErrorCode | None, str | None]:
+    """`sites.error` holds only a code (lifecycle/site_errors.py): the customer gets it and a sentence for it; the
+    cause itself is in the operator's logs."""
+    if stored is None:
+        return None, None
+    code = site_error_code(stored)
+    return code, MESSAGES[code]
 
 
 class SiteOut(BaseModel):
@@ -79,4 +73,6 @@ class SiteOut(BaseModel):
     domain: str
     status: SiteStatus
     steps: SiteSteps
-    error: SiteError | None
+    # Null, or once a creation failed, a sentence for the customer (a string, as it always was) and its code.
+    error: str | None
+    error_code: SiteErrorCode | None

@@ -26,7 +26,7 @@ from tests.eventually import eventually
 
 # What PostgreSQL answers a provisioner without CREATEDB: the raw cause a customer must not be shown.
 CAUSE = "permission denied to create database"
-SHOWN = {"code": "database_failed", "message": "The site's database could not be created."}
+SHOWN = {"error_code": "database_failed", "error": "The site's database could not be created."}
 
 
 @pytest_asyncio.fixture
@@ -36,11 +36,14 @@ async def provisioner_without_createdb(settings: Settings) -> AsyncIterator[str]
     connection = await asyncpg.connect(asyncpg_dsn(settings.database_url))
     try:
         await connection.execute(f"CREATE ROLE {role} LOGIN CREATEROLE")
+        # As the real provisioner is (devstack/postgres.py): the maintenance database is closed to PUBLIC.
+        await connection.execute(f"GRANT CONNECT ON DATABASE postgres TO {role}")
         yield (
             make_url(settings.database_url)
             .set(username=role, database="postgres")
             .render_as_string(hide_password=False)
         )
+        await connection.execute(f"REVOKE CONNECT ON DATABASE postgres FROM {role}")
         await connection.execute(f"DROP ROLE {role}")  # fails if the rollback left a site role it granted
     finally:
         await connection.close()
@@ -75,10 +78,10 @@ async def test_a_failed_site_shows_a_code_and_a_sentence_and_the_operator_the_ca
             "progress", result_type=SiteProgress
         )
 
-    assert answer.json()["error"] == SHOWN
+    assert {key: answer.json()[key] for key in SHOWN} == SHOWN
     events = [json.loads(line.removeprefix("data: ")) for line in stream.text.splitlines() if line.startswith("data: ")]
     assert events[-1]["status"] == "rolled_back"
-    assert {json.dumps(event["error"]) for event in events} <= {"null", json.dumps(SHOWN)}
+    assert {(event["error_code"], event["error"]) for event in events} <= {(None, None), tuple(SHOWN.values())}
     assert CAUSE not in answer.text + stream.text
     # The operator's views: the workflow's progress query and the worker's log line for the site.
     assert CAUSE in (progress.error or "")
