@@ -24,7 +24,7 @@ from lifecycle.contracts import (
     FinishBotDeletionInput,
     FinishBotDeletionResult,
 )
-from lifecycle.statuses import SiteStatus
+from lifecycle.statuses import TOMBSTONE_SITE_STATUSES
 from lifecycle.stored_paths import StoredPathRefused, StoredRoot
 from lifecycle.workflow_ids import bot_deletion_id
 
@@ -121,7 +121,7 @@ class DeletionRecords:
             # Sites leave tombstones once torn down or rolled back; those go with the account.
             await conn.execute(
                 text("DELETE FROM sites WHERE account_id = :account AND status = ANY(:tombstones)"),
-                {"account": request.account_id, "tombstones": [SiteStatus.DELETED.value, SiteStatus.ROLLED_BACK.value]},
+                {"account": request.account_id, "tombstones": [status.value for status in TOMBSTONE_SITE_STATUSES]},
             )
             # Locks the account row first, so a bot inserted meanwhile (its foreign key takes a share lock
             # on the row) either commits before the count below or fails.

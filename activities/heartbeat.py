@@ -18,7 +18,7 @@ from temporalio import activity
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# Steps and undos heartbeat this often; their heartbeat timeout (site_policies) is a few times longer.
+# Steps and undos heartbeat this often; their heartbeat timeout (workflows/activity_presets.py) is a few times longer.
 HEARTBEAT_EVERY = timedelta(seconds=1)
 
 

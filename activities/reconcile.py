@@ -22,11 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.resources import ActivityResources
 from lifecycle.contracts import ReconcileResult
-from lifecycle.deletion_starts import (
-    driver_connection,
-    start_account_deletion_while_row_exists,
-    start_bot_deletion_while_row_exists,
-)
+from lifecycle.deletion_starts import row_check, start_account_deletion, start_bot_deletion
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 
 # Rows read per page; the run goes through every page, in id order.
@@ -62,30 +58,28 @@ class Reconciler:
             rows = await conn.execute(text(sql), {"after": after, "n": PAGE_SIZE})
             return [(row[0], row[1]) for row in rows]
 
-    # Each start holds its row (deletion_starts.while_row_exists): a run that completes between this page's read
-    # and the start is not followed by a second one. False: the row went meanwhile, and nothing was started.
+    # A run that completed between this page's read and the start is not followed by a second one
+    # (lifecycle/deletion_starts.py). False: the deletion is done (its row went meanwhile), and nothing was started.
 
     async def _start_bot_deletion(self, bot_id: uuid.UUID, account_id: uuid.UUID) -> bool:
-        async with self._resources.engine.connect() as conn:
-            return await start_bot_deletion_while_row_exists(
-                await driver_connection(conn),
-                self._resources.client,
-                self._resources.settings.task_queue,
-                bot_id=str(bot_id),
-                account_id=str(account_id),
-            )
+        return await start_bot_deletion(
+            self._resources.client,
+            self._resources.settings.task_queue,
+            bot_id=str(bot_id),
+            account_id=str(account_id),
+            row_exists=row_check(self._resources.engine, "bots", bot_id),
+        )
 
     async def _start_account_deletion(self, account_id: uuid.UUID, deletes_at: datetime | None) -> bool:
         settings = self._resources.settings
-        async with self._resources.engine.connect() as conn:
-            return await start_account_deletion_while_row_exists(
-                await driver_connection(conn),
-                self._resources.client,
-                settings.task_queue,
-                account_id=str(account_id),
-                site_task_queue=settings.site_task_queue,
-                deletes_at=deletes_at,
-            )
+        return await start_account_deletion(
+            self._resources.client,
+            settings.task_queue,
+            account_id=str(account_id),
+            site_task_queue=settings.site_task_queue,
+            row_exists=row_check(self._resources.engine, "accounts", account_id),
+            deletes_at=deletes_at,
+        )
 
     @activity.defn(name="reconcile_deletions")
     async def reconcile_deletions(self) -> ReconcileResult:

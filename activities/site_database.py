@@ -60,18 +60,25 @@ class SiteDatabaseServer:
         finally:
             await connection.close()
 
-    async def create(self, name: str, password: str) -> None:
+    async def create(self, name: str, password: str, connection_limit: int) -> None:
+        """The site's role, allowed `connection_limit` sessions at once, and its database, reachable by it alone."""
         checked_site_identifier(name)
+        limit = int(connection_limit)  # interpolated into DDL: an integer and nothing else
         async with self.connect() as admin:
-            role, database = await admin.fetchrow(
-                "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1),"
+            role_limit, database = await admin.fetchrow(
+                "SELECT (SELECT rolconnlimit FROM pg_roles WHERE rolname = $1),"
                 " EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)",
                 name,
             )
-            if not role:
+            if role_limit is None:
                 # DDL takes no bind parameters. The server gets a SCRAM verifier computed here, never the password
                 # (which could reach its logs); the verifier is base64 and `$:`, so it needs no escaping.
-                await admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{scram_verifier(password)}'")
+                await admin.execute(
+                    f"CREATE ROLE {name} LOGIN CONNECTION LIMIT {limit} PASSWORD '{scram_verifier(password)}'"
+                )
+            elif role_limit != limit:
+                # A role an earlier attempt (or an earlier release, without a limit) made.
+                await admin.execute(f"ALTER ROLE {name} CONNECTION LIMIT {limit}")
             # A provisioner with only CREATEROLE and CREATEDB (not a superuser) may make a database owned by the
             # site role, reach it and drop it only as a member of that role (PostgreSQL 16 and later).
             await admin.execute(f"GRANT {name} TO CURRENT_USER WITH INHERIT TRUE, SET TRUE")

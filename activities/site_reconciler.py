@@ -22,15 +22,14 @@ from activities.reconcile import latest_run_status
 from activities.resources import ActivityResources
 from lifecycle.site_contracts import SiteReconcileInput, SitesReconciled
 from lifecycle.site_starts import start_site_creation, start_site_deletion
-from lifecycle.statuses import SiteStatus
+from lifecycle.statuses import UNSETTLED_SITES_SQL, SiteStatus
 from lifecycle.workflow_ids import site_creation_id, site_deletion_id
 
-# The same predicate as the partial index ix_sites_unsettled (migration 0002), so each page is an index scan.
+# The predicate of the partial index ix_sites_unsettled, so each page is an index scan: in literals, since the
+# planner matches a partial index's predicate only against constants.
 _PAGE = text(
     "SELECT id, account_id, status, deletion_requested_at IS NOT NULL AS deletion_requested FROM sites"
-    " WHERE (status IN ('provisioning', 'rolling_back', 'deleting')"
-    " OR (deletion_requested_at IS NOT NULL AND status <> 'deleted'))"
-    " AND id > :after ORDER BY id LIMIT :limit"
+    f" WHERE ({UNSETTLED_SITES_SQL}) AND id > :after ORDER BY id LIMIT :limit"
 )
 _CLOSED_WITHOUT_COMPLETING = (
     WorkflowExecutionStatus.TERMINATED,

@@ -28,8 +28,9 @@ from activities.heartbeat import heartbeating, heartbeats
 from activities.polling import raise_if_running
 from activities.resources import ActivityResources
 from activities.site_database import SiteDatabaseServer, site_database_name
-from lifecycle.contracts import SiteDeletionInput, SiteRef, SiteRollbackInput
+from lifecycle.contracts import SiteDeletionInput, SiteRef, SiteRollbackInput, SiteStep
 from lifecycle.site_contracts import SiteRollbackFailure
+from lifecycle.site_errors import SiteErrorCode
 from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteStatus, StepStatus
 from lifecycle.workflow_ids import site_creation_id
 
@@ -76,7 +77,7 @@ class SiteActivities:
             result = await autocommit.execute(text(sql), params)
             return int(result.rowcount)
 
-    async def _set_step(self, site_id: str, step: str, status: StepStatus) -> None:
+    async def _set_step(self, site_id: str, step: SiteStep, status: StepStatus) -> None:
         updated = await self._execute(
             "UPDATE sites SET updated_at = now(),"
             " steps = steps || jsonb_build_object(CAST(:step AS text), CAST(:status AS text))"
@@ -110,7 +111,7 @@ class SiteActivities:
             # The row went with its account: for every guard here, that is a deleted site.
             return SiteStatus.DELETED
 
-    async def _forward(self, site_id: str, step: str, work: Callable[[], Awaitable[None]]) -> SiteStatus:
+    async def _forward(self, site_id: str, step: SiteStep, work: Callable[[], Awaitable[None]]) -> SiteStatus:
         """Run a forward step while the site is provisioning; otherwise do nothing and say what it is."""
         async with heartbeating():
             # Check and record in one statement; only a refusal reads the row, to say what the site is.
@@ -135,7 +136,7 @@ class SiteActivities:
             return SiteStatus.PROVISIONING
 
     async def _undo(
-        self, site_id: str, step: str, work: Callable[[], Awaitable[None]], allowed: tuple[SiteStatus, ...]
+        self, site_id: str, step: SiteStep, work: Callable[[], Awaitable[None]], allowed: tuple[SiteStatus, ...]
     ) -> bool:
         """Run an undo only while the site is being undone (or torn down); False when it did nothing."""
         async with heartbeating():
@@ -157,9 +158,10 @@ class SiteActivities:
             # Check and record in one statement; only a refusal reads the row again, to say what it is.
             confirmed = await self._execute(
                 "UPDATE sites SET updated_at = now(),"
-                " steps = steps || jsonb_build_object('metadata', CAST(:done AS text))"
+                " steps = steps || jsonb_build_object(CAST(:step AS text), CAST(:done AS text))"
                 " WHERE id = :id AND status = :provisioning",
                 id=uuid.UUID(site.site_id),
+                step=SiteStep.METADATA,
                 done=StepStatus.DONE,
                 provisioning=SiteStatus.PROVISIONING,
             )
@@ -173,9 +175,10 @@ class SiteActivities:
         async with heartbeating():
             released = await self._execute(
                 "UPDATE sites SET status = :rolled_back, updated_at = now(),"
-                " steps = steps || jsonb_build_object('metadata', CAST(:compensated AS text))"
+                " steps = steps || jsonb_build_object(CAST(:step AS text), CAST(:compensated AS text))"
                 " WHERE id = :id AND status = :rolling_back",
                 id=uuid.UUID(site.site_id),
+                step=SiteStep.METADATA,
                 rolled_back=SiteStatus.ROLLED_BACK,
                 rolling_back=SiteStatus.ROLLING_BACK,
                 compensated=StepStatus.COMPENSATED,
@@ -196,14 +199,14 @@ class SiteActivities:
                 self._server.port,
             )
 
-        return await self._forward(site.site_id, "filesystem", work)
+        return await self._forward(site.site_id, SiteStep.FILESYSTEM, work)
 
     @activity.defn(name="remove_site_filesystem")
     async def remove_site_filesystem(self, site: SiteRef) -> bool:
         async def work() -> None:
             await asyncio.to_thread(site_files.remove_site_tree, self._sites_root, site.site_id)
 
-        return await self._undo(site.site_id, "filesystem", work, _TEARDOWN_STATUSES)
+        return await self._undo(site.site_id, SiteStep.FILESYSTEM, work, _TEARDOWN_STATUSES)
 
     # --- Step 2b: database and role
 
@@ -211,9 +214,10 @@ class SiteActivities:
     async def create_site_database(self, site: SiteRef) -> SiteStatus:
         async def work() -> None:
             password = await asyncio.to_thread(site_files.site_password, self._sites_root, site.site_id)
-            await self._server.create(site_database_name(site.site_id), password)
+            limit = self._resources.settings.site_role_connection_limit
+            await self._server.create(site_database_name(site.site_id), password, limit)
 
-        return await self._forward(site.site_id, "database", work)
+        return await self._forward(site.site_id, SiteStep.DATABASE, work)
 
     @activity.defn(name="drop_site_database")
     async def drop_site_database(self, site: SiteRef) -> bool:
@@ -223,7 +227,7 @@ class SiteActivities:
             await self._server.drop(site_database_name(site.site_id))
             await asyncio.to_thread(site_files.forget_site_password, self._sites_root, site.site_id)
 
-        return await self._undo(site.site_id, "database", work, _TEARDOWN_STATUSES)
+        return await self._undo(site.site_id, SiteStep.DATABASE, work, _TEARDOWN_STATUSES)
 
     # --- Step 3: WordPress
 
@@ -238,7 +242,7 @@ class SiteActivities:
             async with self._server.connect(name) as connection:
                 await wordpress_schema.install(connection, name, install)
 
-        return await self._forward(site.site_id, "bootstrap", work)
+        return await self._forward(site.site_id, SiteStep.BOOTSTRAP, work)
 
     @activity.defn(name="drop_site_tables")
     async def drop_site_tables(self, site: SiteRef) -> bool:
@@ -251,7 +255,7 @@ class SiteActivities:
                     tables = ", ".join(wordpress_schema.CORE_TABLES)
                     await connection.execute(f"DROP TABLE IF EXISTS {tables}")
 
-        return await self._undo(site.site_id, "bootstrap", work, (SiteStatus.ROLLING_BACK,))
+        return await self._undo(site.site_id, SiteStep.BOOTSTRAP, work, (SiteStatus.ROLLING_BACK,))
 
     # --- Steps 4 and 5
 
@@ -298,31 +302,37 @@ class SiteActivities:
         steps = {rollback.failed_step: StepStatus.FAILED} if rollback.failed_step else {}
         async with heartbeating():
             updated = await self._execute(
-                "UPDATE sites SET status = :rolling_back, error = :reason, updated_at = now(),"
+                "UPDATE sites SET status = :rolling_back, error = :code, updated_at = now(),"
                 " steps = steps || CAST(:steps AS jsonb)"
                 " WHERE id = :id AND status = ANY(:from_statuses)",
                 id=uuid.UUID(rollback.site_id),
-                reason=rollback.reason,
+                code=rollback.code,
                 steps=json.dumps(steps),
                 rolling_back=SiteStatus.ROLLING_BACK,
                 from_statuses=[SiteStatus.PROVISIONING, SiteStatus.ROLLING_BACK, SiteStatus.ROLLBACK_FAILED],
             )
-            return SiteStatus.ROLLING_BACK if updated else await self._status(rollback.site_id)
+            if not updated:
+                return await self._status(rollback.site_id)
+            # The customer sees the code; the cause, a driver's error say, is the operator's.
+            activity.logger.warning("site %s rolls back (%s): %s", rollback.site_id, rollback.code, rollback.reason)
+            return SiteStatus.ROLLING_BACK
 
     @activity.defn(name="mark_site_rollback_failed")
     async def mark_site_rollback_failed(self, failure: SiteRollbackFailure) -> SiteStatus:
         """Undos failed for good: the site keeps its domain (and whatever is left) until an operator retries."""
         steps = dict.fromkeys(failure.failed_steps, StepStatus.COMPENSATION_FAILED)
         async with heartbeating():
-            await self._execute(
-                "UPDATE sites SET status = :failed, error = :reason, updated_at = now(),"
+            updated = await self._execute(
+                "UPDATE sites SET status = :failed, error = :code, updated_at = now(),"
                 " steps = steps || CAST(:steps AS jsonb) WHERE id = :id AND status = :rolling_back",
                 id=uuid.UUID(failure.site_id),
-                reason=failure.reason,
+                code=SiteErrorCode.ROLLBACK_FAILED,
                 steps=json.dumps(steps),
                 failed=SiteStatus.ROLLBACK_FAILED,
                 rolling_back=SiteStatus.ROLLING_BACK,
             )
+            if updated:
+                activity.logger.warning("site %s waits for an operator: %s", failure.site_id, failure.reason)
             return await self._status(failure.site_id)
 
     @activity.defn(name="await_site_creation_closed")
@@ -357,9 +367,10 @@ class SiteActivities:
         async with heartbeating():
             await self._execute(
                 "UPDATE sites SET status = :deleted, updated_at = now(),"
-                " steps = steps || jsonb_build_object('metadata', CAST(:compensated AS text))"
+                " steps = steps || jsonb_build_object(CAST(:step AS text), CAST(:compensated AS text))"
                 " WHERE id = :id AND status IN (:deleting, :rolled_back)",
                 id=uuid.UUID(deletion.site_id),
+                step=SiteStep.METADATA,
                 deleted=SiteStatus.DELETED,
                 deleting=SiteStatus.DELETING,
                 rolled_back=SiteStatus.ROLLED_BACK,

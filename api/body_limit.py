@@ -8,6 +8,7 @@ default) per request in flight.
 
 from __future__ import annotations
 
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.problems import problem_response
@@ -52,7 +53,8 @@ class BodySizeLimit:
         await self.app(scope, _replay([body], receive), send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = problem_response(413, f"The request body is larger than {self.max_bytes} bytes.")
+        detail = f"The request body is larger than {self.max_bytes} bytes."
+        response = problem_response(413, detail, request=Request(scope))
         await response(scope, receive, send)
 
 

@@ -2,8 +2,8 @@
 
 Serves the route as a bare ASGI app on the API's own server settings (uvicorn, httptools, uvloop, no access
 log), without FastAPI, middleware or SQLAlchemy, in three steps: answering only; plus the deletion's one
-statement on an asyncpg pool; plus the run's start through the SDK, as the API starts it: under a key-share
-lock on the bot row, in a transaction on the same connection (`start_bot_deletion_while_row_exists`). Load and
+statement on an asyncpg pool; plus the run's start through the SDK, as the API starts it, once the connection is
+back in the pool (`lifecycle.deletion_starts.start_bot_deletion`: no lock or transaction held). Load and
 CPU reading as in `bench.api` (50 DELETE/s from `bench.load`, the server's own CPU times). Not the API: a floor
 under it, to judge what any change to the API's stack can still win (docs/benchmarks.md, the API start path).
 """
@@ -32,7 +32,7 @@ from devstack.ports import free_port
 from devstack.seed import asyncpg_dsn, seed
 from devstack.throwaway import throwaway_stack
 from lifecycle.deletion_requests import _AUTHORIZE_MARK_RECORD
-from lifecycle.deletion_starts import start_bot_deletion_while_row_exists
+from lifecycle.deletion_starts import RowCheck, start_bot_deletion
 from lifecycle.settings import Settings, get_settings
 from lifecycle.workflow_ids import bot_deletion_id
 
@@ -62,18 +62,26 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         key = dict(scope["headers"])[b"authorization"].decode().removeprefix("Bearer ")
         async with _state["pool"].acquire() as connection:
             row = await connection.fetchrow(_AUTHORIZE_MARK_RECORD, hash_api_key(key), bot_id, workflow_id)
-            if "start" in floor:
-                # As the API starts it: under the key-share lock on the bot row, on the same connection.
-                await start_bot_deletion_while_row_exists(
-                    connection,
-                    _state["client"],
-                    _state["task_queue"],
-                    bot_id=str(bot_id),
-                    account_id=str(row["account_id"]),
-                )
+        if "start" in floor:
+            # As the API starts it: with the connection back in the pool.
+            await start_bot_deletion(
+                _state["client"],
+                _state["task_queue"],
+                bot_id=str(bot_id),
+                account_id=str(row["account_id"]),
+                row_exists=_bot_row_exists(bot_id),
+            )
     status_url = f"/bots/{bot_id}/deletion"
     body = orjson.dumps({"workflow_id": workflow_id, "status": "running", "status_url": status_url})
     await _answer(send, 202, body, [(b"content-type", b"application/json"), (b"location", status_url.encode())])
+
+
+def _bot_row_exists(bot_id: uuid.UUID) -> RowCheck:
+    async def exists() -> bool:
+        async with _state["pool"].acquire() as connection:
+            return bool(await connection.fetchval("SELECT EXISTS (SELECT FROM bots WHERE id = $1)", bot_id))
+
+    return exists
 
 
 async def _lifespan(floor: str, receive: Receive, send: Send) -> None:

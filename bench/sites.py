@@ -167,7 +167,8 @@ def _p90(values: list[float]) -> float:
 
 async def main(rounds: int) -> None:
     async with throwaway_stack("bench-sites", admin_token=ADMIN) as stack:
-        settings = stack.settings
+        # One account holds every site of the run: two warm-ups, two a round (direct and end to end), the burst.
+        settings = stack.settings.model_copy(update={"max_sites_per_account": 2 * (rounds + 1) + CONCURRENT})
         resources = ActivityResources.create(settings, stack.env.client)
         worker = worker_process(settings)
         assert stack.postgres.process is not None

@@ -1,10 +1,16 @@
 #!/bin/sh
 # One-shot, idempotent, run by docker-compose as PostgreSQL's superuser (PGHOST, PGUSER, PGPASSWORD set there).
-# Gives Temporal its own unprivileged role owning only its two databases. The password in .env always wins,
-# so rotating it there and running `docker compose up` again applies it.
+# Gives every process its own role with what it needs and no more: Temporal owns only its two databases; the
+# application's tables belong to the migrations' role, and the API and the workers only read and write rows;
+# site databases are made by a role that can do just that. The passwords in .env always win, so rotating one
+# there and running `docker compose up` again applies it.
 set -eu
+# An .env made before a role existed lacks its password: add one, 48 hex digits as `make deploy-env` makes.
 : "${TEMPORAL_DB_PASSWORD:?is empty: run make deploy-env}"
-: "${SITE_PROVISIONER_PASSWORD:?is empty: run make deploy-env}"
+: "${SITE_PROVISIONER_PASSWORD:?is empty: run make deploy-env, or add it to .env}"
+: "${OWNER_DB_PASSWORD:?is empty: run make deploy-env, or add it to .env}"
+: "${API_DB_PASSWORD:?is empty: run make deploy-env, or add it to .env}"
+: "${WORKER_DB_PASSWORD:?is empty: run make deploy-env, or add it to .env}"
 
 # The healthcheck already saw PostgreSQL over TCP; these bounded retries cover a restart in between.
 attempt=1
@@ -34,7 +40,58 @@ SELECT 'CREATE ROLE site_provisioner' WHERE NOT EXISTS (SELECT FROM pg_roles WHE
 ALTER ROLE site_provisioner WITH LOGIN NOSUPERUSER CREATEDB CREATEROLE PASSWORD :'provisioner_password';
 SQL
 
+# The application's three roles, none a superuser, none able to make databases or roles:
+# - lifecycle_owner owns the `lifecycle` database and its tables, and runs the migrations (the `migrate` job),
+#   which then grant the other two SELECT, INSERT, UPDATE and DELETE on every table (lifecycle/migrate.py);
+# - lifecycle_api, the API: those rows, nothing more;
+# - lifecycle_worker, the workers: the same, and pg_read_all_stats, because the deleters slow down on other
+#   sessions' lock waits, autovacuum and replica lag (lifecycle/deletion_budget.py), which the statistics
+#   views show only to their own role without it. Site databases they make as site_provisioner.
+psql -v ON_ERROR_STOP=1 -v owner_password="$OWNER_DB_PASSWORD" -v api_password="$API_DB_PASSWORD" \
+    -v worker_password="$WORKER_DB_PASSWORD" <<'SQL'
+SELECT format('CREATE ROLE %I', name)
+  FROM (VALUES ('lifecycle_owner'), ('lifecycle_api'), ('lifecycle_worker')) AS wanted (name)
+  WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = name) \gexec
+ALTER ROLE lifecycle_owner WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD :'owner_password';
+ALTER ROLE lifecycle_api WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD :'api_password';
+ALTER ROLE lifecycle_worker WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD :'worker_password';
+GRANT pg_read_all_stats TO lifecycle_worker;
+SELECT 'CREATE DATABASE lifecycle OWNER lifecycle_owner'
+  WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'lifecycle') \gexec
+-- The image made it owned by the superuser; an earlier release migrated as that superuser.
+ALTER DATABASE lifecycle OWNER TO lifecycle_owner;
+REVOKE CONNECT ON DATABASE lifecycle FROM PUBLIC;
+GRANT CONNECT ON DATABASE lifecycle TO lifecycle_api, lifecycle_worker;
+-- Every role may connect to these by default, every site's role included, which has no business there. The
+-- provisioner works from `postgres` (SITE_DATABASE_URL); the superuser needs no grant.
+REVOKE CONNECT, TEMPORARY ON DATABASE postgres, template1 FROM PUBLIC;
+GRANT CONNECT ON DATABASE postgres TO site_provisioner;
+SQL
+
+# Inside `lifecycle`: what an earlier release's migrations made as the superuser goes to the owner, or the next
+# migration could not alter it (indexes, constraints, triggers and identity sequences follow their tables).
+psql -v ON_ERROR_STOP=1 -d lifecycle <<'SQL'
+DO $$
+DECLARE
+    statement text;
+BEGIN
+    FOR statement IN
+        SELECT format('ALTER TABLE %s OWNER TO lifecycle_owner', c.oid::regclass)
+          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND c.relowner <> 'lifecycle_owner'::regrole
+        UNION ALL
+        SELECT format('ALTER ROUTINE %s OWNER TO lifecycle_owner', p.oid::regprocedure)
+          FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+          WHERE n.nspname = 'public' AND p.proowner <> 'lifecycle_owner'::regrole
+    LOOP
+        EXECUTE statement;
+    END LOOP;
+END $$;
+-- PostgreSQL 15's default, said here because the API and the workers rely on it: only the owner makes tables.
+REVOKE CREATE ON SCHEMA public FROM PUBLIC;
+SQL
+
 # Temporal's visibility schema needs btree_gin. It is a trusted extension that the owner could create itself,
 # but creating it here keeps the schema job independent of that.
 psql -v ON_ERROR_STOP=1 -d temporal_visibility -c 'CREATE EXTENSION IF NOT EXISTS btree_gin'
-echo "roles temporal and site_provisioner, databases temporal and temporal_visibility are ready"
+echo "roles temporal, site_provisioner, lifecycle_owner, lifecycle_api and lifecycle_worker are ready"

@@ -26,8 +26,8 @@ from lifecycle.contracts import (
 )
 from lifecycle.db.engine import make_engine, make_sessionmaker
 from lifecycle.deletion_requests import request_account_deletion
-from lifecycle.deletion_starts import BOT_DELETION_WORKFLOW, ON_CONFLICT, ON_REUSE, deletion_search_attributes
 from lifecycle.settings import Settings
+from lifecycle.start_options import account_deletion_options, bot_deletion_options
 from lifecycle.statuses import DeletionState
 from lifecycle.workflow_ids import (
     account_deletion_id,
@@ -36,7 +36,6 @@ from lifecycle.workflow_ids import (
     site_creation_id,
     site_deletion_id,
 )
-from lifecycle.workflow_types import ACCOUNT_DELETION_WORKFLOW
 from workflows.reconciler import RECONCILER_WORKFLOW
 
 
@@ -65,14 +64,12 @@ async def _account(ctx: Context) -> dict[str, str]:
 
 
 async def _start_bot_deletion(ctx: Context, bot_id: str, account_id: str, *, paused: bool) -> WorkflowHandle:
-    return await ctx.client.start_workflow(
-        BOT_DELETION_WORKFLOW,
+    """As the API starts it (its start options), but paused if asked: an operator's knob the API lacks."""
+    return await bot_deletion_options(bot_id, account_id).start(
+        ctx.client,
         BotDeletionInput(bot_id=bot_id, account_id=account_id, paused=paused),
-        id=bot_deletion_id(bot_id),
         task_queue=ctx.settings.task_queue,
         result_type=BotDeletionResult,
-        search_attributes=deletion_search_attributes(account_id, bot_id),
-        static_summary=f"Delete bot {bot_id}",
     )
 
 
@@ -129,14 +126,10 @@ async def account_deletion_forwards_in_order(ctx: Context) -> str:
     """An operator's resume, pause and resume reach a paused account deletion together: they go on to its bot
     deletion one at a time, each once the previous was delivered (ordered-forwards), and the last one holds."""
     seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=200)
-    account = await ctx.client.start_workflow(
-        ACCOUNT_DELETION_WORKFLOW,
+    account = await account_deletion_options(seeded.account_id).start(
+        ctx.client,
         AccountDeletionInput(account_id=seeded.account_id, site_task_queue=ctx.settings.site_task_queue),
-        id=account_deletion_id(seeded.account_id),
         task_queue=ctx.settings.task_queue,
-        id_conflict_policy=ON_CONFLICT,
-        id_reuse_policy=ON_REUSE,
-        search_attributes=deletion_search_attributes(seeded.account_id),
         start_signal="pause",
     )
     # The admin's re-drive joins the paused run, and marks and records the account as the API does.

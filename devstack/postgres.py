@@ -35,6 +35,10 @@ SUPERUSER = "postgres"
 SITE_ROLES_BY_PASSWORD = (
     "local all /^site_[0-9a-f]{32}$ scram-sha-256\nhost all /^site_[0-9a-f]{32}$ all scram-sha-256\n"
 )
+# Every role may connect to these by default, site roles included, and a site role has no business there. Only
+# the superuser and the provisioner, which works from `postgres` (ensure_provisioner), reach them.
+# deploy/postgres-roles.sh does the same on docker-compose's server.
+CLOSE_MAINTENANCE_DATABASES = "REVOKE CONNECT, TEMPORARY ON DATABASE postgres, template1 FROM PUBLIC"
 
 
 def _service_account() -> pwd.struct_passwd | None:
@@ -123,6 +127,8 @@ class PostgresServer:
         )
         log.close()
         self._wait_ready()
+        # On every start, so a data directory made before this rule gets it too.
+        self.psql(CLOSE_MAINTENANCE_DATABASES)
 
     def _initdb(self) -> None:
         if self.data.exists():
@@ -190,6 +196,8 @@ class PostgresServer:
         """A login role with CREATEROLE and CREATEDB only: it makes and drops site databases, nothing more."""
         if self.psql(f"SELECT 1 FROM pg_roles WHERE rolname = '{role}'").strip() != "1":
             self.psql(f"CREATE ROLE {role} LOGIN CREATEROLE CREATEDB")
+        # Also for a role made before `postgres` was closed to PUBLIC (start()): it connects there.
+        self.psql(f"GRANT CONNECT ON DATABASE postgres TO {role}")
 
     def psql(self, sql: str, database: str = "postgres") -> str:
         result = subprocess.run(

@@ -11,11 +11,12 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, cast
 
+import asyncpg
 from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError, TerminatedError
 from temporalio.service import RPCError
@@ -23,15 +24,11 @@ from temporalio.service import RPCError
 from lifecycle.api_keys import account_of_key_sql
 from lifecycle.contracts import AccountDeletionResult, BotDeletionResult, ServiceProgress
 from lifecycle.db.models import Account, ApiKey, DeletionRequest
-from lifecycle.deletion_starts import (
-    driver_connection,
-    start_account_deletion_while_row_exists,
-    start_bot_deletion_while_row_exists,
-)
+from lifecycle.deletion_starts import row_check, start_account_deletion, start_bot_deletion
 from lifecycle.deletion_status import DESCRIBE_TIMEOUT
 from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
-from lifecycle.statuses import DeletionState
+from lifecycle.statuses import OPEN_DELETION_STATES, DeletionState
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 
 log = logging.getLogger(__name__)
@@ -66,6 +63,15 @@ _AUTHORIZE_MARK_RECORD = f"""
     """
 
 
+async def _driver_connection(conn: AsyncConnection) -> asyncpg.Connection:
+    """`conn`'s asyncpg connection. Use it only while SQLAlchemy has run nothing in `conn`'s transaction: then
+    SQLAlchemy has sent no BEGIN (its asyncpg adapter begins lazily, at the first statement it runs)."""
+    raw = await conn.get_raw_connection()
+    driver = raw.driver_connection
+    assert driver is not None, "a pooled connection always has its driver connection"
+    return cast(asyncpg.Connection, driver)
+
+
 class Unauthorized(Exception):
     """The API key is unknown or revoked, or its account is being deleted."""
 
@@ -82,20 +88,25 @@ async def request_bot_deletion(
     # record is still committed before the workflow starts. The connection comes from the engine's pool, so
     # the process keeps one pool and its limits.
     async with engine.connect() as connection:
-        driver = await driver_connection(connection)
+        driver = await _driver_connection(connection)
         row = await driver.fetchrow(_AUTHORIZE_MARK_RECORD, key_hash, bot_id, workflow_id)
-        assert row is not None, "the statement always answers one row"
-        if row["account_id"] is None:
-            raise Unauthorized
-        if not row["marked"]:
-            # The bot row goes when its deletion completes; the request record says whether it was ours.
-            if row["recorded_for"] != row["account_id"]:
-                return None
-            return Accepted(workflow_id, finished=bool(row["finished"]))
-        # The bot row still exists, so its data may too: start a run, or join the open one (see ON_REUSE).
-        started = await start_bot_deletion_while_row_exists(
-            driver, client, task_queue, bot_id=str(bot_id), account_id=str(row["account_id"])
-        )
+    assert row is not None, "the statement always answers one row"
+    if row["account_id"] is None:
+        raise Unauthorized
+    if not row["marked"]:
+        # The bot row goes when its deletion completes; the request record says whether it was ours.
+        if row["recorded_for"] != row["account_id"]:
+            return None
+        return Accepted(workflow_id, finished=bool(row["finished"]))
+    # The bot row still existed, so its data may too: start a run, or join the open one. The connection went back
+    # to the pool first: nothing of the database is held while Temporal answers (lifecycle/deletion_starts.py).
+    started = await start_bot_deletion(
+        client,
+        task_queue,
+        bot_id=str(bot_id),
+        account_id=str(row["account_id"]),
+        row_exists=row_check(engine, "bots", bot_id),
+    )
     # Not started: the run completed (and deleted the row) since the statement above.
     return Accepted(workflow_id, finished=not started)
 
@@ -143,13 +154,19 @@ async def request_account_deletion(
         select(DeletionRequest.deletes_at).where(DeletionRequest.workflow_id == workflow_id)
     )
     await session.commit()
-    # The session's next transaction, in which SQLAlchemy has run nothing yet (see driver_connection).
-    started = await start_account_deletion_while_row_exists(
-        await driver_connection(await session.connection()),
+
+    async def account_row_exists() -> bool:
+        found = await session.scalar(select(Account.id).where(Account.id == account_id))
+        await session.commit()  # ends the read's transaction: nothing stays held
+        return found is not None
+
+    # Nothing of the database is held while Temporal answers (lifecycle/deletion_starts.py).
+    started = await start_account_deletion(
         client,
         settings.task_queue,
         account_id=str(account_id),
         site_task_queue=settings.site_task_queue,
+        row_exists=account_row_exists,
         deletes_at=deletes_at,
     )
     if not started:
@@ -200,12 +217,6 @@ class NotFinished:
     finishes it)."""
 
     status: DeletionState
-
-
-# What an open run may publish in its LifecycleStatus search attribute.
-_OPEN_STATES = frozenset(
-    {DeletionState.SCHEDULED, DeletionState.RUNNING, DeletionState.PAUSED, DeletionState.WAITING_FOR_OPERATOR}
-)
 
 
 async def await_deletion(client: Client, workflow_id: str, seconds: float, *, account: bool) -> Finished | NotFinished:
@@ -261,4 +272,4 @@ async def _open_status(client: Client, workflow_id: str) -> DeletionState:
     except (RPCError, TimeoutError, RuntimeError, OSError):
         return DeletionState.RUNNING
     published = description.typed_search_attributes.get(LIFECYCLE_STATUS)
-    return DeletionState(published) if published in _OPEN_STATES else DeletionState.RUNNING
+    return DeletionState(published) if published in OPEN_DELETION_STATES else DeletionState.RUNNING

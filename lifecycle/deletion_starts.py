@@ -1,165 +1,119 @@
-"""Starting deletion workflows so that duplicates collapse: shared by the API and the reconciler."""
+"""Starting deletion workflows so that duplicates collapse: shared by the API and the reconciler.
+
+A deletion run is started only while its bot or account row exists (DELETION_REUSE, lifecycle/start_options.py).
+The hard case is a run's end: its last step deletes the row, then the run completes, and DELETION_REUSE allows a
+new run after any closing. A request that saw the row, and whose start reached Temporal just after that completion,
+began a second run (the flood drill saw it; tests/deletion/test_start_racing_completion.py shows it).
+
+That used to be prevented by a key-share lock on the row, held until the start returned, so the run's last step
+waited for the start in flight. No database lock is held across a Temporal call any more; Temporal decides instead:
+
+1. The start asks with ALLOW_DUPLICATE_FAILED_ONLY. Temporal checks a reuse policy against the latest run
+   atomically with its own record of how that run closed, so however late the start arrives it joins an open
+   run, starts a new run after a cancel, a terminate, a failure or a timeout, and is refused after a completion.
+2. Only when it is refused (the last run completed) is the row read again, with nothing else held: gone, and the
+   deletion is done, so nothing starts; still there, and the last run completed with data left (an operator's
+   skip, or a restore in the grace period), so the start is made again with DELETION_REUSE and begins a new run.
+
+A start that lands just after a real completion thus finds it in step 1 and starts nothing. What step 2 cannot
+rule out alone: after a skip, two requests both find the completed run; the first one's new run then starts,
+deletes everything and completes before the second one's start (a database read and one call later) arrives.
+"""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Literal, cast
+from typing import Any, Literal
 
-import asyncpg
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 from temporalio.client import Client
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from lifecycle.contracts import AccountDeletionInput, BotDeletionInput
-from lifecycle.priorities import deletion_priority
-from lifecycle.search_attributes import ACCOUNT_ID, BOT_ID, LIFECYCLE_STATUS
-from lifecycle.statuses import DeletionState
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
-from lifecycle.workflow_types import ACCOUNT_DELETION_WORKFLOW, BOT_DELETION_WORKFLOW
+from lifecycle.start_options import StartOptions, account_deletion_options, bot_deletion_options
 
-# A running deletion absorbs repeats (USE_EXISTING).
-ON_CONFLICT = WorkflowIDConflictPolicy.USE_EXISTING
-# A closed one may be followed by a new run, whatever way it closed. The gate is the bot or account row, not
-# the run: the row is deleted only once none of its data remains, and callers start a run only while the row
-# exists. So a repeat after a cancel, a terminate, a failure, or a completion whose services an operator
-# skipped starts a run that finishes from wherever the data stands (the deleters count on from
-# deletion_progress), while a repeat after a real completion finds no row and starts nothing.
-# REJECT_DUPLICATE (the old policy) left such rows behind for good; ALLOW_DUPLICATE_FAILED_ONLY would still
-# refuse after an operator's skip, which completes the run with data left.
-ON_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE
+# Step 1's question to Temporal: a new run unless the last one completed (then WorkflowAlreadyStartedError).
+_UNLESS_COMPLETED = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
 
-# "Only while the row exists" is checked and the start made under a key-share lock on the row, held until the
-# start has returned. A run's last step deletes that row (finish_bot_deletion; finish_account_deletion locks it
-# FOR UPDATE first), so it waits for the start, which finds the run still open and joins it. Without the lock,
-# a run that deleted the row and completed between the caller's check and its start was followed by a second
-# run (ON_REUSE): the flood drill saw it, tests/deletion/test_start_racing_completion.py shows it.
-# On the driver's connection, as DELETE /bots/{id}'s own statement: through SQLAlchemy the lock cost the API
-# about 1 ms more CPU per request (bench.api, docs/benchmarks.md).
-_HOLD_ROW = {
-    "bots": "SELECT FROM bots WHERE id = $1::uuid FOR KEY SHARE",
-    "accounts": "SELECT FROM accounts WHERE id = $1::uuid FOR KEY SHARE",
+# Whether the bot or account row still exists: asked in step 2 only, after a completed run.
+RowCheck = Callable[[], Awaitable[bool]]
+_ROW_EXISTS = {
+    "bots": text("SELECT EXISTS (SELECT FROM bots WHERE id = :id)"),
+    "accounts": text("SELECT EXISTS (SELECT FROM accounts WHERE id = :id)"),
 }
 
 
-async def driver_connection(conn: AsyncConnection) -> asyncpg.Connection:
-    """`conn`'s asyncpg connection. Use it only while SQLAlchemy has run nothing in `conn`'s transaction: then
-    SQLAlchemy has sent no BEGIN (its asyncpg adapter begins lazily, at the first statement it runs)."""
-    raw = await conn.get_raw_connection()
-    driver = raw.driver_connection
-    assert driver is not None, "a pooled connection always has its driver connection"
-    return cast(asyncpg.Connection, driver)
+def row_check(engine: AsyncEngine, table: Literal["bots", "accounts"], row_id: uuid.UUID | str) -> RowCheck:
+    """A RowCheck on its own short-lived connection from `engine`'s pool."""
+
+    async def exists() -> bool:
+        async with engine.connect() as conn:
+            return bool((await conn.execute(_ROW_EXISTS[table], {"id": str(row_id)})).scalar_one())
+
+    return exists
 
 
-async def while_row_exists(
-    driver: asyncpg.Connection,
-    table: Literal["bots", "accounts"],
-    row_id: uuid.UUID | str,
-    start: Callable[[], Awaitable[None]],
+async def _start_unless_done(
+    options: StartOptions, client: Client, arg: Any, task_queue: str, row_exists: RowCheck
 ) -> bool:
-    """Run `start` under a key-share lock on the row; False (nothing started) if the row is gone."""
-    async with driver.transaction():
-        if await driver.fetchrow(_HOLD_ROW[table], row_id) is None:
-            return False
-        await start()
+    """Steps 1 and 2 above; False if nothing was started or joined (the deletion is done)."""
+    try:
+        await replace(options, id_reuse_policy=_UNLESS_COMPLETED).start(client, arg, task_queue=task_queue)
+        return True
+    except WorkflowAlreadyStartedError:
+        pass
+    if not await row_exists():
+        return False
+    await options.start(client, arg, task_queue=task_queue)
     return True
 
 
-def deletion_search_attributes(
-    account_id: str, bot_id: str | None = None, status: DeletionState = DeletionState.RUNNING
-) -> TypedSearchAttributes:
-    """Ids and the starting status only: operators find runs by these, and no PII goes in."""
-    pairs = [
-        SearchAttributePair(ACCOUNT_ID, account_id),
-        SearchAttributePair(LIFECYCLE_STATUS, status.value),
-    ]
-    if bot_id is not None:
-        pairs.append(SearchAttributePair(BOT_ID, bot_id))
-    return TypedSearchAttributes(pairs)
-
-
-async def start_bot_deletion_while_row_exists(
-    driver: asyncpg.Connection, client: Client, task_queue: str, *, bot_id: str, account_id: str
+async def start_bot_deletion(
+    client: Client, task_queue: str, *, bot_id: str, account_id: str, row_exists: RowCheck
 ) -> bool:
-    """Start the bot's deletion, or join the open run; False if the bot row is gone (its deletion completed)."""
+    """Start the bot's deletion, or join the open run; False if it is done (its bot row is gone).
 
-    async def start() -> None:
-        await start_bot_deletion(client, task_queue, bot_id=bot_id, account_id=account_id)
+    Call it only once the bot row was seen: `row_exists` is asked only after a completed run.
+    """
+    return await _start_unless_done(
+        bot_deletion_options(bot_id, account_id),
+        client,
+        BotDeletionInput(bot_id=bot_id, account_id=account_id),
+        task_queue,
+        row_exists,
+    )
 
-    return await while_row_exists(driver, "bots", bot_id, start)
 
-
-async def start_account_deletion_while_row_exists(
-    driver: asyncpg.Connection,
+async def start_account_deletion(
     client: Client,
     task_queue: str,
     *,
     account_id: str,
     site_task_queue: str,
+    row_exists: RowCheck,
     deletes_at: datetime | None = None,
 ) -> bool:
-    """Start the account's deletion, or join the open run; False if the account row is gone (deleted)."""
+    """Start the account's deletion, or join the open run; False if it is done (its account row is gone).
 
-    async def start() -> None:
-        await start_account_deletion(
-            client, task_queue, account_id=account_id, site_task_queue=site_task_queue, deletes_at=deletes_at
-        )
-
-    return await while_row_exists(driver, "accounts", account_id, start)
-
-
-async def start_bot_deletion(client: Client, task_queue: str, *, bot_id: str, account_id: str) -> None:
-    """Start the bot's deletion, or join the open run. Only through start_bot_deletion_while_row_exists (see
-    ON_REUSE), but for the benches' raw side, which measures the start alone."""
-    await client.start_workflow(
-        BOT_DELETION_WORKFLOW,
-        BotDeletionInput(bot_id=bot_id, account_id=account_id),
-        id=bot_deletion_id(bot_id),
-        task_queue=task_queue,
-        id_conflict_policy=ON_CONFLICT,
-        id_reuse_policy=ON_REUSE,
-        search_attributes=deletion_search_attributes(account_id, bot_id),
-        priority=deletion_priority(account_id),
-        static_summary=f"Delete bot {bot_id}",
-        static_details=f"Deletes every row and file of bot {bot_id} (account {account_id}), by service.",
-    )
-
-
-async def start_account_deletion(
-    client: Client, task_queue: str, *, account_id: str, site_task_queue: str, deletes_at: datetime | None = None
-) -> None:
-    """Start the account's deletion, or join the open run. Only through start_account_deletion_while_row_exists.
-
-    `deletes_at` is the end of its grace period (deletion_requests.deletes_at): a run deletes nothing before it.
+    Call it only once the account row was seen. `deletes_at` is the end of its grace period
+    (deletion_requests.deletes_at): a run deletes nothing before it.
     """
     if deletes_at is not None:
         # Once the grace is over (it ran out, or an operator expedited it) a run deletes at once.
         deletes_at = deletes_at.astimezone(UTC) if deletes_at > datetime.now(UTC) else None
-    await client.start_workflow(
-        ACCOUNT_DELETION_WORKFLOW,
+    return await _start_unless_done(
+        account_deletion_options(account_id, deletes_at=deletes_at),
+        client,
         AccountDeletionInput(
             account_id=account_id,
             site_task_queue=site_task_queue,
             deletes_at=deletes_at.isoformat() if deletes_at is not None else None,
         ),
-        id=account_deletion_id(account_id),
-        task_queue=task_queue,
-        id_conflict_policy=ON_CONFLICT,
-        id_reuse_policy=ON_REUSE,
-        search_attributes=deletion_search_attributes(
-            account_id, status=DeletionState.SCHEDULED if deletes_at else DeletionState.RUNNING
-        ),
-        priority=deletion_priority(account_id),
-        static_summary=f"Delete account {account_id}"
-        + (f" after {deletes_at:%Y-%m-%d %H:%M:%S} UTC" if deletes_at else ""),
-        static_details=(
-            f"Deletes every bot of account {account_id} (child workflows), then the account row once "
-            "nothing of it remains, then emails the confirmation once."
-        ),
+        task_queue,
+        row_exists,
     )

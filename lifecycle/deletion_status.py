@@ -35,7 +35,13 @@ from temporalio.service import RPCError, RPCStatusCode
 from lifecycle.db.models import DeletionProgress, DeletionRequest
 from lifecycle.pace import Pace
 from lifecycle.search_attributes import LIFECYCLE_STATUS
-from lifecycle.statuses import DeletionState, Throttle, strongest_throttle
+from lifecycle.statuses import (
+    CLOSED_WITHOUT_COMPLETING,
+    OPEN_DELETION_STATES,
+    DeletionState,
+    Throttle,
+    strongest_throttle,
+)
 
 # `describe` is answered by the server from its own store in a few milliseconds; past this, answer from the
 # database instead, so a struggling Temporal server never holds a status call for long.
@@ -51,14 +57,6 @@ RATE_STALE = timedelta(seconds=3)
 
 # States in which a deletion is deleting, so its measured rate and estimate apply.
 _MOVING_STATES = frozenset({DeletionState.RUNNING})
-
-# Closings after which the data stands where the run stopped, and a repeated request finishes it.
-CLOSED_WITHOUT_COMPLETING = frozenset({DeletionState.CANCELLED, DeletionState.TERMINATED, DeletionState.FAILED})
-
-# Statuses a running deletion may publish in its LifecycleStatus search attribute.
-_RUNNING_STATES = frozenset(
-    {DeletionState.SCHEDULED, DeletionState.RUNNING, DeletionState.PAUSED, DeletionState.WAITING_FOR_OPERATOR}
-)
 
 _CLOSED_STATES = {
     WorkflowExecutionStatus.COMPLETED: DeletionState.COMPLETED,
@@ -189,7 +187,7 @@ async def _run_state(client: Client | None, workflow_id: str) -> DeletionState |
         return _Run.UNANSWERED
     if description.status == WorkflowExecutionStatus.RUNNING:
         published = description.typed_search_attributes.get(LIFECYCLE_STATUS)
-        return DeletionState(published) if published in _RUNNING_STATES else DeletionState.RUNNING
+        return DeletionState(published) if published in OPEN_DELETION_STATES else DeletionState.RUNNING
     if description.status == WorkflowExecutionStatus.COMPLETED:
         restored = description.typed_search_attributes.get(LIFECYCLE_STATUS) == DeletionState.RESTORED
         return DeletionState.RESTORED if restored else DeletionState.COMPLETED

@@ -12,7 +12,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from sqlalchemy import BigInteger, DateTime, Identity, String, delete, func, insert, select
+from sqlalchemy import BigInteger, DateTime, Identity, Index, String, delete, func, insert, select
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
@@ -28,6 +28,12 @@ DELETION: Final = "deletion"
 
 class LifecycleEvent(Base):
     __tablename__ = "lifecycle_events"
+    __table_args__ = (
+        # A subject's events after an id (a stream and its resume), an account's, and pruning by age.
+        Index("ix_lifecycle_events_subject", "subject_kind", "subject_id", "id"),
+        Index("ix_lifecycle_events_account", "account_id", "id"),
+        Index("ix_lifecycle_events_created_at", "created_at"),
+    )
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     subject_kind: Mapped[str] = mapped_column(String(20))

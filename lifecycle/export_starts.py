@@ -5,10 +5,9 @@ Policies, chosen on purpose:
   partial unique index `uq_account_exports_open` makes this hold under concurrent requests too.
 - Otherwise a new export is numbered max(sequence) + 1 for the account (unique per account), so a new request
   after an archive is ready, expired or failed makes a fresh archive with fresh data.
-- The workflow id is `account-export-<account id>-<n>`; a start while its run is open joins it (USE_EXISTING).
-  A run that was terminated or failed before its archive was ready can be run again by a repeated request
-  (ALLOW_DUPLICATE_FAILED_ONLY: the row is still open, and the parts already written are kept); a run that
-  completed (its archive expired) is never run again.
+- The workflow id is `account-export-<account id>-<n>`; a start while its run is open joins it, and one after
+  its run was terminated or failed re-runs it (its parts are kept), one after it completed is refused
+  (EXPORT_REUSE in lifecycle/start_options.py).
 """
 
 from __future__ import annotations
@@ -20,24 +19,14 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from temporalio.client import Client
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
 
 from lifecycle.db.models import AccountExport
 from lifecycle.export_contracts import AccountExportInput
-from lifecycle.priorities import deletion_priority
-from lifecycle.search_attributes import ACCOUNT_ID, LIFECYCLE_STATUS
 from lifecycle.settings import Settings
+from lifecycle.start_options import account_export_options
 from lifecycle.statuses import OPEN_EXPORT_STATUSES, ExportStatus
 from lifecycle.workflow_ids import account_export_id
-from lifecycle.workflow_types import ACCOUNT_EXPORT_WORKFLOW
 
-ON_CONFLICT = WorkflowIDConflictPolicy.USE_EXISTING
-ON_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
 # Concurrent first requests race for the open-export index; the losers read the winner's row.
 _ALLOCATION_ATTEMPTS = 5
 
@@ -93,32 +82,13 @@ async def _allocate(session: AsyncSession, account_id: uuid.UUID, *, deletion_wa
     raise RuntimeError(f"could not allocate an export for account {account_id}")
 
 
-def export_search_attributes(account_id: str) -> TypedSearchAttributes:
-    return TypedSearchAttributes(
-        [
-            SearchAttributePair(ACCOUNT_ID, account_id),
-            SearchAttributePair(LIFECYCLE_STATUS, ExportStatus.WRITING.value),
-        ]
-    )
-
-
 async def start_account_export(
     client: Client, task_queue: str, *, export_id: str, account_id: str, workflow_id: str, retention_seconds: float
 ) -> None:
-    await client.start_workflow(
-        ACCOUNT_EXPORT_WORKFLOW,
+    await account_export_options(export_id, account_id, workflow_id).start(
+        client,
         AccountExportInput(export_id=export_id, account_id=account_id, retention_seconds=retention_seconds),
-        id=workflow_id,
         task_queue=task_queue,
-        id_conflict_policy=ON_CONFLICT,
-        id_reuse_policy=ON_REUSE,
-        search_attributes=export_search_attributes(account_id),
-        priority=deletion_priority(account_id),
-        static_summary=f"Export account {account_id}",
-        static_details=(
-            f"Writes export {export_id} of account {account_id} (every bot's rows as JSON lines and every "
-            "document file) into one ZIP, emails a signed link once, and deletes the archive when it expires."
-        ),
     )
 
 

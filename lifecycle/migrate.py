@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from lifecycle.settings import get_settings
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+# Alembic's own table: what it records is the owner's business, never the application's.
+VERSION_TABLE = "alembic_version"
 
 
 def alembic_config(database_url: str) -> Config:
@@ -30,5 +35,29 @@ async def upgrade_async(database_url: str) -> None:
     await asyncio.to_thread(upgrade, database_url)
 
 
+async def grant_dml(database_url: str, roles: Sequence[str]) -> None:
+    """Let `roles` read and write the rows of every table the migrations made, and nothing more: no DDL, no
+    TRUNCATE, no say in Alembic's version. Run as the tables' owner, after `upgrade`, so a table a migration
+    just added is granted before the application that needs it starts. Repeating it changes nothing."""
+    if not roles:
+        return
+    engine = create_async_engine(database_url)
+    try:
+        grantees = ", ".join(engine.dialect.identifier_preparer.quote(role) for role in roles)
+        async with engine.begin() as connection:
+            await connection.execute(
+                text(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {grantees}")
+            )
+            await connection.execute(text(f"REVOKE ALL ON {VERSION_TABLE} FROM {grantees}"))
+    finally:
+        await engine.dispose()
+
+
+def dml_roles(setting: str) -> list[str]:
+    return [role.strip() for role in setting.split(",") if role.strip()]
+
+
 if __name__ == "__main__":
-    upgrade(get_settings().database_url)
+    settings = get_settings()
+    upgrade(settings.database_url)
+    asyncio.run(grant_dml(settings.database_url, dml_roles(settings.database_dml_roles)))

@@ -5,12 +5,38 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSe
 from temporalio.client import Client
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
+from lifecycle.statuses import DeletionState, ExportStatus
+
 ACCOUNT_ID = SearchAttributeKey.for_keyword("AccountId")
 BOT_ID = SearchAttributeKey.for_keyword("BotId")
 SITE_ID = SearchAttributeKey.for_keyword("SiteId")
 LIFECYCLE_STATUS = SearchAttributeKey.for_keyword("LifecycleStatus")
 
 ALL = (ACCOUNT_ID, BOT_ID, SITE_ID, LIFECYCLE_STATUS)
+
+
+# What a run starts with: ids and its starting status only, by which operators find runs; no PII goes in.
+
+
+def deletion_search_attributes(
+    account_id: str, bot_id: str | None = None, status: DeletionState = DeletionState.RUNNING
+) -> TypedSearchAttributes:
+    pairs = [
+        SearchAttributePair(ACCOUNT_ID, account_id),
+        SearchAttributePair(LIFECYCLE_STATUS, status.value),
+    ]
+    if bot_id is not None:
+        pairs.append(SearchAttributePair(BOT_ID, bot_id))
+    return TypedSearchAttributes(pairs)
+
+
+def export_search_attributes(account_id: str) -> TypedSearchAttributes:
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(ACCOUNT_ID, account_id),
+            SearchAttributePair(LIFECYCLE_STATUS, ExportStatus.WRITING.value),
+        ]
+    )
 
 
 def site_search_attributes(account_id: str, site_id: str, lifecycle_status: str) -> TypedSearchAttributes:

@@ -55,6 +55,15 @@ class Settings(BaseSettings):
     database_url: str = f"postgresql+asyncpg://postgres@127.0.0.1:{LOCAL_POSTGRES_PORT}/{LOCAL_DATABASE}"
     # Server on which each site gets its own database and role; the app's own server unless set.
     site_database_url: str | None = None
+    # Sessions one site's role may hold at once (its CONNECTION LIMIT): a busy or leaking site cannot take
+    # every connection of the server it shares with the others.
+    site_role_connection_limit: int = Field(default=20, ge=1)
+    # Sites one account may hold at once (every site but a deleted or rolled-back one): an account cannot
+    # fill the shared server with databases and roles.
+    max_sites_per_account: int = Field(default=50, ge=1)
+    # Roles that `python -m lifecycle.migrate` lets read and write every table it made (comma-separated):
+    # docker-compose migrates as the tables' owner and runs the API and the workers as these.
+    database_dml_roles: str = ""
     smtp_host: str = "127.0.0.1"
     smtp_port: int = LOCAL_SMTP_PORT
     mail_from: str = "no-reply@lifecycle.local"
@@ -67,6 +76,10 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = LOCAL_API_PORT
     api_metrics_enabled: bool = True
+    # The proxies whose X-Forwarded-Proto and X-Forwarded-For the API believes (addresses or CIDR networks,
+    # comma-separated; `*` for any): behind a TLS proxy, the scheme decides whether the stream-token cookie is
+    # `Secure`. Loopback by default, as uvicorn's; docker-compose.yml names its network's gateway.
+    forwarded_allow_ips: str = "127.0.0.1,::1"
     # Logs (lifecycle/logging_setup.py): the least level written, and coloured lines for a person or JSON lines;
     # `auto` writes lines at a terminal and JSON elsewhere.
     log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(str.upper)] = "INFO"
@@ -84,6 +97,9 @@ class Settings(BaseSettings):
     # How long a stream token (POST .../events/token) opens its one stream, reconnections included: longer
     # than a site's build or a deletion a customer watches, short enough that a leaked one soon means nothing.
     stream_token_ttl: timedelta = timedelta(minutes=10)
+    # Seconds between two checks that the keys behind the open streams still open their accounts (one query per
+    # API process): a stream ends this soon after its key is revoked or its account deleted.
+    stream_credentials_recheck: float = Field(default=5.0, gt=0)
     # Small deletions answer at once, sparing the client a status to follow. Below this many rows of work,
     # counted by a bounded estimate (lifecycle/deletion_size.py), DELETE /bots/{id} and DELETE /account wait for
     # their workflow and answer 200 with the finished deletion; 0 turns the size-based wait off (`Prefer: wait=N`

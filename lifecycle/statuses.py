@@ -1,4 +1,5 @@
-"""Every status the service knows, as StrEnums shared by the SQL, the API schemas and the workflows.
+"""Every status the service knows, as StrEnums shared by the SQL, the API schemas and the workflows, and which of
+them are terminal: the one place that says so, for the API's answers, the event streams and the reconcilers.
 
 A value is written to `sites.status`, a search attribute or a JSON answer as its plain string, so the
 enum member and the stored text are the same thing; CHECK constraints in the migrations list the same values.
@@ -27,6 +28,17 @@ class DeletionState(StrEnum):
     FAILED = "failed"
     # An admin restored the account during its grace period: the run ended having deleted nothing.
     RESTORED = "restored"
+
+
+# Open: a run works on the deletion and publishes one of these in its LifecycleStatus search attribute.
+OPEN_DELETION_STATES = frozenset(
+    {DeletionState.SCHEDULED, DeletionState.RUNNING, DeletionState.PAUSED, DeletionState.WAITING_FOR_OPERATOR}
+)
+# Closed without completing: the data stands where the run left it, and a repeated request finishes it.
+CLOSED_WITHOUT_COMPLETING = frozenset({DeletionState.CANCELLED, DeletionState.TERMINATED, DeletionState.FAILED})
+# Terminal: every other state. No run works on the deletion any more, so its status stops changing by itself and a
+# stream of it ends: completed, incomplete, restored, or closed without completing.
+TERMINAL_DELETION_STATES = frozenset(DeletionState) - OPEN_DELETION_STATES
 
 
 class Throttle(StrEnum):
@@ -68,6 +80,13 @@ DOMAIN_HOLDING_SITE_STATUSES = (
     SiteStatus.ROLLBACK_FAILED,
     SiteStatus.DELETING,
 )
+# The others: a tombstone, kept so the API can answer, holding nothing; it goes with the account.
+TOMBSTONE_SITE_STATUSES = tuple(status for status in SiteStatus if status not in DOMAIN_HOLDING_SITE_STATUSES)
+# Terminal: the site stops changing by itself (built, rolled back, or deleted), so a stream of it ends. A failed
+# rollback is not: it waits for an operator's `retry`.
+TERMINAL_SITE_STATUSES = frozenset({SiteStatus.ACTIVE, SiteStatus.ROLLED_BACK, SiteStatus.DELETED})
+# A run works on a site in these (or should: the site reconciler starts one if none is open).
+UNSETTLED_SITE_STATUSES = (SiteStatus.PROVISIONING, SiteStatus.ROLLING_BACK, SiteStatus.DELETING)
 
 
 class StepStatus(StrEnum):
@@ -111,3 +130,17 @@ class ExportStatus(StrEnum):
 
 # An export is "running" while it has no archive yet: a repeated request joins it.
 OPEN_EXPORT_STATUSES = (ExportStatus.PENDING, ExportStatus.WRITING)
+
+
+def sql_list(statuses: Iterable[StrEnum]) -> str:
+    """`'a', 'b'` for `status IN (...)` where a bind parameter will not do: a partial index's predicate, and a
+    query the planner must match with it."""
+    return ", ".join(f"'{status.value}'" for status in statuses)
+
+
+# The sites the site reconciler looks at: unsettled, or with a teardown requested that has not finished. The
+# predicate of the partial index ix_sites_unsettled (migration 0002) and of the reconciler's query alike.
+UNSETTLED_SITES_SQL = (
+    f"status IN ({sql_list(UNSETTLED_SITE_STATUSES)}) OR "
+    f"(deletion_requested_at IS NOT NULL AND status <> '{SiteStatus.DELETED.value}')"
+)

@@ -6,9 +6,11 @@ what the sandbox runs gives a new build id, hence a new version beside the old o
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import hashlib
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
@@ -20,22 +22,69 @@ from temporalio.worker import WorkerDeploymentConfig
 from lifecycle.settings import Settings
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-# What the workflow sandbox runs: the workflows and the shared types they read. Activities are left out: they
-# may change under a running workflow without breaking its replay.
-WORKFLOW_SOURCES = ("workflows", "lifecycle")
+# The workflow code: every module of this package, and whatever project module it imports, transitively. The
+# sandbox runs all of it on replay: activity modules included, since workflows read their constants (the
+# deleters a bot deletion iterates) and bind their methods.
+WORKFLOW_PACKAGE = "workflows"
 BUILD_ID_LENGTH = 12
 
 logger = logging.getLogger("worker")
 
 
 def code_build_id(root: Path = PROJECT_ROOT) -> str:
-    """A hash of every source file under WORKFLOW_SOURCES: the same code always gives the same build id."""
+    """A hash of the workflow code's project modules: the same code always gives the same build id."""
     digest = hashlib.sha256()
-    for directory in WORKFLOW_SOURCES:
-        for path in sorted((root / directory).rglob("*.py")):
-            digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-            digest.update(path.read_bytes() + b"\0")
+    for path in sorted(workflow_modules(root)):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()[:BUILD_ID_LENGTH]
+
+
+def workflow_modules(root: Path = PROJECT_ROOT) -> set[Path]:
+    """The project's source files the workflow package imports, transitively, itself included.
+
+    Read from the source (no module is executed), so it is cheap and the same wherever the same files are;
+    third-party and standard modules are not files under `root` and are left out.
+    """
+    found: set[Path] = set()
+    pending = list((root / WORKFLOW_PACKAGE).rglob("*.py"))
+    while pending:
+        path = pending.pop()
+        if path in found:
+            continue
+        found.add(path)
+        for name in _imported_names(path, root):
+            pending.extend(_module_files(name, root))
+    return found
+
+
+def _imported_names(path: Path, root: Path) -> Iterator[str]:
+    """Every dotted module name an import statement of `path` may load."""
+    # The package a relative import starts from: the enclosing directory, for a module and an __init__.py alike.
+    package = path.relative_to(root).parts[:-1]
+    for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else ()
+            module = ".".join((*base, *([node.module] if node.module else [])))
+            yield module
+            # `from package import name` loads package.name when that is a module.
+            yield from (f"{module}.{alias.name}" for alias in node.names if alias.name != "*")
+
+
+def _module_files(name: str, root: Path) -> Iterator[Path]:
+    """The files importing `name` runs from the project: each enclosing package's __init__.py, then the module."""
+    directory = root
+    for part in name.split("."):
+        if (directory / part / "__init__.py").is_file():
+            yield directory / part / "__init__.py"
+        elif (directory / f"{part}.py").is_file():
+            yield directory / f"{part}.py"
+            return
+        elif not (directory / part).is_dir():
+            return
+        directory = directory / part
 
 
 def deployment_version(settings: Settings) -> WorkerDeploymentVersion:

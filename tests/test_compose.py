@@ -4,6 +4,7 @@ Compose accepts the file, that everyday commands get past it without secrets, an
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -22,7 +23,15 @@ from lifecycle import search_attributes
 from lifecycle.db.engine import make_engine
 
 ONE_SHOT_JOBS = {"postgres-roles", "temporal-schema", "temporal-setup", "migrate"}
-SECRETS = ("ADMIN_TOKEN", "APP_DB_PASSWORD", "TEMPORAL_DB_PASSWORD")
+SECRETS = (
+    "ADMIN_TOKEN",
+    "APP_DB_PASSWORD",
+    "TEMPORAL_DB_PASSWORD",
+    "SITE_PROVISIONER_PASSWORD",
+    "OWNER_DB_PASSWORD",
+    "API_DB_PASSWORD",
+    "WORKER_DB_PASSWORD",
+)
 # The sizing that docker-compose.yml's "Connections" comment is written for.
 SIZED_FOR_WORKERS = 3
 SITE_DATABASE_CONNECTIONS_PER_WORKER = 10
@@ -105,6 +114,10 @@ def test_the_compose_specification_accepts_the_resolved_file(
 ) -> None:
     # A second, independent parser; it takes the file once Compose has substituted the variables.
     config = resolved_config(docker_compose, project_root, generated_env)
+    # Compose names every secret it resolves; compose-spec 0.2.1's native parser refuses `name` on a top-level
+    # secret, which the specification allows (its own `models.Secret` has the field).
+    for secret in config["secrets"].values():
+        secret.pop("name")
     PyCompose.from_json(json.dumps(config)).to_spec()  # raises on anything the specification rejects
 
 
@@ -148,6 +161,20 @@ def test_no_port_is_published_on_all_interfaces(
     assert published, "nothing is published at all"
     for name, port in published:
         assert port.get("host_ip") == "127.0.0.1", (name, port)
+
+
+def test_the_api_believes_forwarded_headers_from_the_networks_gateway_only(
+    compose_file: dict[str, Any], docker_compose: Path, project_root: Path, generated_env: Path
+) -> None:
+    # A reverse proxy on the host reaches the published port, and Docker connects to the API from the gateway.
+    (network,) = compose_file["networks"]["default"]["ipam"]["config"]
+    gateway = network["gateway"]
+    assert ipaddress.ip_address(gateway) in ipaddress.ip_network(network["subnet"])
+    assert (
+        compose_file["services"]["api"]["environment"]["FORWARDED_ALLOW_IPS"] == f"${{FORWARDED_ALLOW_IPS:-{gateway}}}"
+    )
+    api = resolved_config(docker_compose, project_root, generated_env)["services"]["api"]
+    assert api["environment"]["FORWARDED_ALLOW_IPS"] == gateway
 
 
 def test_image_references_use_published_tags(compose_file: dict[str, Any]) -> None:
@@ -228,6 +255,43 @@ def test_temporal_has_its_own_database_role(compose_file: dict[str, Any], projec
     assert "OWNER temporal" in roles
 
 
+def database_user(url: str) -> str:
+    match = re.match(r"postgresql\+asyncpg://([^:@]+)[:@]", url)
+    assert match is not None, url
+    return match.group(1)
+
+
+# Who each application service connects as (deploy/postgres-roles.sh makes them).
+APPLICATION_ROLES = {
+    "migrate": "lifecycle_owner",
+    "api": "lifecycle_api",
+    "worker": "lifecycle_worker",
+    "site-worker": "lifecycle_worker",
+}
+
+
+def test_the_application_never_connects_as_the_superuser(compose_file: dict[str, Any], project_root: Path) -> None:
+    services = compose_file["services"]
+    superuser = services["postgresql"]["environment"]["POSTGRES_USER"]
+    superuser_password = services["postgresql"]["environment"]["POSTGRES_PASSWORD"]
+    for name, role in APPLICATION_ROLES.items():
+        environment = services[name]["environment"]
+        assert database_user(environment["DATABASE_URL"]) == role != superuser, name
+        assert superuser_password not in json.dumps(environment), f"{name} holds the superuser's password"
+    # Only the workers make site databases; the API and the migrations never hold the provisioner's password.
+    for name in APPLICATION_ROLES:
+        url = services[name]["environment"].get("SITE_DATABASE_URL")
+        assert (url is not None) == (name in WORKER_SERVICES), name
+        assert url is None or database_user(url) == "site_provisioner"
+    # The owner grants the API's and the workers' roles their rows once the tables exist.
+    granted = set(services["migrate"]["environment"]["DATABASE_DML_ROLES"].split(","))
+    assert granted == {APPLICATION_ROLES["api"], APPLICATION_ROLES["worker"]}
+    assert services["migrate"]["depends_on"] == {"postgres-roles": {"condition": "service_completed_successfully"}}
+    roles = (project_root / "deploy/postgres-roles.sh").read_text()
+    for role in set(APPLICATION_ROLES.values()):
+        assert f"ALTER ROLE {role} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD" in roles, role
+
+
 def test_history_shards_are_chosen(compose_file: dict[str, Any]) -> None:
     shards = int(compose_file["services"]["temporal"]["environment"]["NUM_HISTORY_SHARDS"])
     assert shards > 4, "4 is the image's default, meant for development"
@@ -303,20 +367,32 @@ def test_search_attributes_are_registered(compose_file: dict[str, Any], project_
 
 
 def test_prometheus_scrapes_api_and_workers(compose_file: dict[str, Any], project_root: Path) -> None:
-    mount = compose_file["services"]["prometheus"]["volumes"][0].split(":")[0]
+    prometheus = compose_file["services"]["prometheus"]
+    mount, config_path = prometheus["volumes"][0].split(":")[:2]
     config = yaml.safe_load((project_root / mount).read_text())
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
     assert jobs["api"]["static_configs"][0]["targets"] == ["api:8000"]
+    # The API's /metrics takes the admin token, which Prometheus reads from a secret file beside its config.
+    authorization = jobs["api"]["authorization"]
+    assert authorization["type"] == "Bearer"
+    (secret,) = prometheus["secrets"]
+    assert secret["target"] == str(Path(config_path).parent / authorization["credentials_file"])
+    assert compose_file["secrets"][secret["source"]] == {"environment": "ADMIN_TOKEN"}
+    assert "ADMIN_TOKEN" not in (prometheus.get("environment") or {})
     for name in WORKER_SERVICES:
         worker_port = int(compose_file["services"][name]["environment"]["WORKER_METRICS_PORT"])
         assert jobs[name]["dns_sd_configs"][0] == {"names": [name], "type": "A", "port": worker_port}
 
 
-def test_promtool_accepts_the_prometheus_config(project_root: Path) -> None:
+def test_promtool_accepts_the_prometheus_config(project_root: Path, tmp_path: Path) -> None:
     promtool = shutil.which("promtool")
     assert promtool is not None, "promtool is missing: `make promtool` installs Debian's prometheus package"
+    # As in the container: the file as committed, and the admin token's secret file beside it, which promtool
+    # checks is there.
+    shutil.copy(project_root / "deploy/prometheus.yml", tmp_path / "prometheus.yml")
+    (tmp_path / "admin_token").write_text("a-token")
     result = subprocess.run(
-        [promtool, "check", "config", "deploy/prometheus.yml"], cwd=project_root, capture_output=True, text=True
+        [promtool, "check", "config", "prometheus.yml"], cwd=tmp_path, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
 

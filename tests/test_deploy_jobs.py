@@ -6,16 +6,22 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncpg
 import pytest
+import yaml
+from alembic import command
 
+from activities.site_database import SiteDatabaseServer, site_database_name
 from devstack.binaries import temporal_cli
 from devstack.ports import free_port, wait_for_port
 from devstack.postgres import BIN_DIR, SUPERUSER, PostgresServer
 from lifecycle import search_attributes
+from lifecycle.migrate import alembic_config
 
 JOB_TIMEOUT_SECONDS = 180
 
@@ -39,6 +45,9 @@ def run_roles_job(project_root: Path, server: PostgresServer, password: str) -> 
         "PGDATABASE": "postgres",
         "TEMPORAL_DB_PASSWORD": password,
         "SITE_PROVISIONER_PASSWORD": f"provisioner-{password}",
+        "OWNER_DB_PASSWORD": f"owner-{password}",
+        "API_DB_PASSWORD": f"api-{password}",
+        "WORKER_DB_PASSWORD": f"worker-{password}",
     }
     return subprocess.run(
         ["sh", "deploy/postgres-roles.sh"],
@@ -117,6 +126,139 @@ def test_an_empty_password_stops_the_job(project_root: Path, postgres: PostgresS
     result = run_roles_job(project_root, postgres, "")
     assert result.returncode != 0
     assert "TEMPORAL_DB_PASSWORD" in result.stderr
+
+
+# docker-compose's application roles, and their passwords as run_roles_job gives them.
+OWNER, API, WORKER = "lifecycle_owner", "lifecycle_api", "lifecycle_worker"
+
+
+@pytest.fixture
+def no_application_database(postgres: PostgresServer) -> None:
+    """As on a fresh volume (the image makes `lifecycle`; the job makes it where it is missing)."""
+    postgres.psql("DROP DATABASE IF EXISTS lifecycle WITH (FORCE)")
+
+
+def run_migrate_job(project_root: Path, server: PostgresServer, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    """`python -m lifecycle.migrate` as the compose `migrate` service runs it, as the owner."""
+    compose = yaml.safe_load((project_root / "docker-compose.yml").read_text())
+    environment = {
+        **os.environ,
+        "DATA_DIR": str(data_dir),
+        "DATABASE_URL": f"postgresql+asyncpg://{OWNER}@127.0.0.1:{server.port}/lifecycle",
+        "DATABASE_DML_ROLES": compose["services"]["migrate"]["environment"]["DATABASE_DML_ROLES"],
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "lifecycle.migrate"],
+        cwd=project_root,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=JOB_TIMEOUT_SECONDS,
+    )
+
+
+def not_owned_by_the_owner(server: PostgresServer) -> list[str]:
+    return server.psql(
+        "SELECT relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        f" WHERE nspname = 'public' AND relkind IN ('r', 'S') AND pg_get_userbyid(relowner) <> '{OWNER}'"
+        " UNION ALL SELECT proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+        f" WHERE nspname = 'public' AND pg_get_userbyid(proowner) <> '{OWNER}'"
+        " UNION ALL SELECT datname FROM pg_database"
+        f" WHERE datname = 'lifecycle' AND pg_get_userbyid(datdba) <> '{OWNER}'",
+        "lifecycle",
+    ).split()
+
+
+# Everything the API and the workers do to the application's rows, the event triggers' inserts and an identity
+# column included.
+ROW_WORK = (
+    "BEGIN;"
+    " INSERT INTO accounts (id, name, email) VALUES ('00000000-0000-0000-0000-00000000000a', 'Probe', 'p@example.com');"
+    " INSERT INTO sites (id, account_id, name, tagline, domain, status, steps) VALUES"
+    " ('00000000-0000-0000-0000-00000000000b', '00000000-0000-0000-0000-00000000000a', 'Probe', '',"
+    " 'probe.example.com', 'provisioning', '{}');"
+    " UPDATE sites SET status = 'active' WHERE domain = 'probe.example.com';"
+    " INSERT INTO alerts (workflow_id, subject, reason, raised_by) VALUES ('probe', 'probe', 'probe', 'probe');"
+    " SELECT count(*) FROM lifecycle_events;"
+    " DELETE FROM alerts; DELETE FROM lifecycle_events; DELETE FROM sites; DELETE FROM accounts;"
+    " ROLLBACK;"
+)
+# What neither may do: change the schema, empty a table wholesale, touch Alembic's version, make databases or
+# roles, or reach the maintenance database.
+REFUSED = {
+    "CREATE TABLE probe (id int)": "permission denied for schema public",
+    "ALTER TABLE sites ADD COLUMN probe int": "must be owner of table sites",
+    "DROP TABLE sites": "must be owner of table sites",
+    "TRUNCATE sites": "permission denied for table sites",
+    "SELECT * FROM alembic_version": "permission denied for table alembic_version",
+    "CREATE DATABASE probe": "permission denied to create database",
+    "CREATE ROLE probe": "permission denied to create role",
+}
+
+
+def test_the_application_roles_migrate_as_the_owner_and_then_only_touch_rows(
+    project_root: Path, postgres: PostgresServer, no_application_database: None, tmp_path: Path
+) -> None:
+    assert run_roles_job(project_root, postgres, "app-roles-1").returncode == 0
+    for role in (OWNER, API, WORKER):
+        flags = postgres.psql(f"SELECT rolsuper, rolcreatedb, rolcreaterole FROM pg_roles WHERE rolname = '{role}'")
+        assert flags.strip() == "f|f|f", role
+    migrated = run_migrate_job(project_root, postgres, tmp_path)
+    assert migrated.returncode == 0, migrated.stderr
+    assert not_owned_by_the_owner(postgres) == []
+    assert run_migrate_job(project_root, postgres, tmp_path).returncode == 0  # the job runs on every `up`
+
+    for role in (API, WORKER):
+        worked = psql_as(postgres, role, "lifecycle", ROW_WORK)
+        assert worked.returncode == 0, (role, worked.stderr)
+        for statement, refusal in REFUSED.items():
+            refused = psql_as(postgres, role, "lifecycle", statement)
+            assert refusal in refused.stderr, (role, statement, refused.stderr)
+        refused = psql_as(postgres, role, "postgres", "SELECT 1")
+        assert "permission denied for database" in refused.stderr, (role, refused.stderr)
+    # The deleters' pressure signals read other sessions' statistics: the workers alone may.
+    can_read_stats = "SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')"
+    assert psql_as(postgres, WORKER, "lifecycle", can_read_stats).stdout.strip() == "t"
+    assert psql_as(postgres, API, "lifecycle", can_read_stats).stdout.strip() == "f"
+
+
+def test_tables_an_earlier_release_migrated_as_the_superuser_go_to_the_owner(
+    project_root: Path, postgres: PostgresServer, no_application_database: None, tmp_path: Path
+) -> None:
+    # An existing volume: the image's superuser made the database and ran the migrations, up to one before head.
+    postgres.create_database("lifecycle")
+    command.upgrade(alembic_config(postgres.url("lifecycle")), "0005")
+    assert not_owned_by_the_owner(postgres) != []
+    assert run_roles_job(project_root, postgres, "app-roles-2").returncode == 0
+    assert not_owned_by_the_owner(postgres) == []
+    # The next release's migration alters those tables (0006 adds columns and replaces a trigger), as the owner.
+    migrated = run_migrate_job(project_root, postgres, tmp_path)
+    assert migrated.returncode == 0, migrated.stderr
+    assert postgres.psql("SELECT version_num FROM alembic_version", "lifecycle").strip() == "0006"
+    assert psql_as(postgres, API, "lifecycle", ROW_WORK).returncode == 0
+
+
+async def test_site_roles_are_kept_out_of_the_maintenance_databases(
+    project_root: Path, postgres: PostgresServer
+) -> None:
+    # As a stock server has them (this module's server, from devstack, starts with them closed already).
+    postgres.psql("GRANT CONNECT, TEMPORARY ON DATABASE postgres, template1 TO PUBLIC")
+    assert run_roles_job(project_root, postgres, "maintenance-1").returncode == 0
+    for database in ("postgres", "template1"):
+        assert postgres.psql(f"SELECT has_database_privilege('public', '{database}', 'CONNECT')").strip() == "f"
+    # The provisioner, which works from `postgres`, still makes and drops sites; their roles stay out.
+    provisioner = SiteDatabaseServer(f"postgresql+asyncpg://site_provisioner@127.0.0.1:{postgres.port}/postgres")
+    name, password = site_database_name(str(uuid.uuid4())), "site-password-1"
+    await provisioner.create(name, password, connection_limit=20)
+    try:
+        site_dsn = f"postgresql://{name}:{password}@127.0.0.1:{postgres.port}"
+        connection = await asyncpg.connect(f"{site_dsn}/{name}")
+        await connection.close()
+        for database in ("postgres", "template1"):
+            with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied for database"):
+                await asyncpg.connect(f"{site_dsn}/{database}")
+    finally:
+        await provisioner.drop(name)
 
 
 @pytest.fixture(scope="module")

@@ -34,14 +34,14 @@ with workflow.unsafe.imports_passed_through():
         ServiceProgress,
         SiteDeletionInput,
     )
-    from lifecycle.deletion_starts import ON_REUSE, deletion_search_attributes
-    from lifecycle.priorities import deletion_priority
-    from lifecycle.search_attributes import LIFECYCLE_STATUS, site_search_attributes
-    from lifecycle.statuses import DeletionState, SiteStatus
+    from lifecycle.search_attributes import LIFECYCLE_STATUS
+    from lifecycle.start_options import bot_deletion_options, site_deletion_options
+    from lifecycle.statuses import DeletionState
     from lifecycle.workflow_ids import bot_deletion_id, site_deletion_id
     from lifecycle.workflow_types import (
         ACCOUNT_DELETION_WORKFLOW,
     )
+    from workflows import activity_presets as presets
     from workflows import policies
     from workflows.operator_gate import Decision, OperatorGate
     from workflows.receipt_step import issue_receipt
@@ -123,9 +123,7 @@ class AccountDeletionWorkflow:
                 deleted_per_service={name: p.deleted for name, p in self._totals.items()},
                 receipt_id=receipt_id,
             ),
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.STEP,
             summary="email the deletion confirmation (once)",
         )
         return self._close(request, DeletionState.COMPLETED, row_deleted=row_deleted)
@@ -149,9 +147,7 @@ class AccountDeletionWorkflow:
         await workflow.execute_activity_method(
             DeletionGrace.end_account_deletion_grace,
             workflow.info().workflow_id,
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.STEP,
             summary=f"record that the grace period of account {request.account_id} is over",
         )
         return True
@@ -160,9 +156,7 @@ class AccountDeletionWorkflow:
         await workflow.execute_activity_method(
             AccountExportActivities.await_account_exports,
             request.account_id,
-            start_to_close_timeout=policies.AWAIT_RUN_LOOK_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.AWAIT_RUN_RETRY,
+            **presets.AWAIT_RUN,
             summary=f"wait for the exports of account {request.account_id} requested before its deletion",
         )
 
@@ -182,9 +176,7 @@ class AccountDeletionWorkflow:
         return await workflow.execute_activity_method(
             DeletionRecords.finish_account_deletion,
             FinishAccountDeletionInput(workflow_id=workflow.info().workflow_id, account_id=request.account_id),
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.STEP,
             summary=f"delete the keys and row of account {request.account_id} if nothing of it remains",
         )
 
@@ -220,9 +212,7 @@ class AccountDeletionWorkflow:
         return await workflow.execute_activity_method(
             DeletionRecords.list_account_bots,
             request.account_id,
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.STEP,
             summary=f"list the bots of account {request.account_id}",
         )
 
@@ -270,14 +260,10 @@ class AccountDeletionWorkflow:
             return await workflow.execute_child_workflow(
                 BotDeletionWorkflow.run,
                 BotDeletionInput(bot_id=bot_id, account_id=request.account_id, paused=self._paused),
-                id=workflow_id,
-                id_reuse_policy=ON_REUSE,
                 # Cancelling the account deletion cancels its bots; the deleters are safe to stop anywhere.
-                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-                search_attributes=deletion_search_attributes(request.account_id, bot_id),
-                priority=deletion_priority(request.account_id),
-                static_summary=f"Delete bot {bot_id}",
-                static_details=f"Part of deleting account {request.account_id}.",
+                **bot_deletion_options(bot_id, request.account_id, within_account=True).child(
+                    parent_close_policy=ParentClosePolicy.REQUEST_CANCEL
+                ),
             )
         except WorkflowAlreadyStartedError:
             # A DELETE /bots (or an earlier run of ours) already started it: wait for that one instead.
@@ -288,9 +274,7 @@ class AccountDeletionWorkflow:
             return await workflow.execute_activity_method(
                 DeletionRecords.await_bot_deletion,
                 AwaitBotDeletionInput(workflow_id=workflow_id),
-                start_to_close_timeout=policies.AWAIT_RUN_LOOK_TIMEOUT,
-                heartbeat_timeout=policies.STEP_HEARTBEAT,
-                retry_policy=policies.AWAIT_RUN_RETRY,
+                **presets.AWAIT_RUN,
                 summary=f"wait for the running deletion of bot {bot_id}",
             )
 
@@ -299,17 +283,13 @@ class AccountDeletionWorkflow:
         await workflow.execute_activity_method(
             AccountSites.stop_account_site_creations,
             request.account_id,
-            start_to_close_timeout=policies.AWAIT_RUN_LOOK_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.AWAIT_RUN_RETRY,
+            **presets.AWAIT_RUN,
             summary=f"cancel the site creations of account {request.account_id}",
         )
         site_ids = await workflow.execute_activity_method(
             AccountSites.list_account_sites,
             request.account_id,
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.STEP,
             summary=f"list the sites of account {request.account_id}",
         )
         for start in range(0, len(site_ids), request.max_concurrent_bots):
@@ -327,22 +307,17 @@ class AccountDeletionWorkflow:
             await workflow.execute_child_workflow(
                 SiteDeletionWorkflow.run,
                 SiteDeletionInput(site_id=site_id),
-                id=workflow_id,
-                # Customer-facing queue (with its own slots); none given: the account deletion's own queue.
-                task_queue=request.site_task_queue or None,
-                id_reuse_policy=ON_REUSE,
-                parent_close_policy=ParentClosePolicy.ABANDON,
-                search_attributes=site_search_attributes(request.account_id, site_id, SiteStatus.DELETING),
-                static_summary=f"Delete site {site_id}",
-                static_details=f"Part of deleting account {request.account_id}.",
+                **site_deletion_options(site_id, request.account_id, within_account=True).child(
+                    parent_close_policy=ParentClosePolicy.ABANDON,
+                    # Customer-facing queue (with its own slots); none given: the account deletion's own queue.
+                    task_queue=request.site_task_queue or None,
+                ),
             )
         except WorkflowAlreadyStartedError:
             await workflow.execute_activity_method(
                 AccountSites.await_site_deletion,
                 workflow_id,
-                start_to_close_timeout=policies.AWAIT_RUN_LOOK_TIMEOUT,
-                heartbeat_timeout=policies.STEP_HEARTBEAT,
-                retry_policy=policies.AWAIT_RUN_RETRY,
+                **presets.AWAIT_RUN,
                 summary=f"wait for the running deletion of site {site_id}",
             )
 

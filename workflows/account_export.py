@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.statuses import ExportStatus
     from lifecycle.workflow_types import ACCOUNT_EXPORT_WORKFLOW
-    from workflows import export_policies, policies
+    from workflows import activity_presets as presets
 
 
 # Pinned: writing takes minutes; the retention wait after it (export_retention, 7 days by default) keeps the
@@ -41,9 +41,7 @@ class AccountExportWorkflow:
         plan = await workflow.execute_activity_method(
             AccountExportActivities.begin_account_export,
             request,
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.STEP,
             summary=f"list what export {request.export_id} holds",
         )
         if plan.settled is not None:
@@ -55,27 +53,21 @@ class AccountExportWorkflow:
             return await workflow.execute_activity_method(
                 AccountExportActivities.mark_export_failed,
                 ref,
-                start_to_close_timeout=policies.STEP_TIMEOUT,
-                heartbeat_timeout=policies.STEP_HEARTBEAT,
-                retry_policy=policies.RETRY_WITHOUT_END,
+                **presets.STEP,
                 summary="mark the export failed",
             )
         self._set_status(ExportStatus.WRITING, f"writing {len(plan.parts)} parts")
         await workflow.execute_activity_method(
             AccountExportActivities.write_export_parts,
             WritePartsInput(export_id=request.export_id, account_id=request.account_id, parts=plan.parts),
-            start_to_close_timeout=export_policies.EXPORT_WRITE_TIMEOUT,
-            heartbeat_timeout=export_policies.EXPORT_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.EXPORT_WRITE,
             summary=f"write {len(plan.parts)} parts as JSON lines",
         )
         self._set_status(ExportStatus.WRITING, "assembling the ZIP")
         facts: ArchiveFacts = await workflow.execute_activity_method(
             AccountExportActivities.assemble_export_archive,
             AssembleInput(export_id=request.export_id, parts=plan.parts),
-            start_to_close_timeout=export_policies.EXPORT_WRITE_TIMEOUT,
-            heartbeat_timeout=export_policies.EXPORT_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.EXPORT_WRITE,
             summary="assemble the ZIP and its checksum",
         )
         retention = timedelta(seconds=request.retention_seconds)
@@ -83,18 +75,14 @@ class AccountExportWorkflow:
         await workflow.execute_activity_method(
             AccountExportActivities.mark_export_ready,
             MarkReadyInput(export_id=request.export_id, facts=facts, expires_at=expires_at),
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.STEP,
             summary="mark the export ready",
         )
         self._set_status(ExportStatus.READY, f"ready: {facts.size_bytes:,} bytes, {facts.entries} entries")
         await workflow.execute_activity_method(
             AccountExportActivities.send_export_ready_email,
             ref,
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.STEP,
             summary="email the download link (once)",
         )
         self._set_status(ExportStatus.READY, f"ready and mailed: {facts.size_bytes:,} bytes; kept until {expires_at}")
@@ -106,9 +94,7 @@ class AccountExportWorkflow:
         await workflow.execute_activity_method(
             AccountExportActivities.expire_account_export,
             ref,
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.STEP,
             summary="delete the archive",
         )
         self._set_status(ExportStatus.EXPIRED, "expired: archive deleted")

@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.statuses import DeletionState, strongest_throttle
     from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
+    from workflows import activity_presets as presets
     from workflows import policies
     from workflows.operator_gate import Decision, OperatorGate
     from workflows.receipt_step import issue_receipt
@@ -160,9 +161,7 @@ class BotDeletionWorkflow:
         return await workflow.execute_activity_method(
             DeletionRecords.finish_bot_deletion,
             self._finish_input(request),
-            start_to_close_timeout=policies.STEP_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.STEP,
             summary=f"check nothing remains, remove bot row {request.bot_id}, record completion",
         )
 
@@ -185,9 +184,7 @@ class BotDeletionWorkflow:
                     batch_size=self._batch_size,
                     progress=self._progress[service],
                 ),
-                start_to_close_timeout=policies.DELETER_START_TO_CLOSE,
-                heartbeat_timeout=policies.DELETER_HEARTBEAT,
-                retry_policy=policies.DELETER_RETRY,
+                **presets.DELETER,
                 summary=f"delete {service} of bot {request.bot_id}",
             )
         except ActivityError as err:

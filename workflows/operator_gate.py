@@ -15,7 +15,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.alerts import Alerts
     from lifecycle.contracts import AlertInput
-    from workflows import policies
+    from workflows import activity_presets as presets
 
 
 class Decision(StrEnum):
@@ -57,9 +57,7 @@ class OperatorGate:
         raising = workflow.start_activity_method(
             Alerts.raise_alert,
             alert,
-            start_to_close_timeout=policies.ALERT_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT,
-            retry_policy=policies.ALERT_RETRY,
+            **presets.OPERATOR_ALERT,
             summary=f"alert: {alert.subject}",
         )
         raising.add_done_callback(_log_alert_failure)

@@ -9,7 +9,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.receipts import DeletionReceipts
     from lifecycle.contracts import OperatorAction, ReceiptInput, ReceiptSubject
-    from workflows import policies
+    from workflows import activity_presets as presets
 
 
 async def issue_receipt(
@@ -29,8 +29,6 @@ async def issue_receipt(
             account_id=account_id,
             operator_actions=list(operator_actions),
         ),
-        start_to_close_timeout=policies.STEP_TIMEOUT,
-        heartbeat_timeout=policies.STEP_HEARTBEAT,
-        retry_policy=policies.RETRY_WITHOUT_END,
+        **presets.STEP,
         summary=f"check {kind} {subject_id} is gone, then sign its deletion receipt",
     )

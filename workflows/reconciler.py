@@ -13,7 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.contracts import ReconcileResult
     from lifecycle.site_contracts import SiteReconcileInput
     from lifecycle.workflow_types import RECONCILER_WORKFLOW
-    from workflows import policies
+    from workflows import activity_presets as presets
 
 
 # Pinned: a run lasts minutes at most, and the schedule starts each next one on the current version.
@@ -23,24 +23,18 @@ class DeletionReconcilerWorkflow:
     async def run(self) -> ReconcileResult:
         result = await workflow.execute_activity_method(
             Reconciler.reconcile_deletions,
-            start_to_close_timeout=policies.RECONCILE_TIMEOUT,
-            heartbeat_timeout=policies.RECONCILE_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.RECONCILE,
             summary="start deletions marked in the database that no run is working on",
         )
         result.sites = await workflow.execute_activity_method(
             SiteReconciler.reconcile_sites,
             SiteReconcileInput(),
-            start_to_close_timeout=policies.RECONCILE_TIMEOUT,
-            heartbeat_timeout=policies.RECONCILE_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.RECONCILE,
             summary="finish, roll back or tear down sites that no run is working on",
         )
         result.exports = await workflow.execute_activity_method(
             ExportReconciler.reconcile_exports,
-            start_to_close_timeout=policies.RECONCILE_TIMEOUT,
-            heartbeat_timeout=policies.RECONCILE_HEARTBEAT,
-            retry_policy=policies.RETRY_WITHOUT_END,
+            **presets.RECONCILE,
             summary="delete overdue archives and start again the exports no run is working on",
         )
         return result

@@ -20,7 +20,6 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
-from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from activities.alerts import Alerts
@@ -35,15 +34,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.site_contracts import SiteRollbackFailure
+    from lifecycle.site_errors import SiteErrorCode, step_failed
     from lifecycle.statuses import SiteStatus, StepStatus
     from lifecycle.workflow_types import SITE_CREATION_WORKFLOW
-    from workflows import policies as retry
-    from workflows import site_policies as policies
+    from workflows import activity_presets as presets
     from workflows.site_shield import uninterruptible
     from workflows.site_steps import ALL_STEPS, BOOTSTRAP, DATABASE, FILESYSTEM, METADATA, SiteStep
 
-# A site in one of these was already settled by an earlier run: this run changes nothing.
-_SETTLED = (SiteStatus.ROLLED_BACK, SiteStatus.DELETING, SiteStatus.DELETED)
 # A rollback that a reset or a terminate interrupted: this run finishes it.
 _ROLLBACK_INTERRUPTED = (SiteStatus.ROLLING_BACK, SiteStatus.ROLLBACK_FAILED)
 
@@ -59,8 +56,9 @@ class _UndoFailed(Exception):
 class SiteCreationWorkflow:
     def __init__(self) -> None:
         self._status = SiteStatus.PROVISIONING
-        self._steps = dict.fromkeys(SITE_STEPS, StepStatus.PENDING)
-        self._error: str | None = None
+        self._steps: dict[str, StepStatus] = dict.fromkeys(SITE_STEPS, StepStatus.PENDING)
+        self._error: str | None = None  # the cause, for the operator (details, the progress query)
+        self._error_code = SiteErrorCode.FAILED  # what the customer is told
         self._undos: list[SiteStep] = []
         self._failed_step: str | None = None
         self._waiting_for_retry = False
@@ -98,14 +96,17 @@ class SiteCreationWorkflow:
         if input.roll_back:
             # The reconciler's rule: a creation that closed without completing is rolled back, as a cancel
             # would have done. Every undo is idempotent, so all of them run.
-            await uninterruptible(self._roll_back(site, "creation closed without completing", list(ALL_STEPS)))
+            await uninterruptible(
+                self._roll_back(site, SiteErrorCode.INTERRUPTED, "creation closed without completing", list(ALL_STEPS))
+            )
             return self.progress()
         try:
             found = await self._build(site)
         except (ActivityError, asyncio.CancelledError) as err:
             cancelled = is_cancelled_exception(err)
             reason = "cancelled" if cancelled else f"{self._failed_step} failed: {_cause(err)}"
-            await uninterruptible(self._roll_back(site, reason, self._undos))
+            code = SiteErrorCode.CANCELLED if cancelled else self._failed_code()
+            await uninterruptible(self._roll_back(site, code, reason, self._undos))
             if cancelled:
                 raise
             if self._status != SiteStatus.ROLLED_BACK:
@@ -116,7 +117,9 @@ class SiteCreationWorkflow:
             # The site exists in full from here on: a late cancellation no longer undoes it.
             await uninterruptible(self._finish(site))
         elif found in _ROLLBACK_INTERRUPTED:
-            await uninterruptible(self._roll_back(site, "an interrupted rollback, resumed", list(ALL_STEPS)))
+            await uninterruptible(
+                self._roll_back(site, SiteErrorCode.INTERRUPTED, "an interrupted rollback, resumed", list(ALL_STEPS))
+            )
         else:
             self._set_status(found)
         return self.progress()
@@ -138,11 +141,7 @@ class SiteCreationWorkflow:
             found = await workflow.execute_activity_method(
                 step.activity,
                 site,
-                start_to_close_timeout=policies.STEP_TIMEOUT,
-                heartbeat_timeout=policies.STEP_HEARTBEAT_TIMEOUT,
-                retry_policy=policies.STEP_RETRY,
-                # The undo must not start while the step may still be running on a worker.
-                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                **presets.SITE_STEP,
                 summary=f"{step.name}: create",
             )
         except ActivityError as err:
@@ -166,12 +165,15 @@ class SiteCreationWorkflow:
             statuses.append(result)
         return statuses
 
-    async def _roll_back(self, site: SiteRef, reason: str, steps: list[SiteStep]) -> None:
-        self._error = reason
+    def _failed_code(self) -> SiteErrorCode:
+        return step_failed(self._failed_step) if self._failed_step else SiteErrorCode.FAILED
+
+    async def _roll_back(self, site: SiteRef, code: SiteErrorCode, reason: str, steps: list[SiteStep]) -> None:
+        self._error, self._error_code = reason, code
         self._set_status(SiteStatus.ROLLING_BACK)
         status = await self._bookkeeping(
             SiteActivities.begin_site_rollback,
-            SiteRollbackInput(site.site_id, reason, self._failed_step),
+            SiteRollbackInput(site.site_id, reason, self._failed_step, code),
             "record rollback",
         )
         if status != SiteStatus.ROLLING_BACK:
@@ -214,9 +216,7 @@ class SiteCreationWorkflow:
             result = await workflow.execute_activity_method(
                 step.undo,
                 site,
-                start_to_close_timeout=policies.UNDO_TIMEOUT,
-                heartbeat_timeout=policies.STEP_HEARTBEAT_TIMEOUT,
-                retry_policy=retry.RETRY_WITHOUT_END,
+                **presets.SITE_UNDO,
                 summary=f"{step.name}: undo",
             )
         except ActivityError as err:
@@ -246,7 +246,7 @@ class SiteCreationWorkflow:
         self._retry_requested = False
         status = await self._bookkeeping(
             SiteActivities.begin_site_rollback,
-            SiteRollbackInput(site.site_id, self._error or reason, None),
+            SiteRollbackInput(site.site_id, self._error or reason, None, self._error_code),
             "record rollback retry",
         )
         self._set_status(SiteStatus(status))
@@ -257,8 +257,7 @@ class SiteCreationWorkflow:
             await workflow.execute_activity_method(
                 Alerts.raise_alert,
                 AlertInput(workflow_id=workflow.info().workflow_id, subject=subject, reason=reason),
-                start_to_close_timeout=policies.ALERT_TIMEOUT,
-                retry_policy=policies.ALERT_RETRY,
+                **presets.SITE_ALERT,
                 summary="alert: a site rollback needs an operator",
             )
         except ActivityError as err:
@@ -272,8 +271,7 @@ class SiteCreationWorkflow:
         status = await workflow.execute_local_activity_method(
             SiteActivities.activate_site,
             site,
-            start_to_close_timeout=policies.LOCAL_ACTIVATION_TIMEOUT,
-            retry_policy=retry.RETRY_WITHOUT_END,
+            **presets.SITE_ACTIVATION,
             summary="mark active",
         )
         self._set_status(SiteStatus(status))
@@ -283,9 +281,7 @@ class SiteCreationWorkflow:
             await workflow.execute_activity_method(
                 SiteActivities.send_site_ready_email,
                 site,
-                start_to_close_timeout=policies.EMAIL_TIMEOUT,
-                heartbeat_timeout=policies.STEP_HEARTBEAT_TIMEOUT,
-                retry_policy=policies.EMAIL_RETRY,
+                **presets.SITE_READY_EMAIL,
                 summary="send the site-ready email",
             )
         except ActivityError as err:
@@ -297,9 +293,7 @@ class SiteCreationWorkflow:
         return await workflow.execute_activity_method(
             activity,
             arg,
-            start_to_close_timeout=policies.UNDO_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT_TIMEOUT,
-            retry_policy=retry.RETRY_WITHOUT_END,
+            **presets.SITE_UNDO,
             summary=summary,
         )
 

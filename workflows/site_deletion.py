@@ -20,8 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.statuses import SiteStatus, StepStatus
     from lifecycle.workflow_types import SITE_DELETION_WORKFLOW
-    from workflows import policies as retry
-    from workflows import site_policies as policies
+    from workflows import activity_presets as presets
     from workflows.site_shield import uninterruptible
 
 # Each teardown step and what the operator sees while it runs.
@@ -55,9 +54,7 @@ class SiteDeletionWorkflow:
         await workflow.execute_activity_method(
             SiteActivities.await_site_creation_closed,
             input,
-            start_to_close_timeout=policies.AWAIT_CREATION_LOOK_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT_TIMEOUT,
-            retry_policy=policies.AWAIT_CREATION_RETRY,
+            **presets.AWAIT_CREATION,
             summary="wait for the creation to close",
         )
         await self._activity(SiteActivities.begin_site_deletion, input, "mark deleting")
@@ -78,9 +75,7 @@ class SiteDeletionWorkflow:
         await workflow.execute_activity_method(
             activity,
             arg,
-            start_to_close_timeout=policies.UNDO_TIMEOUT,
-            heartbeat_timeout=policies.STEP_HEARTBEAT_TIMEOUT,
-            retry_policy=retry.RETRY_WITHOUT_END,
+            **presets.SITE_UNDO,
             summary=summary,
         )
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from activities.sites import SiteActivities
 from lifecycle.contracts import SiteRef
+from lifecycle.contracts import SiteStep as StepName
 from lifecycle.statuses import SiteStatus
 
 ForwardActivity = Callable[[SiteActivities, SiteRef], Awaitable[SiteStatus]]
@@ -22,14 +23,14 @@ UndoActivity = Callable[[SiteActivities, SiteRef], Awaitable[Any]]
 
 @dataclass(frozen=True)
 class SiteStep:
-    name: str
+    name: StepName
     activity: ForwardActivity
     undo: UndoActivity
 
 
-METADATA = SiteStep("metadata", SiteActivities.save_site_metadata, SiteActivities.release_site_domain)
-FILESYSTEM = SiteStep("filesystem", SiteActivities.create_site_filesystem, SiteActivities.remove_site_filesystem)
-DATABASE = SiteStep("database", SiteActivities.create_site_database, SiteActivities.drop_site_database)
-BOOTSTRAP = SiteStep("bootstrap", SiteActivities.bootstrap_site, SiteActivities.drop_site_tables)
+METADATA = SiteStep(StepName.METADATA, SiteActivities.save_site_metadata, SiteActivities.release_site_domain)
+FILESYSTEM = SiteStep(StepName.FILESYSTEM, SiteActivities.create_site_filesystem, SiteActivities.remove_site_filesystem)
+DATABASE = SiteStep(StepName.DATABASE, SiteActivities.create_site_database, SiteActivities.drop_site_database)
+BOOTSTRAP = SiteStep(StepName.BOOTSTRAP, SiteActivities.bootstrap_site, SiteActivities.drop_site_tables)
 # In the order they run; a rollback undoes them in reverse.
 ALL_STEPS = (METADATA, FILESYSTEM, DATABASE, BOOTSTRAP)

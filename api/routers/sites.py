@@ -14,11 +14,11 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from api.dependencies import CallerDep, SessionDep, SettingsDep, TemporalDep
 from api.problems import ProblemError, problem_responses
-from api.schemas.sites import SiteAccepted, SiteCreate, SiteOut, SiteSteps
+from api.schemas.sites import SiteAccepted, SiteCreate, SiteOut, SiteSteps, site_error
 from lifecycle.contracts import SITE_STEPS
-from lifecycle.db.models import Site
+from lifecycle.db.models import Account, Site
 from lifecycle.site_starts import start_site_creation, start_site_deletion
-from lifecycle.statuses import SiteStatus, StepStatus
+from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteStatus, StepStatus
 from lifecycle.workflow_ids import site_creation_id
 
 router = APIRouter(tags=["sites"])
@@ -68,6 +68,25 @@ async def _same_request(session: SessionDep, caller: CallerDep, body: SiteCreate
     ).scalar_one_or_none()
 
 
+async def _refuse_past_quota(session: SessionDep, caller: CallerDep, quota: int) -> None:
+    """409 once the account holds `quota` sites. Every site that holds its domain counts (one being deleted
+    still holds a database and a role); a deleted or rolled-back one holds nothing and does not."""
+    held: int = (
+        await session.execute(
+            select(func.count())
+            .select_from(Site)
+            .where(Site.account_id == caller.account_id, Site.status.in_(DOMAIN_HOLDING_SITE_STATUSES))
+        )
+    ).scalar_one()
+    if held >= quota:
+        await session.rollback()  # ends the account's lock at once
+        raise ProblemError(
+            409,
+            f"This account holds {held} sites, the most it may have. Delete one to create another.",
+            title="Site limit reached",
+        )
+
+
 @router.post(
     "/sites",
     status_code=status.HTTP_202_ACCEPTED,
@@ -84,8 +103,13 @@ async def create_site(
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> SiteAccepted:
+    # Every creation of one account queues here until the one before it commits, so the count below cannot
+    # be stale: two concurrent requests never both take the last free place. NO KEY UPDATE leaves alone the
+    # key-share locks that inserts (foreign keys) and deletion starts take on the account.
+    await session.execute(select(Account.id).where(Account.id == caller.account_id).with_for_update(key_share=True))
     site = await _same_request(session, caller, body, idempotency_key)
     if site is None:
+        await _refuse_past_quota(session, caller, settings.max_sites_per_account)
         site = Site(
             account_id=caller.account_id,
             name=body.name,
@@ -103,7 +127,10 @@ async def create_site(
             await session.rollback()
             site = await _same_request(session, caller, body, idempotency_key)
             if site is None:
-                raise ProblemError(409, f"The domain {body.domain} is already in use by another site.") from None
+                # The same answer whether this account or another holds the domain: it tells nobody whose it is.
+                raise ProblemError(409, "This domain is not available.", title="Domain unavailable") from None
+    else:
+        await session.commit()  # ends the lock before the call to Temporal
     if site.status in (SiteStatus.PROVISIONING, SiteStatus.ROLLING_BACK) and site.deletion_requested_at is None:
         # Also on a repeat: it starts the workflow if the first request died between commit and start, or a new
         # run if an operator terminated the first one (it finishes from wherever the site stands).
@@ -115,6 +142,7 @@ async def create_site(
 
 def site_out(site: Site) -> SiteOut:
     """GET /sites/{id}'s answer, also the data of each event of GET /sites/{id}/events."""
+    error_code, error = site_error(site.error)
     return SiteOut(
         id=site.id,
         name=site.name,
@@ -122,7 +150,8 @@ def site_out(site: Site) -> SiteOut:
         domain=site.domain,
         status=SiteStatus(site.status),
         steps=SiteSteps(**{step: StepStatus(site.steps.get(step, StepStatus.PENDING)) for step in SITE_STEPS}),
-        error=site.error,
+        error=error,
+        error_code=error_code,
     )
 
 

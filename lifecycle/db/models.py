@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -16,7 +15,6 @@ from sqlalchemy import (
     Index,
     Integer,
     LargeBinary,
-    SmallInteger,
     String,
     Text,
     func,
@@ -28,9 +26,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from lifecycle.statuses import (
     DOMAIN_HOLDING_SITE_STATUSES,
     OPEN_EXPORT_STATUSES,
-    AlertDelivery,
+    UNSETTLED_SITES_SQL,
     ExportStatus,
-    NotificationState,
     SiteStatus,
 )
 
@@ -61,6 +58,8 @@ class ApiKey(Base):
     account_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"), index=True)
     # SHA-256 of the key: a stolen table yields no usable key, and lookup stays one indexed read.
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    # The key's first characters, to tell keys apart in GET /account/keys; None for keys issued before 0008.
+    prefix: Mapped[str | None] = mapped_column(String(16))
     created_at: Mapped[datetime] = _now_column()
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
@@ -73,67 +72,6 @@ class Bot(Base):
     name: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = _now_column()
     deletion_requested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-
-
-# --- The services a bot owns data in. Each is independent: its rows reference the bot, never each other.
-# The (bot_id, id) index serves both the foreign key and the key-range batches of a deletion.
-
-
-class Conversation(Base):
-    __tablename__ = "conversations"
-    __table_args__ = (Index("ix_conversations_bot_id_id", "bot_id", "id"),)
-
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    bot_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("bots.id"))
-    title: Mapped[str] = mapped_column(String(200))
-    created_at: Mapped[datetime] = _now_column()
-
-
-class Message(Base):
-    __tablename__ = "messages"
-    __table_args__ = (Index("ix_messages_bot_id_id", "bot_id", "id"),)
-
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    bot_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("bots.id"))
-    # The conversation lives in another service, so this is a reference, not a foreign key.
-    conversation_ref: Mapped[int] = mapped_column(BigInteger)
-    body: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = _now_column()
-
-
-class AnalyticsEvent(Base):
-    __tablename__ = "analytics_events"
-    __table_args__ = (Index("ix_analytics_events_bot_id_id", "bot_id", "id"),)
-
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    bot_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("bots.id"))
-    kind: Mapped[str] = mapped_column(String(50))
-    payload: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
-    occurred_at: Mapped[datetime] = _now_column()
-
-
-class KnowledgeDocument(Base):
-    __tablename__ = "knowledge_documents"
-    __table_args__ = (Index("ix_knowledge_documents_bot_id_id", "bot_id", "id"),)
-
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    bot_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("bots.id"))
-    title: Mapped[str] = mapped_column(String(200))
-    # Relative to the storage directory; the file is deleted with the row.
-    storage_key: Mapped[str] = mapped_column(String(300))
-    size_bytes: Mapped[int] = mapped_column(Integer)
-    created_at: Mapped[datetime] = _now_column()
-
-
-class Integration(Base):
-    __tablename__ = "integrations"
-    __table_args__ = (Index("ix_integrations_bot_id_id", "bot_id", "id"),)
-
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    bot_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("bots.id"))
-    provider: Mapped[str] = mapped_column(String(50))
-    config: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
-    created_at: Mapped[datetime] = _now_column()
 
 
 class DeletionRequest(Base):
@@ -153,22 +91,6 @@ class DeletionRequest(Base):
     # The end of an account deletion's grace period (ACCOUNT_DELETION_GRACE): nothing is deleted before it.
     # Null without a grace; moved to the moment the grace ended if an operator expedited it.
     deletes_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-
-
-class Alert(Base):
-    __tablename__ = "alerts"
-
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    workflow_id: Mapped[str] = mapped_column(String(100), index=True)
-    subject: Mapped[str] = mapped_column(String(100))
-    reason: Mapped[str] = mapped_column(Text)
-    # The activity that raised it (run and activity id): its retries record one alert, not one per attempt.
-    raised_by: Mapped[str] = mapped_column(String(250), unique=True)
-    created_at: Mapped[datetime] = _now_column()
-    # Webhook delivery is best-effort: its outcome is recorded, and it never holds up the operator path.
-    delivery: Mapped[str] = mapped_column(String(20), server_default=AlertDelivery.PENDING.value)
-    delivery_attempts: Mapped[int] = mapped_column(Integer, server_default="0")
-    delivery_error: Mapped[str | None] = mapped_column(Text)
 
 
 class DeletionProgress(Base):
@@ -193,33 +115,15 @@ class DeletionProgress(Base):
     started_at: Mapped[datetime] = _now_column()
 
 
-class DeletionBudget(Base):
-    """The one rows/s budget every running deletion shares (None: unlimited), and its limiter's clock."""
-
-    __tablename__ = "deletion_budget"
-    __table_args__ = (
-        CheckConstraint("id = 1", name="ck_deletion_budget_single_row"),
-        CheckConstraint("rows_per_second IS NULL OR rows_per_second > 0", name="ck_deletion_budget_positive"),
-    )
-
-    id: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
-    rows_per_second: Mapped[int | None] = mapped_column(BigInteger)
-    next_slot: Mapped[datetime] = _now_column()
-    updated_at: Mapped[datetime] = _now_column()
-
-
-class DeletionBudgetChange(Base):
-    __tablename__ = "deletion_budget_changes"
-
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    rows_per_second: Mapped[int | None] = mapped_column(BigInteger)
-    changed_at: Mapped[datetime] = _now_column()
-
-
 class DeletionReceipt(Base):
     """A signed record of what a deletion removed; kept after the account and Temporal's history are gone."""
 
     __tablename__ = "deletion_receipts"
+    __table_args__ = (
+        # A subject's receipts in order, and an account's receipts by kind.
+        Index("ix_deletion_receipts_subject", "subject_kind", "subject_id", "seq"),
+        Index("ix_deletion_receipts_account", "account_id", "subject_kind"),
+    )
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     seq: Mapped[int] = mapped_column(BigInteger, Identity(), unique=True)
@@ -256,23 +160,6 @@ class ReceiptSigningKey(Base):
     valid_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
-class SentNotification(Base):
-    """One row per notification, keyed so that retries and resets share it.
-
-    Claimed as `sending` before the SMTP call and marked `sent` after it, with no transaction open in
-    between: a crash in that window repeats the send, always with the same `message_id`.
-    """
-
-    __tablename__ = "sent_notifications"
-    __table_args__ = (CheckConstraint("state IN ('sending', 'sent')", name="ck_sent_notifications_state"),)
-
-    key: Mapped[str] = mapped_column(String(200), primary_key=True)
-    message_id: Mapped[str | None] = mapped_column(String(250))
-    state: Mapped[str] = mapped_column(String(20), server_default=NotificationState.SENT.value)
-    claimed_at: Mapped[datetime] = _now_column()
-    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-
-
 def _sql_in(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{value}'" for value in values)
 
@@ -295,6 +182,8 @@ class Site(Base):
             postgresql_where=text("idempotency_key IS NOT NULL"),
         ),
         CheckConstraint(f"status IN ({_sql_in(tuple(SiteStatus))})", name="ck_sites_status"),
+        # The site reconciler pages through these in id order.
+        Index("ix_sites_unsettled", "id", postgresql_where=text(UNSETTLED_SITES_SQL)),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)

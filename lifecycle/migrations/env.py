@@ -6,13 +6,11 @@ from alembic import context
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from lifecycle.db.models import Base
-
-target_metadata = Base.metadata
+from lifecycle.db.schema import METADATA, include_object
 
 
 def _run(connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=target_metadata, compare_type=True)
+    context.configure(connection=connection, target_metadata=METADATA, compare_type=True, include_object=include_object)
     with context.begin_transaction():
         context.run_migrations()
 

@@ -16,10 +16,9 @@ from activities.deleters import DELETION_SERVICES as SERVICES
 from activities.resources import ActivityResources
 from devstack.seed import asyncpg_dsn
 from lifecycle.contracts import AccountDeletionInput, AccountDeletionResult, ReconcileResult
-from lifecycle.deletion_starts import ON_CONFLICT, ON_REUSE, deletion_search_attributes
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id
-from lifecycle.workflow_types import ACCOUNT_DELETION_WORKFLOW, RECONCILER_WORKFLOW
+from lifecycle.start_options import account_deletion_options
+from lifecycle.workflow_types import RECONCILER_WORKFLOW
 from worker import build_worker
 
 T = TypeVar("T")
@@ -62,16 +61,13 @@ def own_queue(settings: Settings) -> Settings:
 async def start_paused_account_deletion(
     client: Client, settings: Settings, account_id: str, **changes: Any
 ) -> WorkflowHandle[Any, AccountDeletionResult]:
-    """The account's deletion, started as the API starts it but paused from its first task (signal-with-start),
-    so its bot deletions start paused too. Nothing is marked or recorded: the admin's re-drive does that."""
-    return await client.start_workflow(
-        ACCOUNT_DELETION_WORKFLOW,
+    """The account's deletion, started as the API starts it (its start options) but paused from its first task
+    (signal-with-start), so its bot deletions start paused too. Nothing is marked or recorded: the admin's
+    re-drive does that."""
+    return await account_deletion_options(account_id).start(
+        client,
         AccountDeletionInput(account_id=account_id, site_task_queue=settings.site_task_queue, **changes),
-        id=account_deletion_id(account_id),
         task_queue=settings.task_queue,
-        id_conflict_policy=ON_CONFLICT,
-        id_reuse_policy=ON_REUSE,
-        search_attributes=deletion_search_attributes(account_id),
         start_signal="pause",
         result_type=AccountDeletionResult,
     )

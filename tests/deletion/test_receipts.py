@@ -27,9 +27,9 @@ from devstack.seed import asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
 from lifecycle.settings import Settings
+from lifecycle.start_options import bot_deletion_options
 from lifecycle.statuses import DeletionState
 from lifecycle.workflow_ids import bot_deletion_id
-from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
 from tests.conftest import ADMIN_HEADERS
 from tests.deletion.helpers import own_queue, own_worker
 from tests.eventually import eventually
@@ -143,10 +143,9 @@ async def test_a_skipped_service_shows_as_remaining_and_the_receipt_is_incomplet
     queue = own_queue(settings)
     # Every deleter call fails for good: each service waits for an operator, who skips it.
     async with own_worker(queue, temporal_client, faults="delete_bot_service=permanent"):
-        handle = await temporal_client.start_workflow(
-            BOT_DELETION_WORKFLOW,
+        handle = await bot_deletion_options(bot_id, seeded.account_id).start(
+            temporal_client,
             BotDeletionInput(bot_id=bot_id, account_id=seeded.account_id),
-            id=bot_deletion_id(bot_id),
             task_queue=queue.task_queue,
             result_type=BotDeletionResult,
         )

@@ -1,10 +1,11 @@
 """A repeated request whose start reaches Temporal just as the run completes joins that run: never a second one.
 
-The request checks the bot or account row, then starts the workflow (ON_REUSE allows a new run after any close,
-so that a stopped deletion can be driven on). If the run deleted the row and completed between the check and
-the start, the start would begin a second run. The flood drill (200 identical DELETEs) once saw exactly that.
+The request checks the bot or account row, then starts the workflow (DELETION_REUSE allows a new run after any
+close, so that a stopped deletion can be driven on). If the run deleted the row and completed between the check
+and the start, the start would begin a second run. The flood drill (200 identical DELETEs) once saw exactly that.
 Here the request is held inside the client's start, by a client interceptor on a real client, while the run is
-resumed and goes as far as it can; then the start is let through.
+resumed and goes as far as it can; then the start is let through (lifecycle/deletion_starts.py says why it joins
+or starts nothing, with no database lock held meanwhile).
 """
 
 from __future__ import annotations
@@ -24,12 +25,9 @@ from temporalio.client import Client
 from api.security import hash_api_key
 from devstack.seed import seed
 from devstack.smtp_sink import SmtpSink
+from lifecycle import deletion_starts
 from lifecycle.db.engine import make_engine, make_sessionmaker
 from lifecycle.deletion_requests import request_account_deletion, request_bot_deletion
-from lifecycle.deletion_starts import (
-    driver_connection,
-    while_row_exists,
-)
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from tests.deletion.helpers import start_paused_account_deletion
@@ -77,7 +75,8 @@ async def engine(settings: Settings) -> AsyncIterator[AsyncEngine]:
 
 
 async def _closed_or_blocked(client: Client, settings: Settings, workflow_id: str, row_statement: str) -> bool:
-    """The run closed, or its last step waits for a lock on the row (the request holds one while it starts)."""
+    """The run closed, or its last step waits for a lock on the row (as it would if a request held one while it
+    starts: none does)."""
     if (await client.get_workflow_handle(workflow_id).describe()).status != temporal.WorkflowExecutionStatus.RUNNING:
         return True
     waiting = await fetchval(
@@ -168,17 +167,26 @@ async def test_an_account_deletion_redriven_as_it_completes_stays_one_run_and_on
     assert len([m for m in mails if m["To"] == address]) == 1
 
 
-async def test_a_start_that_finds_the_row_gone_starts_nothing(engine: AsyncEngine) -> None:
-    started: list[str] = []
+@pytest.mark.usefixtures("worker")
+async def test_a_start_after_the_deletion_completed_reads_the_row_once_and_starts_nothing(
+    settings: Settings, temporal_client: Client, engine: AsyncEngine
+) -> None:
+    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=30)
+    bot_id = seeded.bot_ids[0]
+    done = await start_bot_deletion(temporal_client, settings.task_queue, bot_id=bot_id, account_id=seeded.account_id)
+    await asyncio.wait_for(done.result(), timeout=60)
+    asked: list[str] = []
 
-    async def start() -> None:
-        started.append("started")
+    async def row_exists() -> bool:
+        asked.append(bot_id)
+        return await deletion_starts.row_check(engine, "bots", bot_id)()
 
-    async with engine.connect() as conn:
-        driver = await driver_connection(conn)
-        assert not await while_row_exists(driver, "bots", uuid.uuid4(), start)
-        assert not driver.is_in_transaction()
-    assert started == []
+    started = await deletion_starts.start_bot_deletion(
+        temporal_client, settings.task_queue, bot_id=bot_id, account_id=seeded.account_id, row_exists=row_exists
+    )
+    # Temporal refused the start (the run completed); the row, read then, is gone: nothing starts.
+    assert (started, asked) == (False, [bot_id])
+    assert await _runs(temporal_client, bot_deletion_id(bot_id)) == ["COMPLETED"]
 
 
 @pytest.mark.usefixtures("worker")

@@ -1,4 +1,5 @@
-"""Starting runs the way the API does (same ids, search attributes and summaries), with operator knobs."""
+"""Starting runs the way the API does (lifecycle/start_options.py: same ids, policies, search attributes and
+summaries), with operator knobs the API does not offer: started paused, or with another batch size."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 
 from lifecycle.contracts import DEFAULT_BATCH_SIZE, BotDeletionInput, BotDeletionResult
-from lifecycle.deletion_starts import BOT_DELETION_WORKFLOW, deletion_search_attributes
-from lifecycle.workflow_ids import bot_deletion_id
+from lifecycle.start_options import bot_deletion_options
 
 
 async def start_bot_deletion(
@@ -20,13 +20,9 @@ async def start_bot_deletion(
     paused: bool = False,
     batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> WorkflowHandle[Any, BotDeletionResult]:
-    return await client.start_workflow(
-        BOT_DELETION_WORKFLOW,
+    return await bot_deletion_options(bot_id, account_id).start(
+        client,
         BotDeletionInput(bot_id=bot_id, account_id=account_id, paused=paused, batch_size=batch_size),
-        id=bot_deletion_id(bot_id),
         task_queue=task_queue,
         result_type=BotDeletionResult,
-        search_attributes=deletion_search_attributes(account_id, bot_id),
-        static_summary=f"Delete bot {bot_id}",
-        static_details=f"Deletes every row and file of bot {bot_id} (account {account_id}), by service.",
     )

@@ -27,11 +27,11 @@ from devstack.seed import asyncpg_dsn, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.contracts import BotDeletionInput, DeletionStatus, ReconcileResult
 from lifecycle.deletion_requests import request_account_deletion
-from lifecycle.deletion_starts import deletion_search_attributes
 from lifecycle.settings import Settings
+from lifecycle.start_options import bot_deletion_options
 from lifecycle.statuses import AlertDelivery, DeletionState
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
-from lifecycle.workflow_types import BOT_DELETION_WORKFLOW, RECONCILER_WORKFLOW
+from lifecycle.workflow_types import RECONCILER_WORKFLOW
 from tests.conftest import ADMIN_HEADERS
 from tests.deletion.helpers import own_worker, remaining_files, remaining_rows
 from tests.eventually import eventually
@@ -233,13 +233,11 @@ async def test_the_reconciler_restarts_crash_like_closings_and_leaves_deliberate
     # TIMED_OUT: a run whose execution timeout passed before any worker took it.
     for seeded in (timed_out, stopped):
         await _fetch(settings, "UPDATE bots SET deletion_requested_at = now() WHERE id = $1::uuid", seeded.bot_ids[0])
-    await temporal_client.start_workflow(
-        BOT_DELETION_WORKFLOW,
+    await bot_deletion_options(timed_out.bot_ids[0], timed_out.account_id).start(
+        temporal_client,
         BotDeletionInput(bot_id=timed_out.bot_ids[0], account_id=timed_out.account_id),
-        id=timed_out_wid,
         task_queue=task_queue,
         execution_timeout=timedelta(seconds=1),
-        search_attributes=deletion_search_attributes(timed_out.account_id, timed_out.bot_ids[0]),
     )
     # TERMINATED: an operator's deliberate stop.
     terminated = await start_bot_deletion(

@@ -8,24 +8,27 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from activities.site_database import SiteDatabaseServer, site_database_name
 from activities.site_files import site_directory
-from lifecycle.contracts import SiteCreationInput, SiteProgress
+from lifecycle.contracts import SITE_STEPS, SiteCreationInput, SiteProgress
+from lifecycle.db.engine import make_engine
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import site_creation_id
+from lifecycle.start_options import site_creation_options
 
 UNDOS = {"drop_site_tables", "drop_site_database", "remove_site_filesystem", "release_site_domain"}
 
 
 async def start_creation(client: Client, task_queue: str, site_id: str) -> WorkflowHandle[Any, Any]:
-    return await client.start_workflow(
-        "SiteCreationWorkflow",
-        SiteCreationInput(site_id=site_id, account_id=str(uuid.uuid4())),
-        id=site_creation_id(site_id),
+    """As the API starts it (its start options), for an account the workflow never reads."""
+    account_id = str(uuid.uuid4())
+    return await site_creation_options(site_id, account_id).start(
+        client,
+        SiteCreationInput(site_id=site_id, account_id=account_id),
         task_queue=task_queue,
         result_type=SiteProgress,
     )
@@ -119,3 +122,34 @@ def settings_database(settings: Settings) -> str:
     database = make_url(settings.database_url).database
     assert database is not None
     return database
+
+
+async def record_sites(
+    settings: Settings, account_id: str, statuses: dict[str, int], domain: str | None = None
+) -> list[str]:
+    """Sites of the account as the API records them, so many in each status; each on its own domain unless one
+    is given."""
+    engine = make_engine(settings.database_url, pool_size=1)
+    ids = []
+    try:
+        async with engine.begin() as connection:
+            for status, count in statuses.items():
+                for _ in range(count):
+                    site_id = uuid.uuid4()
+                    await connection.execute(
+                        text(
+                            "INSERT INTO sites (id, account_id, name, tagline, domain, status, steps) VALUES"
+                            " (:id, :account, 'Earlier', '', :domain, :status, CAST(:steps AS jsonb))"
+                        ),
+                        {
+                            "id": site_id,
+                            "account": uuid.UUID(account_id),
+                            "domain": domain or f"site-{site_id.hex[:12]}.example.com",
+                            "status": status,
+                            "steps": json.dumps(dict.fromkeys(SITE_STEPS, "done")),
+                        },
+                    )
+                    ids.append(str(site_id))
+    finally:
+        await engine.dispose()
+    return ids

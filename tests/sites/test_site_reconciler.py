@@ -14,9 +14,9 @@ from activities.site_reconciler import SiteReconciler
 from lifecycle.contracts import SiteCreationInput
 from lifecycle.settings import Settings
 from lifecycle.site_contracts import SiteReconcileInput
+from lifecycle.start_options import site_creation_options
 from lifecycle.statuses import SiteStatus
 from lifecycle.workflow_ids import site_creation_id
-from lifecycle.workflow_types import SITE_CREATION_WORKFLOW
 from tests.eventually import eventually
 from tests.sites.conftest import WorkerFactory
 from tests.sites.helpers import site_state
@@ -65,20 +65,18 @@ async def test_reconcile_sites_settles_what_no_run_will(
 
     # Built in full, then its deletion requested with no teardown started (the API died after its commit).
     async with site_worker(temporal_client, task_queue=queue):
-        built = await temporal_client.start_workflow(
-            SITE_CREATION_WORKFLOW,
+        built = await site_creation_options(delete_requested, str(account)).start(
+            temporal_client,
             SiteCreationInput(delete_requested, str(account)),
-            id=site_creation_id(delete_requested),
             task_queue=queue,
         )
         await built.result()
     await _sql(settings, "UPDATE sites SET deletion_requested_at = now() WHERE id = $1", uuid.UUID(delete_requested))
     # Half-built, then terminated by an operator.
     async with site_worker(temporal_client, "bootstrap_site=delay:60", task_queue=queue):
-        half = await temporal_client.start_workflow(
-            SITE_CREATION_WORKFLOW,
+        half = await site_creation_options(terminated, str(account)).start(
+            temporal_client,
             SiteCreationInput(terminated, str(account)),
-            id=site_creation_id(terminated),
             task_queue=queue,
         )
 
@@ -88,10 +86,9 @@ async def test_reconcile_sites_settles_what_no_run_will(
         await eventually(built_database, "the creation made the database")
         await half.terminate("operator test")
     # Open, on a queue nobody polls.
-    await temporal_client.start_workflow(
-        SITE_CREATION_WORKFLOW,
+    await site_creation_options(open_run, str(account)).start(
+        temporal_client,
         SiteCreationInput(open_run, str(account)),
-        id=site_creation_id(open_run),
         task_queue=idle_queue,
     )
 

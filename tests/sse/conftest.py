@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest_asyncio
@@ -41,11 +43,12 @@ class ServedApi:
         return httpx.AsyncClient(base_url=self.base_url, timeout=httpx.Timeout(30.0))
 
 
-@pytest_asyncio.fixture(scope="module")
-async def served(settings: Settings, temporal_client: Client) -> AsyncIterator[ServedApi]:
-    """An API whose runs wait on a queue no one polls until a test starts `own_worker` on it."""
+@contextlib.asynccontextmanager
+async def serve(settings: Settings, temporal_client: Client, **changes: Any) -> AsyncIterator[ServedApi]:
+    """An API (its settings changed by `changes`) whose runs wait on a queue no one polls until a test starts
+    `own_worker` on it."""
     own = own_queue(settings).model_copy(
-        update={"events_keepalive": KEEPALIVE_SECONDS, "events_deletion_refresh": DELETION_REFRESH_SECONDS}
+        update={"events_keepalive": KEEPALIVE_SECONDS, "events_deletion_refresh": DELETION_REFRESH_SECONDS, **changes}
     )
     app = create_app(own, temporal_client=temporal_client)
     port = free_port()
@@ -54,9 +57,17 @@ async def served(settings: Settings, temporal_client: Client) -> AsyncIterator[S
     await eventually(lambda: server.started or task.done(), "the API serves")
     if task.done():
         task.result()  # it stopped before serving: its error
-    yield ServedApi(app, own, f"http://127.0.0.1:{port}")
-    server.should_exit = True
-    await task
+    try:
+        yield ServedApi(app, own, f"http://127.0.0.1:{port}")
+    finally:
+        server.should_exit = True
+        await task
+
+
+@pytest_asyncio.fixture(scope="module")
+async def served(settings: Settings, temporal_client: Client) -> AsyncIterator[ServedApi]:
+    async with serve(settings, temporal_client) as api:
+        yield api
 
 
 @pytest_asyncio.fixture

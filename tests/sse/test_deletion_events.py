@@ -9,13 +9,16 @@ from datetime import timedelta
 
 import httpx
 from sqlalchemy import func, insert, select
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from devstack.seed import rows_per_service, seed
 from lifecycle.events_log import DELETION, LifecycleEvent, prune_events
+from lifecycle.settings import Settings
 from tests.conftest import ADMIN_HEADERS
 from tests.deletion.helpers import own_worker
-from tests.sse.conftest import ServedApi
+from tests.eventually import eventually
+from tests.sse.conftest import ServedApi, serve
 from tests.sse.test_site_events import _collect
 
 
@@ -86,3 +89,33 @@ async def test_pruning_deletes_events_past_retention_only(served: ServedApi) -> 
     async with engine.connect() as connection:
         left = await connection.execute(select(func.count()).where(LifecycleEvent.subject_id == subject))
         assert left.scalar_one() == 1
+
+
+async def test_the_account_stream_ends_when_the_account_is_restored_in_its_grace_period(
+    settings: Settings, temporal_client: Client
+) -> None:
+    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=20)
+    path = f"/accounts/{seeded.account_id}/deletion/events"
+    async with (
+        serve(settings, temporal_client, account_deletion_grace=timedelta(hours=1)) as graced,
+        graced.client() as http,
+        own_worker(graced.settings, temporal_client),
+    ):
+        deleting = await http.delete("/account", headers={"Authorization": f"Bearer {seeded.api_key}"})
+        assert deleting.status_code == 202 and deleting.json()["status"] == "scheduled", deleting.text
+        connected = asyncio.Event()
+        stream = asyncio.create_task(_collect(http, path, ADMIN_HEADERS, connected))
+        await asyncio.wait_for(connected.wait(), 30)
+        run = temporal_client.get_workflow_handle(deleting.json()["workflow_id"])
+
+        async def waiting_out_its_grace() -> bool:
+            events = [event.event_type async for event in run.fetch_history_events()]
+            return EventType.EVENT_TYPE_TIMER_STARTED in events
+
+        await eventually(waiting_out_its_grace, "the grace period's timer started")
+        restored = await http.post(f"/accounts/{seeded.account_id}/restore", headers=ADMIN_HEADERS)
+        assert restored.status_code == 200, restored.text
+        # `restored` is terminal: the stream ends after it, as after any other deletion's end.
+        events = await asyncio.wait_for(stream, 30)
+    statuses = [json.loads(event.data)["status"] for event in events]
+    assert statuses[0] == "scheduled" and statuses[-1] == "restored", statuses

@@ -67,7 +67,7 @@ def _changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
 
 
 def _done_order(bodies: list[dict[str, Any]]) -> list[str]:
-    order = []
+    order: list[str] = []
     for body in bodies:
         for step in SITE_STEPS:
             if body["steps"][step] == "done" and step not in order:

@@ -111,6 +111,7 @@ async def test_oversized_bodies_are_413(
     assert response.status_code == 413
     assert response.headers["content-type"] == "application/problem+json"
     assert str(settings.max_request_body_bytes) in response.json()["detail"]
+    assert response.json()["instance"] == path
 
 
 async def test_an_oversized_chunked_body_without_a_length_is_413(
@@ -127,6 +128,7 @@ async def test_an_oversized_chunked_body_without_a_length_is_413(
     assert "content-length" not in response.request.headers
     assert response.status_code == 413
     assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["instance"] == "/bots"
 
 
 async def test_path_outside_the_api_is_a_404_that_says_where_to_look(api: httpx.AsyncClient) -> None:
@@ -143,3 +145,12 @@ async def test_malformed_json_is_a_422_problem(api: httpx.AsyncClient, account: 
     assert response.status_code == 422
     assert response.headers["content-type"] == "application/problem+json"
     assert "JSON" in response.json()["detail"]
+
+
+async def test_a_body_that_is_not_utf8_is_a_400_problem(api: httpx.AsyncClient, account: ApiAccount) -> None:
+    response = await api.post(
+        "/bots", content=b"\xff\xfe\xfa", headers={**account.headers, "content-type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["instance"] == "/bots"

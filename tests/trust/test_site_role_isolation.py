@@ -35,7 +35,9 @@ async def _make_site(settings: Settings) -> tuple[str, str, str]:
     site_id = str(uuid.uuid4())
     name = site_database_name(site_id)
     password = site_files.site_password(settings.sites_path, site_id)
-    await SiteDatabaseServer(settings.site_admin_database_url).create(name, password)
+    await SiteDatabaseServer(settings.site_admin_database_url).create(
+        name, password, settings.site_role_connection_limit
+    )
     return site_id, name, password
 
 
@@ -59,13 +61,48 @@ async def test_a_site_role_reaches_its_own_database_only(settings: Settings) -> 
                 await asyncpg.connect(_dsn(settings, user=own, database=refused, password=own_password))
         # Running the step again (a retry, a reset) keeps it locked down.
         site_id, name, password = await _make_site(settings)
-        await SiteDatabaseServer(settings.site_admin_database_url).create(name, password)
+        await SiteDatabaseServer(settings.site_admin_database_url).create(
+            name, password, settings.site_role_connection_limit
+        )
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
             await asyncpg.connect(_dsn(settings, user=own, database=name, password=own_password))
         await _drop(settings, name)
         site_files.forget_site_password(settings.sites_path, site_id)
     finally:
         await _drop(settings, own, other)
+
+
+async def test_a_site_role_cannot_reach_the_maintenance_databases(settings: Settings) -> None:
+    _, name, password = await _make_site(settings)
+    try:
+        for maintenance in ("postgres", "template1"):
+            with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied for database"):
+                await asyncpg.connect(_dsn(settings, user=name, database=maintenance, password=password))
+    finally:
+        await _drop(settings, name)
+
+
+async def test_a_site_role_holds_at_most_its_connection_limit(settings: Settings) -> None:
+    _, name, password = await _make_site(settings)
+    limit = settings.site_role_connection_limit
+    dsn = _dsn(settings, user=name, database=name, password=password)
+    sessions: list[asyncpg.Connection] = []
+    try:
+        for _ in range(limit):
+            sessions.append(await asyncpg.connect(dsn))
+        with pytest.raises(asyncpg.TooManyConnectionsError, match=f'too many connections for role "{name}"'):
+            sessions.append(await asyncpg.connect(dsn))
+        # One session ends: its place is free again.
+        await sessions.pop().close()
+        sessions.append(await asyncpg.connect(dsn))
+        # A retried step (a role an attempt already made) keeps the limit.
+        await SiteDatabaseServer(settings.site_admin_database_url).create(name, password, limit)
+        with pytest.raises(asyncpg.TooManyConnectionsError):
+            sessions.append(await asyncpg.connect(dsn))
+    finally:
+        for session in sessions:
+            await session.close()
+        await _drop(settings, name)
 
 
 async def test_a_site_role_signs_in_with_its_password_and_only_with_it(settings: Settings) -> None:
@@ -164,11 +201,17 @@ async def test_the_local_stacks_provisioner_makes_and_drops_site_databases(
         site_id = str(uuid.uuid4())
         name = site_database_name(site_id)
         password = site_files.site_password(settings.sites_path, site_id)
-        await server.create(name, password)
-        await server.create(name, password)  # a retried step changes nothing
+        limit = settings.site_role_connection_limit
+        await server.create(name, password, limit)
+        await server.create(name, password, limit)  # a retried step changes nothing
         assert not await admin.fetchval("SELECT has_database_privilege('public', $1, 'CONNECT')", name), (
             "PUBLIC may still connect"
         )
+        # A role left without a limit (made by an earlier release) gets it from the next attempt, which the
+        # provisioner, no superuser, may give.
+        await admin.execute(f"ALTER ROLE {name} CONNECTION LIMIT -1")
+        await server.create(name, password, limit)
+        assert await admin.fetchval("SELECT rolconnlimit FROM pg_roles WHERE rolname = $1", name) == limit
         async with server.connect(name) as site_db:
             await site_db.execute(f"SET ROLE {name}; CREATE TABLE wp_probe (id int)")
         # The site's own role, signed in with its password, is still connected when the teardown comes: the
@@ -186,8 +229,11 @@ async def test_the_local_stacks_provisioner_makes_and_drops_site_databases(
 
         log = postgres_server.log_path.read_text(errors="replace")
         assert password not in log
-        assert f"CREATE ROLE {name} LOGIN PASSWORD 'SCRAM-SHA-256$" in log, "statement logging was not on"
+        assert f"CREATE ROLE {name} LOGIN CONNECTION LIMIT {limit} PASSWORD 'SCRAM-SHA-256$" in log, (
+            "statement logging was not on"
+        )
     finally:
+        await admin.execute(f"REVOKE CONNECT ON DATABASE postgres FROM {SITE_PROVISIONER}")
         await admin.execute(f"DROP ROLE IF EXISTS {SITE_PROVISIONER}")
         await admin.close()
 

@@ -1,0 +1,194 @@
+"""How each workflow type is started: one function per type gives its id, id reuse policy, search attributes,
+fairness key and the UI's summary. The API, the reconciler, a parent workflow (as child options) and the tests
+all start runs through these, so a run started anywhere looks the same.
+
+Every start joins the open run under its id (USE_EXISTING): a repeated request never makes a second one. What a
+start does once the last run closed is chosen per type (the table in docs/design.md, "How the work runs").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import (
+    Priority,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.workflow import ParentClosePolicy
+
+from lifecycle.priorities import deletion_priority
+from lifecycle.search_attributes import (
+    deletion_search_attributes,
+    export_search_attributes,
+    site_search_attributes,
+)
+from lifecycle.statuses import DeletionState, SiteStatus
+from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id, site_creation_id, site_deletion_id
+from lifecycle.workflow_types import (
+    ACCOUNT_DELETION_WORKFLOW,
+    ACCOUNT_EXPORT_WORKFLOW,
+    BOT_DELETION_WORKFLOW,
+    SITE_CREATION_WORKFLOW,
+    SITE_DELETION_WORKFLOW,
+)
+
+# A start while a run is open joins it.
+ON_CONFLICT = WorkflowIDConflictPolicy.USE_EXISTING
+
+# Bot and account deletion: a closed run may be followed by a new one, whatever way it closed. The gate is the bot
+# or account row, not the run: the row is deleted only once none of its data remains, and a run is started only
+# while it exists (lifecycle/deletion_starts.py). So a repeat after a cancel, a terminate, a failure, a completion
+# whose services an operator skipped, or a restore starts a run that finishes from wherever the data stands, while
+# a repeat after a real completion finds no row and starts nothing. ALLOW_DUPLICATE_FAILED_ONLY would refuse after
+# an operator's skip, which completes the run with data left.
+DELETION_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE
+# Site creation: a completed run settled the site (active or rolled back) for good. One that was terminated, failed
+# or timed out left it half-built or half-undone: a new run under the same id finishes or rolls it back.
+SITE_CREATION_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
+# Site teardown, the same for the API, the reconciler and the account deletion's children: a completed teardown
+# left the site `deleted` for good (its domain may belong to another site by now), so it never runs again; one that
+# was terminated, failed or cancelled left the database, files or row behind, and every teardown step is
+# idempotent, so it can run again. An account deletion that meets a completed teardown waits for it instead
+# (await_site_deletion), which returns at once.
+SITE_DELETION_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
+# Account export: a run terminated before its archive was ready can run again (its parts are kept); a completed
+# one (its archive expired) never does; a new request makes a new export under a new id.
+EXPORT_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
+
+
+@dataclass(frozen=True)
+class StartOptions:
+    """A run's identity and labels, for a client's start or a parent's child start."""
+
+    workflow_type: str
+    id: str
+    id_reuse_policy: WorkflowIDReusePolicy
+    search_attributes: TypedSearchAttributes
+    static_summary: str
+    static_details: str
+    # Background work carries its account as the task-queue fairness key (lifecycle/priorities.py).
+    priority: Priority = Priority.default
+
+    async def start(
+        self,
+        client: Client,
+        arg: Any,
+        *,
+        task_queue: str,
+        result_type: type | None = None,
+        execution_timeout: timedelta | None = None,
+        start_signal: str | None = None,
+    ) -> WorkflowHandle[Any, Any]:
+        """Start the run, or join the open one. `execution_timeout` and `start_signal` are for tests only."""
+        return await client.start_workflow(
+            self.workflow_type,
+            arg,
+            id=self.id,
+            task_queue=task_queue,
+            result_type=result_type,
+            execution_timeout=execution_timeout,
+            start_signal=start_signal,
+            id_conflict_policy=ON_CONFLICT,
+            id_reuse_policy=self.id_reuse_policy,
+            search_attributes=self.search_attributes,
+            priority=self.priority,
+            static_summary=self.static_summary,
+            static_details=self.static_details,
+        )
+
+    def child(
+        self, *, parent_close_policy: ParentClosePolicy, task_queue: str | None = None
+    ) -> workflow.ChildWorkflowConfig:
+        """Options for `workflow.execute_child_workflow`; no `task_queue`: the parent's."""
+        return workflow.ChildWorkflowConfig(
+            id=self.id,
+            task_queue=task_queue,
+            id_reuse_policy=self.id_reuse_policy,
+            parent_close_policy=parent_close_policy,
+            search_attributes=self.search_attributes,
+            priority=self.priority,
+            static_summary=self.static_summary,
+            static_details=self.static_details,
+        )
+
+
+def bot_deletion_options(bot_id: str, account_id: str, *, within_account: bool = False) -> StartOptions:
+    """`within_account`: a child of the account's deletion."""
+    return StartOptions(
+        workflow_type=BOT_DELETION_WORKFLOW,
+        id=bot_deletion_id(bot_id),
+        id_reuse_policy=DELETION_REUSE,
+        search_attributes=deletion_search_attributes(account_id, bot_id),
+        priority=deletion_priority(account_id),
+        static_summary=f"Delete bot {bot_id}",
+        static_details=f"Part of deleting account {account_id}."
+        if within_account
+        else f"Deletes every row and file of bot {bot_id} (account {account_id}), by service.",
+    )
+
+
+def account_deletion_options(account_id: str, *, deletes_at: datetime | None = None) -> StartOptions:
+    """`deletes_at`: the end of a grace period still to come (None: none, or it is over)."""
+    return StartOptions(
+        workflow_type=ACCOUNT_DELETION_WORKFLOW,
+        id=account_deletion_id(account_id),
+        id_reuse_policy=DELETION_REUSE,
+        search_attributes=deletion_search_attributes(
+            account_id, status=DeletionState.SCHEDULED if deletes_at else DeletionState.RUNNING
+        ),
+        priority=deletion_priority(account_id),
+        static_summary=f"Delete account {account_id}"
+        + (f" after {deletes_at:%Y-%m-%d %H:%M:%S} UTC" if deletes_at else ""),
+        static_details=(
+            f"Deletes every bot of account {account_id} (child workflows), then the account row once "
+            "nothing of it remains, then emails the confirmation once."
+        ),
+    )
+
+
+def site_creation_options(site_id: str, account_id: str, *, roll_back: bool = False) -> StartOptions:
+    return StartOptions(
+        workflow_type=SITE_CREATION_WORKFLOW,
+        id=site_creation_id(site_id),
+        id_reuse_policy=SITE_CREATION_REUSE,
+        search_attributes=site_search_attributes(account_id, site_id, SiteStatus.PROVISIONING),
+        static_summary=f"{'Roll back' if roll_back else 'Create'} site {site_id}",
+        static_details=f"Provision site {site_id} for account {account_id}: metadata, files, "
+        "database, WordPress; rolls back on failure or cancellation.",
+    )
+
+
+def site_deletion_options(site_id: str, account_id: str, *, within_account: bool = False) -> StartOptions:
+    """`within_account`: a child of the account's deletion."""
+    return StartOptions(
+        workflow_type=SITE_DELETION_WORKFLOW,
+        id=site_deletion_id(site_id),
+        id_reuse_policy=SITE_DELETION_REUSE,
+        search_attributes=site_search_attributes(account_id, site_id, SiteStatus.DELETING),
+        static_summary=f"Delete site {site_id}",
+        static_details=f"Part of deleting account {account_id}."
+        if within_account
+        else f"Tear down site {site_id} of account {account_id}: database and role, files, metadata; frees the domain.",
+    )
+
+
+def account_export_options(export_id: str, account_id: str, workflow_id: str) -> StartOptions:
+    """`workflow_id`: the export's, allocated with its row (lifecycle/export_starts.py)."""
+    return StartOptions(
+        workflow_type=ACCOUNT_EXPORT_WORKFLOW,
+        id=workflow_id,
+        id_reuse_policy=EXPORT_REUSE,
+        search_attributes=export_search_attributes(account_id),
+        priority=deletion_priority(account_id),
+        static_summary=f"Export account {account_id}",
+        static_details=(
+            f"Writes export {export_id} of account {account_id} (every bot's rows as JSON lines and every "
+            "document file) into one ZIP, emails a signed link once, and deletes the archive when it expires."
+        ),
+    )

@@ -1,0 +1,167 @@
+"""Every activity's options, as named presets: `workflow.execute_activity_method(fn, arg, **presets.STEP)`.
+
+The one place a timeout, a heartbeat timeout or a retry policy is written. Each preset says why it has its values;
+a workflow picks a preset by name and adds only the summary.
+
+The presets are typed with the SDK's keys (tests/test_activity_presets.py checks them against
+`workflow.ActivityConfig` and `workflow.LocalActivityConfig`) but not as those TypedDicts: they declare `summary`,
+so mypy refuses `**preset, summary=...` (the preset might carry a summary too).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Final, TypedDict
+
+from temporalio.common import RetryPolicy
+from temporalio.workflow import ActivityCancellationType
+
+from workflows.policies import POISON_PILL_ATTEMPTS
+
+
+class ActivityPreset(TypedDict, total=False):
+    start_to_close_timeout: timedelta
+    heartbeat_timeout: timedelta
+    retry_policy: RetryPolicy
+    cancellation_type: ActivityCancellationType
+
+
+class LocalActivityPreset(TypedDict, total=False):
+    start_to_close_timeout: timedelta
+    retry_policy: RetryPolicy
+
+
+# Every step that does real work heartbeats from the background every second (activities/heartbeat.py): 5 s of
+# silence means its worker died, and the step is retried elsewhere in seconds rather than at its timeout.
+_HEARTBEAT = timedelta(seconds=5)
+
+# Idempotent steps whose failures are outages (database, disk, SMTP): retry without end, backing off to a minute,
+# so an outage delays the work rather than losing it.
+_RETRY_WITHOUT_END = RetryPolicy(
+    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(minutes=1)
+)
+
+# Waiting for another run (activities/polling.py): each attempt looks once and fails while the run is open, so the
+# server's retry timer does the waiting and no worker slot is held; a look is one describe, bounded like a step.
+_LOOK_TIMEOUT = timedelta(seconds=30)
+
+
+# --- Deletions, exports and the reconciler (the background queue)
+
+# A bookkeeping step (one short transaction, an email, a receipt): a call running longer than 30 s is stuck.
+STEP: Final = ActivityPreset(
+    start_to_close_timeout=timedelta(seconds=30), heartbeat_timeout=_HEARTBEAT, retry_policy=_RETRY_WITHOUT_END
+)
+
+# A deleter call: one batch plus the slice (2 min: longer is stuck, not slow); it heartbeats after every batch (tens
+# of ms), so 10 s of silence means its worker died; backoff capped at a minute, and after POISON_PILL_ATTEMPTS the
+# workflow decides (a transient error is called again without end, anything else is a poison pill).
+DELETER: Final = ActivityPreset(
+    start_to_close_timeout=timedelta(minutes=2),
+    heartbeat_timeout=timedelta(seconds=10),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(minutes=1),
+        maximum_attempts=POISON_PILL_ATTEMPTS,
+    ),
+)
+
+# Waiting for a run another request started: looks every 2 s at first, backing off to every 30 s for runs that
+# take hours; never gives up.
+AWAIT_RUN: Final = ActivityPreset(
+    start_to_close_timeout=_LOOK_TIMEOUT,
+    heartbeat_timeout=_HEARTBEAT,
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=2), backoff_coefficient=1.5, maximum_interval=timedelta(seconds=30)
+    ),
+)
+
+# The reconciler's pass through the marked rows: minutes at most; it heartbeats per row, so a minute of silence
+# means its worker died.
+RECONCILE: Final = ActivityPreset(
+    start_to_close_timeout=timedelta(minutes=5),
+    heartbeat_timeout=timedelta(minutes=1),
+    retry_policy=_RETRY_WITHOUT_END,
+)
+
+# A deletion's operator alert: the activity records the row and tries the webhook a bounded number of times itself
+# (activities/alerts.py), so only a database outage fails it; a few attempts, and the run waits for its operator
+# whatever becomes of them.
+OPERATOR_ALERT: Final = ActivityPreset(
+    start_to_close_timeout=timedelta(seconds=60),
+    heartbeat_timeout=_HEARTBEAT,
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=10,
+    ),
+)
+
+# Writing an export's parts or assembling its ZIP: a very large account takes hours (12 h: longer is stuck); after
+# a worker's death the next attempt resumes from the parts already renamed into place.
+EXPORT_WRITE: Final = ActivityPreset(
+    start_to_close_timeout=timedelta(hours=12), heartbeat_timeout=_HEARTBEAT, retry_policy=_RETRY_WITHOUT_END
+)
+
+
+# --- Sites (the customer-facing queue)
+
+# A forward step of the saga: usually milliseconds, but it may wait minutes on a lock or a slow CREATE DATABASE
+# (10 min bounds only a step that hangs while its worker lives); transient faults clear within seconds, so five
+# attempts (~15 s) then roll back; the undo must not start while the step may still run on a worker.
+SITE_STEP: Final = ActivityPreset(
+    start_to_close_timeout=timedelta(minutes=10),
+    heartbeat_timeout=_HEARTBEAT,
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=5,
+    ),
+    cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+)
+
+# An undo, a teardown step or the rollback's bookkeeping: idempotent and must not be lost, so it retries until it
+# succeeds or fails for good (non-retryable), which the rollback records and hands to an operator; bounded like a
+# forward step.
+SITE_UNDO: Final = ActivityPreset(
+    start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=_HEARTBEAT, retry_policy=_RETRY_WITHOUT_END
+)
+
+# Marking the site active, a local activity (one UPDATE, no heartbeat): a hung statement is cut off after 30 s and
+# retried, rather than holding the workflow task for the ten minutes a step may take.
+SITE_ACTIVATION: Final = LocalActivityPreset(
+    start_to_close_timeout=timedelta(seconds=30), retry_policy=_RETRY_WITHOUT_END
+)
+
+# The site-ready email goes out once the site is already active: ride out an SMTP outage for about a day, then give
+# up (a lost email is logged, not rolled back).
+SITE_READY_EMAIL: Final = ActivityPreset(
+    start_to_close_timeout=timedelta(seconds=30),
+    heartbeat_timeout=_HEARTBEAT,
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=5),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(minutes=30),
+        maximum_attempts=60,
+    ),
+)
+
+# The alert for a failed rollback is best effort: the site already shows `rollback_failed`, so a webhook that keeps
+# failing must not keep the run from waiting for the operator.
+SITE_ALERT: Final = ActivityPreset(
+    start_to_close_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5),
+)
+
+# A teardown waiting for the creation to close: every second at first, for the usual creation that ends in
+# moments, backing off to every 30 s for one that waits on an operator; never gives up.
+AWAIT_CREATION: Final = ActivityPreset(
+    start_to_close_timeout=_LOOK_TIMEOUT,
+    heartbeat_timeout=_HEARTBEAT,
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1), backoff_coefficient=1.5, maximum_interval=timedelta(seconds=30)
+    ),
+)
