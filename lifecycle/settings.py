@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ADMIN_TOKEN_FILE = "admin_token"
@@ -15,6 +15,11 @@ ADMIN_TOKEN_FILE = "admin_token"
 EXPORT_SIGNING_KEY_FILE = "export_signing_key"
 # Where the deletion receipts' signing secret is made on first use when RECEIPT_SIGNING_KEY is not set.
 RECEIPT_SIGNING_KEY_FILE = "receipt_signing_key"
+# The shortest secret accepted (ADMIN_TOKEN, EXPORT_SIGNING_KEY, RECEIPT_SIGNING_KEY, the key files): a process
+# refuses to start with a shorter one rather than run on a guessable key; `make deploy-env` and `make run`
+# generate longer ones.
+MIN_SECRET_BYTES = 32
+SECRETS = ("admin_token", "export_signing_key", "receipt_signing_key")
 
 # Ports of the local stack; docker-compose and the tests use their own.
 LOCAL_TEMPORAL_PORT = 7233
@@ -113,8 +118,8 @@ class Settings(BaseSettings):
     exports_dir: Path | None = None
     export_signing_key: str | None = Field(default=None, repr=False)
     export_retention: timedelta = timedelta(days=7)
-    # The secret the deletion receipts' Ed25519 key is derived from (lifecycle/receipts.py); the API and the
-    # workers need the same value. Unset: made on first use in DATA_DIR, which the local stack's processes share.
+    # The secret the deletion receipts' Ed25519 key is derived from (lifecycle/receipt_keys.py); only the workers
+    # need it (the API serves the public keys they publish). Unset: made on a worker's first start in DATA_DIR.
     receipt_signing_key: str | None = Field(default=None, repr=False)
     # Rows per keyset batch while writing an export: memory holds one batch of one table at a time.
     export_batch_rows: int = Field(default=5_000, ge=1, le=100_000)
@@ -132,6 +137,12 @@ class Settings(BaseSettings):
     events_deletion_refresh: float = Field(default=5.0, gt=0)
     events_retention: timedelta = timedelta(days=1)
     events_prune_interval: float = Field(default=3600.0, gt=0)
+
+    @field_validator(*SECRETS)
+    @classmethod
+    def _empty_is_unset(cls, value: str | None) -> str | None:
+        # docker-compose passes an unset secret as an empty variable.
+        return value or None
 
     @model_validator(mode="after")
     def _derive_paths(self) -> Settings:
@@ -151,6 +162,18 @@ class Settings(BaseSettings):
             token_file = self.data_dir / ADMIN_TOKEN_FILE
             if token_file.is_file():
                 self.admin_token = token_file.read_text().strip() or None
+        return self
+
+    @model_validator(mode="after")
+    def _refuse_short_secrets(self) -> Settings:
+        # After _derive_paths, so secrets read from the data directory's files are checked too.
+        for name in SECRETS:
+            value = getattr(self, name)
+            if value is not None and len(value.encode()) < MIN_SECRET_BYTES:
+                raise ValueError(
+                    f"{name.upper()} is {len(value.encode())} bytes long; a secret needs at least {MIN_SECRET_BYTES}"
+                    " (`make deploy-env` generates long enough ones)"
+                )
         return self
 
     @property

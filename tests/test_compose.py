@@ -100,8 +100,13 @@ def test_compose_accepts_the_file_with_a_generated_env(
     token = re.search(r"^ADMIN_TOKEN=(\w+)$", generated_env.read_text(), re.MULTILINE)
     assert token is not None
     assert config["services"]["api"]["environment"]["ADMIN_TOKEN"] == token.group(1)
-    # Only the API holds the admin token.
+    # Only the API holds the admin token, and only the workers the receipt signing key.
     assert "ADMIN_TOKEN" not in config["services"]["worker"]["environment"]
+    receipt_key = re.search(r"^RECEIPT_SIGNING_KEY=(\w+)$", generated_env.read_text(), re.MULTILINE)
+    assert receipt_key is not None
+    for service in ("worker", "site-worker"):
+        assert config["services"][service]["environment"]["RECEIPT_SIGNING_KEY"] == receipt_key.group(1)
+    assert "RECEIPT_SIGNING_KEY" not in config["services"]["api"]["environment"]
 
 
 def test_the_compose_specification_accepts_the_resolved_file(

@@ -138,6 +138,28 @@ class DeletionReceipt(Base):
     created_at: Mapped[datetime] = _now_column()
 
 
+class ReceiptSigningKey(Base):
+    """A public key that signed deletion receipts, published by the workers, which alone hold its private half.
+
+    Kept after a rotation ends its validity, so every receipt stays verifiable; one key at most is current.
+    """
+
+    __tablename__ = "receipt_signing_keys"
+    __table_args__ = (
+        Index(
+            "ux_receipt_signing_keys_current",
+            text("(valid_until IS NULL)"),
+            unique=True,
+            postgresql_where=text("valid_until IS NULL"),
+        ),
+    )
+
+    key_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    public_key: Mapped[str] = mapped_column(Text)
+    valid_from: Mapped[datetime] = _now_column()
+    valid_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
 def _sql_in(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{value}'" for value in values)
 

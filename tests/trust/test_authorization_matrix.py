@@ -226,6 +226,9 @@ async def test_every_operation_answers_every_caller_as_its_credential_requires(
     print(*(f"{operation}: {kind}" for operation, kind in kinds.items()), sep="\n")
     # Both kinds of protected operation are present, so neither half of the matrix is empty.
     assert {Credential.ACCOUNT_KEY, Credential.ADMIN_TOKEN} <= set(kinds.values())
+    # The receipts' keys answer anyone: a receipt outlives the account whose key could have fetched them.
+    for path in ("/deletion-receipts/public-key", "/deletion-receipts/public-keys"):
+        assert kinds[f"GET {path}"] == Credential.NONE
     failures = await matrix_failures(app, api, callers)
     assert not failures, "\n".join(failures)
 

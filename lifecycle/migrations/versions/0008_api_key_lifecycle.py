@@ -1,7 +1,7 @@
 """api key lifecycle: each key's first characters, so an account can tell its keys apart when it rotates them
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 """
 
 from collections.abc import Sequence
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0008"
-down_revision: str | None = "0006"
+down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
