@@ -1,1 +1,1 @@
-"""What the API, the worker and the workflows share: settings, the schema, contracts and ids."""
+"""What the API, the worker and the workflows share: settings, the schema, ids; per feature, contracts."""

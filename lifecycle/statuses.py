@@ -42,7 +42,7 @@ TERMINAL_DELETION_STATES = frozenset(DeletionState) - OPEN_DELETION_STATES
 
 
 class Throttle(StrEnum):
-    """What slows a running deletion below its pace, as `throttled` shows it (lifecycle/deletion_budget.py)."""
+    """What slows a running deletion below its pace, as `throttled` shows it (lifecycle/deletion/budget.py)."""
 
     # Waiting for the shared rows/s budget.
     BUDGET = "budget"

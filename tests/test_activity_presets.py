@@ -30,7 +30,7 @@ def test_a_preset_holds_sdk_options_only(preset: type, sdk: type) -> None:
 def test_only_the_presets_module_sets_activity_options() -> None:
     setting = [
         f"{path.name}: {match.group(0)}"
-        for path in sorted(WORKFLOWS.glob("*.py"))
+        for path in sorted(WORKFLOWS.rglob("*.py"))
         if path.name != "activity_presets.py"
         for match in OPTION.finditer(path.read_text())
     ]

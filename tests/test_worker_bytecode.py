@@ -14,7 +14,7 @@ def test_every_workflow_module_gets_its_bytecode_even_with_dont_write_bytecode(t
     # would leave no bytecode behind.
     copy = tmp_path / "workflows"
     shutil.copytree(WORKFLOWS_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    modules = sorted(copy.glob("*.py"))
+    modules = sorted(copy.rglob("*.py"))
     assert modules
     assert not any(Path(importlib.util.cache_from_source(str(module))).exists() for module in modules)
 

@@ -13,9 +13,9 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.deleters import DELETE_SERVICE_ACTIVITY
-from lifecycle.contracts import (
-    AlertInput,
+from activities.deletion.deleters import DELETE_SERVICE_ACTIVITY
+from lifecycle.contracts import AlertInput
+from lifecycle.deletion.contracts import (
     DeleteServiceInput,
     FinishBotDeletionInput,
     FinishBotDeletionResult,

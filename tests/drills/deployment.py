@@ -33,7 +33,7 @@ def v2_code(root: Path) -> Path:
         else:
             shutil.copy2(source, root / name)
     changed = 0
-    for module in (root / "workflows").glob("*.py"):
+    for module in (root / "workflows").rglob("*.py"):
         text = module.read_text()
         edited, count = _RUN_SIGNATURE.subn(lambda match: match.group(1) + _V2_TIMER, text)
         module.write_text(edited)
