@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 import hashlib
 import logging
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -87,11 +89,23 @@ def _module_files(name: str, root: Path) -> Iterator[Path]:
         directory = directory / part
 
 
+@functools.cache
+def _running_build_id() -> str:
+    """The build id of the code this process runs, which cannot change under it: hashed once per process. Also
+    parsed once: CPython 3.11's `ast.parse` can fail with "AST constructor recursion depth mismatch" when threads
+    parse at the same time, which a process starting several workers at once did."""
+    with _PARSING:
+        return code_build_id()
+
+
+_PARSING = threading.Lock()
+
+
 def deployment_version(settings: Settings) -> WorkerDeploymentVersion:
     """This process's version: WORKER_DEPLOYMENT (else the name of the deletions' task queue) and its build id."""
     return WorkerDeploymentVersion(
         deployment_name=settings.worker_deployment or settings.task_queue,
-        build_id=settings.worker_build_id or code_build_id(),
+        build_id=settings.worker_build_id or _running_build_id(),
     )
 
 

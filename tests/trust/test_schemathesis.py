@@ -18,6 +18,7 @@ import pytest
 from lifecycle.settings import Settings
 from tests.conftest import ADMIN_TOKEN
 from tests.processes import PROJECT_ROOT, ApiProcess
+from worker import LifecycleWorkers
 
 PHASES = "examples,coverage,fuzzing,stateful"
 # Bounded so that the whole run stays within a few tens of seconds on two shared cores; the coverage phase
@@ -26,7 +27,11 @@ MAX_EXAMPLES = 8
 
 
 @pytest.fixture(scope="module")
-def api_process(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiProcess]:
+def api_process(
+    settings: Settings, tmp_path_factory: pytest.TempPathFactory, worker: LifecycleWorkers
+) -> Iterator[ApiProcess]:
+    # As in any running deployment, a worker has published the receipts' public key: until one has, GET
+    # /deletion-receipts/public-key answers 503 (tests/deletion/test_receipt_keys.py covers that).
     api = ApiProcess(settings, tmp_path_factory.mktemp("schemathesis") / "api.log")
     api.start()
     yield api
