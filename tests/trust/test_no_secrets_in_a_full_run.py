@@ -5,19 +5,22 @@ it with a stream token. Every secret the run used is then looked for in every li
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import pytest
+import pytest_asyncio
 from httpx_sse import aconnect_sse
 from sqlalchemy.engine import make_url
 from temporalio.client import Client
 
 from activities.sites import files as site_files
+from devstack.postgres import PostgresServer
+from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
 from lifecycle.statuses import SiteStatus
 from lifecycle.workflow_ids import bot_deletion_id
@@ -46,8 +49,13 @@ class Run:
         return {path.name: path.read_text(errors="replace") for path in (self.api.log_path, self.worker.log_path)}
 
 
-@pytest.fixture
-def run(settings: Settings, webhook: Webhook, tmp_path: Path) -> Iterator[Run]:  # noqa: F811
+@pytest_asyncio.fixture
+async def run(
+    settings: Settings,
+    postgres_server: PostgresServer,
+    webhook: Webhook,  # noqa: F811
+    tmp_path: Path,
+) -> AsyncIterator[Run]:
     webhook.statuses = [204]
     known = {
         "admin token": secrets.token_hex(24),
@@ -59,15 +67,23 @@ def run(settings: Settings, webhook: Webhook, tmp_path: Path) -> Iterator[Run]: 
         "webhook secret": secrets.token_hex(24),
     }
     port = webhook.server.server_address[1]
+    # A database of its own: the run's worker publishes its own receipt key, which must be the current one there
+    # (a worker holding any other key refuses to start).
+    database = f"no_secrets_{uuid.uuid4().hex[:8]}"
+    await asyncio.to_thread(postgres_server.create_database, database)
+    await upgrade_async(postgres_server.url(database))
     own = own_queue(settings).model_copy(
-        update={"alert_webhook_url": f"http://127.0.0.1:{port}/services/T0/B0/{known['webhook secret']}"}
+        update={
+            "alert_webhook_url": f"http://127.0.0.1:{port}/services/T0/B0/{known['webhook secret']}",
+            "database_url": postgres_server.url(database),
+        }
     )
     environment = {
         "ADMIN_TOKEN": known["admin token"],
         "EXPORT_SIGNING_KEY": known["export signing key"],
         "RECEIPT_SIGNING_KEY": known["receipt signing key"],
-        "DATABASE_URL": _with_password(settings.database_url, known["database password"]),
-        "SITE_DATABASE_URL": _with_password(settings.database_url, known["site provisioner password"]),
+        "DATABASE_URL": _with_password(own.database_url, known["database password"]),
+        "SITE_DATABASE_URL": _with_password(own.database_url, known["site provisioner password"]),
         "LOG_LEVEL": "INFO",
         "LOG_FORMAT": "json",
         # Every span of both processes, printed among their log lines.
