@@ -27,6 +27,7 @@ def build_activities(resources: ActivityResources) -> list[Callable[..., Any]]:
         *SiteActivities(resources).all(),
         BotDataDeleters(resources).delete_bot_service,
         records.list_account_bots,
+        records.record_deletion_status,
         records.finish_bot_deletion,
         records.finish_account_deletion,
         records.await_bot_deletion,

@@ -76,7 +76,7 @@ class OperatorAction:
 
 @dataclass
 class DeletionStatus:
-    """What the `progress` query returns and the API shows."""
+    """What the `progress` query returns (the API reads deletion_requests and deletion_progress instead)."""
 
     status: DeletionState
     services: dict[str, ServiceProgress]
@@ -193,9 +193,19 @@ class AlertInput:
 
 
 @dataclass
+class DeletionStatusChange:
+    """A deletion's new status, recorded in deletion_requests by the run that made the change."""
+
+    workflow_id: str
+    status: DeletionState
+
+
+@dataclass
 class ReconcileResult:
     bot_deletions_started: int = 0
     account_deletions_started: int = 0
+    # Deletions recorded as open whose run had closed, or been reset, without recording it.
+    deletion_statuses_recorded: int = 0
     sites: SitesReconciled | None = None
     exports: ExportsReconciled | None = None
 
