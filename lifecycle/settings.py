@@ -117,9 +117,9 @@ class Settings(BaseSettings):
     account_deletion_grace: timedelta = Field(default=timedelta(0), ge=timedelta(0))
     # Live progress streams (GET /sites/{id}/events and the deletion ones). A comment every events_keepalive
     # seconds keeps proxies from closing an idle stream; the API's one LISTEN connection is backed by a poll
-    # every events_poll_interval seconds; a deletion's status, part of which only Temporal knows, is asked
-    # again at most every events_deletion_refresh seconds per deletion however many watch it; rows of the
-    # events table older than events_retention (ISO 8601 duration) are pruned every events_prune_interval.
+    # every events_poll_interval seconds; a deletion stream also looks for a change of its deletion by itself
+    # every events_deletion_refresh seconds; rows of the events table older than events_retention (ISO 8601
+    # duration) are pruned every events_prune_interval.
     events_keepalive: float = Field(default=15.0, gt=0)
     events_poll_interval: float = Field(default=5.0, gt=0)
     events_deletion_refresh: float = Field(default=5.0, gt=0)
