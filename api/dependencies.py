@@ -114,6 +114,8 @@ PUBLIC: Final[dict[str, Any]] = {"security": []}
 @dataclass(frozen=True)
 class Caller:
     account_id: uuid.UUID
+    # The key it called with: what a stream token minted by this call depends on (api/stream_credentials.py).
+    key_id: uuid.UUID
 
 
 _ACCOUNT_OF_KEY = text(account_of_key_sql(":key_hash"))
@@ -158,9 +160,9 @@ StreamAccountKeyDep = Annotated[str | None, Depends(stream_account_key_hash)]
 StreamAdminTokenDep = Annotated[str | None, Depends(stream_admin_token)]
 
 
-async def _account_for_key(session: AsyncSession, key_hash: str) -> uuid.UUID | None:
-    row = await session.execute(_ACCOUNT_OF_KEY, {"key_hash": key_hash})
-    return row.scalar_one_or_none()
+async def _caller_of_key(session: AsyncSession, key_hash: str) -> Caller | None:
+    row = (await session.execute(_ACCOUNT_OF_KEY, {"key_hash": key_hash})).one_or_none()
+    return None if row is None else Caller(account_id=row.account_id, key_id=row.key_id)
 
 
 def unknown_api_key() -> ProblemError:
@@ -168,16 +170,16 @@ def unknown_api_key() -> ProblemError:
 
 
 async def require_account(key_hash: AccountKeyDep, session: SessionDep) -> Caller:
-    account_id = await _account_for_key(session, key_hash)
-    if account_id is None:
+    caller = await _caller_of_key(session, key_hash)
+    if caller is None:
         raise unknown_api_key()
-    return Caller(account_id=account_id)
+    return caller
 
 
 async def require_admin(token: AdminTokenDep, session: SessionDep, settings: SettingsDep) -> None:
     if settings.admin_token and tokens_equal(token, settings.admin_token):
         return
-    if await _account_for_key(session, hash_api_key(token)) is not None:
+    if await _caller_of_key(session, hash_api_key(token)) is not None:
         raise ProblemError(403, "This endpoint needs the admin token; an account API key cannot use it.")
     raise ProblemError(401, "The admin token is wrong.", headers=_UNAUTHORIZED_HEADERS)
 

@@ -8,6 +8,7 @@ from enum import StrEnum
 
 from lifecycle.export_contracts import ExportsReconciled
 from lifecycle.site_contracts import SitesReconciled
+from lifecycle.site_errors import SiteErrorCode
 from lifecycle.statuses import DeletionState, SiteStatus, StepStatus, Throttle
 
 # Deletion
@@ -249,13 +250,16 @@ class SiteRef:
 @dataclass(frozen=True)
 class SiteRollbackInput:
     site_id: str
-    reason: str
+    reason: str  # the cause, for the worker's log
     failed_step: str | None = None
+    # What the customer is told (sites.error); the default is what an input from before the codes means.
+    code: SiteErrorCode = SiteErrorCode.FAILED
 
 
 @dataclass
 class SiteProgress:
-    """The `progress` query's answer: the same status and steps the API shows."""
+    """The `progress` query's answer: the same status and steps the API shows, and the failure's cause where
+    the API shows its code only (lifecycle/site_errors.py)."""
 
     status: SiteStatus
     steps: dict[str, StepStatus] = field(default_factory=dict)

@@ -27,8 +27,8 @@ from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
 from worker import LifecycleWorkers, build_worker
 
-ADMIN_TOKEN = "test-admin-token"
-EXPORT_SIGNING_KEY = "test-export-signing-key"
+ADMIN_TOKEN = "test-admin-token-at-least-32-bytes-long"
+EXPORT_SIGNING_KEY = "test-export-signing-key-of-32-bytes-or-more"
 
 
 @pytest.fixture(scope="session")

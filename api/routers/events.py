@@ -9,8 +9,9 @@ the `lifecycle_events` row it reflects (lifecycle/events_log.py), so `Last-Event
   stream computes the answer from PostgreSQL once per change of the deletion (once for all its watchers), and
   sends it under that change's id.
 
-A stream ends after the event with a terminal status. Nothing here asks a worker anything, and a waiting stream
-holds no database session: it waits on the process's one LISTEN connection (lifecycle/events_hub.py).
+A stream ends after the event with a terminal status, or after a `credentials-ended` event once what opened it
+no longer would (api/stream_credentials.py). Nothing here asks a worker anything, and a waiting stream holds no
+database session: it waits on the process's one LISTEN connection (lifecycle/events_hub.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Final
@@ -41,7 +42,14 @@ from api.problems import ProblemError, problem_responses
 from api.routers.deletion_status import account_deletion_out, bot_deletion_out
 from api.routers.sites import site_out
 from api.schemas.bots import DeletionOut
-from api.stream_tokens import COOKIE_NAME, QUERY_PARAMETER, StreamKind, verify
+from api.stream_credentials import (
+    CREDENTIALS_ENDED_EVENT,
+    CREDENTIALS_ENDED_SCHEMA,
+    StreamCredential,
+    StreamCredentials,
+    key_end_reasons,
+)
+from api.stream_tokens import COOKIE_NAME, QUERY_PARAMETER, StreamGrant, StreamKind, verify
 from lifecycle.db.models import DeletionRequest, Site
 from lifecycle.deletion_status import account_deletion_record
 from lifecycle.events_hub import EventHub, SubjectKey, account_key
@@ -77,7 +85,9 @@ def _resume_after(last_event_id: str | None) -> int | None:
 _EVENT_STREAM_DESCRIPTION = (
     "`text/event-stream`: one event per status or step change, its data the JSON of {answer} and its id usable "
     "as `Last-Event-ID`; a comment line every `EVENTS_KEEPALIVE` seconds (15 by default); the stream ends after "
-    "the event with a terminal status ({terminal})."
+    "the event with a terminal status ({terminal}). It also ends, after an event `credentials-ended` whose data "
+    "says why (`token_expired`, `key_revoked`, `account_deleted`), when its stream token expires or the key behind "
+    "it stops opening the account: a client should not reconnect with the same credential."
 )
 
 
@@ -87,7 +97,7 @@ def _stream_responses(
     *others, last = sorted(terminal)
     description = _EVENT_STREAM_DESCRIPTION.format(answer=answer, terminal=f"{', '.join(others)} or {last}")
     # Without `itemSchema` (OpenAPI 3.2), an event stream's `schema` describes each event.
-    event = {
+    change = {
         "type": "object",
         "required": ["data", "id"],
         "properties": {
@@ -100,6 +110,19 @@ def _stream_responses(
             "event": {"type": "string", "enum": ["message"]},
         },
     }
+    ended = {
+        "type": "object",
+        "required": ["data", "event"],
+        "properties": {
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": CREDENTIALS_ENDED_SCHEMA,
+            },
+            "event": {"type": "string", "enum": [CREDENTIALS_ENDED_EVENT]},
+        },
+    }
+    event = {"oneOf": [change, ended]}
     return {
         200: {"description": description, "content": {"text/event-stream": {"schema": event}}},
         **problem_responses(*problems),
@@ -129,21 +152,39 @@ StreamTokenCookie = Annotated[
 ]
 
 
-def _granted_account(
+def _refused_token(detail: str) -> ProblemError:
+    return ProblemError(401, detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+async def _granted(
     request: Request, kind: StreamKind, resource_id: uuid.UUID, *tokens: str | None
-) -> uuid.UUID | None:
+) -> StreamGrant | None:
+    """The grant of a token sent for this stream, if one was: one whose key no longer opens the account (nor
+    would a request with the key itself) is refused."""
     given = [token for token in tokens if token]
     for token in given:
-        account_id = verify(request.app.state.settings, token, kind, resource_id)
-        if account_id is not None:
-            return account_id
+        grant = verify(request.app.state.settings, token, kind, resource_id)
+        if grant is None:
+            continue
+        if grant.key_id is not None:
+            async with _sessions(request)() as session:
+                ended = (await key_end_reasons(session, [grant.key_id]))[grant.key_id]
+            if ended is not None:
+                raise _refused_token(f"The key that minted this stream token no longer opens the account ({ended}).")
+        return grant
     if given:
-        raise ProblemError(
-            401,
-            "The stream token is wrong, expired, or for another stream; ask POST .../events/token for a new one.",
-            headers={"WWW-Authenticate": "Bearer"},
+        raise _refused_token(
+            "The stream token is wrong, expired, or for another stream; ask POST .../events/token for a new one."
         )
     return None
+
+
+@dataclass(frozen=True)
+class _Opened:
+    """Who opened a stream, and what must keep holding for it to go on."""
+
+    account_id: uuid.UUID
+    credential: StreamCredential
 
 
 async def _stream_account(
@@ -152,32 +193,38 @@ async def _stream_account(
     kind: StreamKind,
     resource_id: uuid.UUID,
     *tokens: str | None,
-) -> uuid.UUID:
+) -> _Opened:
     """The account whose stream this is: by its key if one is sent, else by a token for this stream."""
     if key_hash is None:
-        granted = _granted_account(request, kind, resource_id, *tokens)
-        if granted is not None:
-            return granted
+        grant = await _granted(request, kind, resource_id, *tokens)
+        if grant is not None:
+            return _Opened(grant.account_id, StreamCredential(grant.key_id, grant.expires))
         key_hash = await account_key_hash(None)  # neither: answers 401 as every account operation does
     async with _sessions(request)() as session:
-        return (await require_account(key_hash, session)).account_id
+        caller = await require_account(key_hash, session)
+    return _Opened(caller.account_id, StreamCredential(caller.key_id, expires=None))
 
 
 async def _stream_admin(
     request: Request, token: StreamAdminTokenDep, account_id: uuid.UUID, *tokens: str | None
-) -> None:
+) -> StreamCredential:
     if token is None:
-        if _granted_account(request, StreamKind.ACCOUNT_DELETION, account_id, *tokens):
-            return
+        grant = await _granted(request, StreamKind.ACCOUNT_DELETION, account_id, *tokens)
+        if grant is not None:
+            return StreamCredential(grant.key_id, grant.expires)
         token = await admin_token(None)  # neither: answers 401 as every admin operation does
     async with _sessions(request)() as session:
         await require_admin(token, session, request.app.state.settings)
+    return StreamCredential(key_id=None, expires=None)
 
 
-def _event_stream(request: Request, events: AsyncIterator[ServerSentEvent]) -> EventSourceResponse:
+def _event_stream(
+    request: Request, events: AsyncGenerator[ServerSentEvent, None], credential: StreamCredential
+) -> EventSourceResponse:
     settings: Settings = request.app.state.settings
+    credentials: StreamCredentials = request.app.state.stream_credentials
     return EventSourceResponse(
-        events,
+        credentials.guard(events, credential),
         ping=settings.events_keepalive,
         ping_message_factory=lambda: ServerSentEvent(comment="keepalive"),
         headers={"Cache-Control": "no-store"},
@@ -203,13 +250,13 @@ async def site_events_stream(
     access_token: AccessTokenQuery = None,
     stream_token: StreamTokenCookie = None,
 ) -> EventSourceResponse:
-    account_id = await _stream_account(request, key_hash, StreamKind.SITE, site_id, stream_token, access_token)
+    opened = await _stream_account(request, key_hash, StreamKind.SITE, site_id, stream_token, access_token)
     async with _sessions(request)() as session:
         site = await session.get(Site, site_id)
         # Another account's site is indistinguishable from a missing one.
-        if site is None or site.account_id != account_id:
+        if site is None or site.account_id != opened.account_id:
             raise ProblemError(404, "No such site.")
-    return _event_stream(request, _site_stream(request, site_id, _resume_after(last_event_id)))
+    return _event_stream(request, _site_stream(request, site_id, _resume_after(last_event_id)), opened.credential)
 
 
 def _site_from_state(state: dict[str, Any]) -> Site:
@@ -225,7 +272,9 @@ def _site_from_state(state: dict[str, Any]) -> Site:
     )
 
 
-async def _site_stream(request: Request, site_id: uuid.UUID, after: int | None) -> AsyncIterator[ServerSentEvent]:
+async def _site_stream(
+    request: Request, site_id: uuid.UUID, after: int | None
+) -> AsyncGenerator[ServerSentEvent, None]:
     async with _hub(request).watch((SITE, str(site_id))) as watch:
         if after is not None and await _site_settled_at(request, site_id, after):
             return
@@ -339,10 +388,10 @@ async def bot_deletion_events(
     access_token: AccessTokenQuery = None,
     stream_token: StreamTokenCookie = None,
 ) -> EventSourceResponse:
-    account_id = await _stream_account(request, key_hash, StreamKind.BOT_DELETION, bot_id, stream_token, access_token)
+    opened = await _stream_account(request, key_hash, StreamKind.BOT_DELETION, bot_id, stream_token, access_token)
     async with _sessions(request)() as session:
         record = await session.get(DeletionRequest, bot_deletion_id(bot_id))
-    if record is None or record.account_id != account_id:
+    if record is None or record.account_id != opened.account_id:
         raise ProblemError(404, "No deletion was requested for this bot.")
     workflow_id = record.workflow_id
 
@@ -353,7 +402,7 @@ async def bot_deletion_events(
         return await latest_deletion_event(session, workflow_id=workflow_id)
 
     subject = _DeletionSubject((DELETION, workflow_id), reread, bot_deletion_out, latest)
-    return _event_stream(request, _deletion_stream(request, subject, _resume_after(last_event_id)))
+    return _event_stream(request, _deletion_stream(request, subject, _resume_after(last_event_id)), opened.credential)
 
 
 @router.get(
@@ -373,7 +422,7 @@ async def account_deletion_events(
     access_token: AccessTokenQuery = None,
     stream_token: StreamTokenCookie = None,
 ) -> EventSourceResponse:
-    await _stream_admin(request, token, account_id, stream_token, access_token)
+    credential = await _stream_admin(request, token, account_id, stream_token, access_token)
     async with _sessions(request)() as session:
         record = await account_deletion_record(session, account_id)
     if record is None:
@@ -386,12 +435,12 @@ async def account_deletion_events(
         return await latest_deletion_event(session, account_id=account_id)
 
     subject = _DeletionSubject(account_key(account_id), reread, account_deletion_out, latest)
-    return _event_stream(request, _deletion_stream(request, subject, _resume_after(last_event_id)))
+    return _event_stream(request, _deletion_stream(request, subject, _resume_after(last_event_id)), credential)
 
 
 async def _deletion_stream(
     request: Request, subject: _DeletionSubject, after: int | None
-) -> AsyncIterator[ServerSentEvent]:
+) -> AsyncGenerator[ServerSentEvent, None]:
     settings: Settings = request.app.state.settings
     answers = _shared_answers(request)
     sent: str | None = None

@@ -61,6 +61,8 @@ class ApiKey(Base):
     account_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"), index=True)
     # SHA-256 of the key: a stolen table yields no usable key, and lookup stays one indexed read.
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    # The key's first characters, to tell keys apart in GET /account/keys; None for keys issued before 0008.
+    prefix: Mapped[str | None] = mapped_column(String(16))
     created_at: Mapped[datetime] = _now_column()
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
@@ -150,6 +152,28 @@ class DeletionReceipt(Base):
     sha256: Mapped[str] = mapped_column(String(64))
     signature: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = _now_column()
+
+
+class ReceiptSigningKey(Base):
+    """A public key that signed deletion receipts, published by the workers, which alone hold its private half.
+
+    Kept after a rotation ends its validity, so every receipt stays verifiable; one key at most is current.
+    """
+
+    __tablename__ = "receipt_signing_keys"
+    __table_args__ = (
+        Index(
+            "ux_receipt_signing_keys_current",
+            text("(valid_until IS NULL)"),
+            unique=True,
+            postgresql_where=text("valid_until IS NULL"),
+        ),
+    )
+
+    key_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    public_key: Mapped[str] = mapped_column(Text)
+    valid_from: Mapped[datetime] = _now_column()
+    valid_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 def _sql_in(values: tuple[str, ...]) -> str:

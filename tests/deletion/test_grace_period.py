@@ -18,6 +18,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 
 from api.app import create_app
+from api.security import hash_api_key
 from devstack.seed import Seeded, asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.contracts import AccountDeletionResult
@@ -248,3 +249,35 @@ def test_the_grace_is_an_iso_8601_duration_never_negative() -> None:
     assert Settings().account_deletion_grace == timedelta(0)
     with pytest.raises(ValidationError):
         grace("-P1D")
+
+
+async def test_a_restore_leaves_exactly_one_live_key(
+    settings: Settings, worker: LifecycleWorkers, temporal_client: Client
+) -> None:
+    """A `POST /account/keys` authorised just before `DELETE /account` committed its revocation inserts a live key
+    the revocation never saw. Such a key opens nothing while the deletion is pending; the restore must not bring it
+    back with the account."""
+    seeded = await seeded_account(settings)
+    handle = temporal_client.get_workflow_handle(account_deletion_id(seeded.account_id))
+    async with graced_api(settings, temporal_client, HOUR) as api:
+        await scheduled_deletion(api, seeded, HOUR)
+        raced_key = "raced-" + seeded.account_id
+        conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+        try:
+            await conn.execute(
+                "INSERT INTO api_keys (id, account_id, key_hash) VALUES (gen_random_uuid(), $1::uuid, $2)",
+                seeded.account_id,
+                hash_api_key(raced_key),
+            )
+        finally:
+            await conn.close()
+
+        restored = await api.post(f"/accounts/{seeded.account_id}/restore", headers=ADMIN_HEADERS)
+        assert restored.status_code == 200, restored.text
+        new_key = restored.json()["api_key"]
+
+        assert (await api.get("/account", headers=bearer(raced_key))).status_code == 401
+        keys = await api.get("/account/keys", headers=bearer(new_key))
+        assert keys.status_code == 200, keys.text
+        assert len(keys.json()) == 1
+        await handle.result()

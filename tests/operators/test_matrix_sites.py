@@ -35,6 +35,7 @@ from activities.site_files import CREDENTIALS_DIR, site_key
 from activities.site_reconciler import SiteReconciler
 from api.app import create_app
 from devstack.smtp_sink import SmtpSink
+from lifecycle.receipt_keys import ReceiptSigner
 from lifecycle.settings import Settings
 from lifecycle.site_contracts import SiteReconcileInput
 from lifecycle.statuses import SiteStatus
@@ -76,12 +77,12 @@ class Stack:
             self.client,
             task_queue=own.site_task_queue,
             workflows=WORKFLOWS,
-            activities=build_activities(resources),
+            activities=build_activities(resources, ReceiptSigner(own)),
             interceptors=interceptors_for(own),
             deployment_config=deployment_config(version),
         )
         try:
-            async with LifecycleWorkers([worker], Promotion(self.client, version)):
+            async with LifecycleWorkers(lambda: [worker], Promotion(self.client, version)):
                 yield
         finally:
             await resources.engine.dispose()

@@ -2,7 +2,7 @@
 reconciler, so the API and the streams read PostgreSQL only
 
 Revision ID: 0009
-Revises: 0006
+Revises: 0008
 """
 
 from collections.abc import Sequence
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0009"
-down_revision: str | None = "0006"
+down_revision: str | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
