@@ -17,12 +17,12 @@ import asyncpg
 import pytest
 from temporalio.client import Client
 
-from activities.deleters import DELETION_SERVICES as SERVICES
+from activities.deletion.deleters import DELETION_SERVICES as SERVICES
+from api.deletion.requests import request_account_deletion
 from devstack.seed import asyncpg_dsn, seed
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import AccountDeletionResult, DeletionStatus
 from lifecycle.db.engine import make_engine, make_sessionmaker
-from lifecycle.deletion_requests import request_account_deletion
+from lifecycle.deletion.contracts import AccountDeletionResult, DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.deletion.helpers import remaining_files, remaining_rows

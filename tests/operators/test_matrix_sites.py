@@ -31,13 +31,13 @@ from temporalio.worker import Worker
 
 from activities.registry import build_activities
 from activities.resources import ActivityResources
-from activities.site_files import CREDENTIALS_DIR, site_key
-from activities.site_reconciler import SiteReconciler
+from activities.sites.files import CREDENTIALS_DIR, site_key
+from activities.sites.reconciler import SiteReconciler
 from api.app import create_app
 from devstack.smtp_sink import SmtpSink
-from lifecycle.receipt_keys import ReceiptSigner
+from lifecycle.deletion.receipt_keys import ReceiptSigner
 from lifecycle.settings import Settings
-from lifecycle.site_contracts import SiteReconcileInput
+from lifecycle.sites.contracts import SiteReconcileInput
 from lifecycle.statuses import SiteStatus
 from lifecycle.worker_deployment import deployment_config, deployment_version
 from lifecycle.workflow_ids import site_creation_id, site_deletion_id

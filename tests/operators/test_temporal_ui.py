@@ -17,7 +17,7 @@ from activities.resources import ActivityResources
 from devstack.ports import free_port
 from devstack.seed import seed
 from devstack.temporal_server import TemporalDevServer
-from lifecycle.contracts import DeletionStatus
+from lifecycle.deletion.contracts import DeletionStatus
 from lifecycle.settings import Settings
 from tests.eventually import eventually
 from tests.operators.starts import start_bot_deletion

@@ -16,10 +16,10 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from activities.resources import ActivityResources
-from lifecycle.contracts import SITE_STEPS
 from lifecycle.db.engine import make_engine
 from lifecycle.search_attributes import ALL
 from lifecycle.settings import Settings
+from lifecycle.sites.contracts import SITE_STEPS
 from worker import LifecycleWorkers, build_worker
 
 WorkerFactory = Callable[..., AbstractAsyncContextManager[tuple[LifecycleWorkers, Settings]]]

@@ -7,7 +7,7 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
-from lifecycle.contracts import SiteProgress
+from lifecycle.sites.contracts import SiteProgress
 from tests.eventually import eventually
 from tests.sites.conftest import WorkerFactory
 from tests.sites.helpers import scheduled_activities, site_state, start_creation, undos_run
