@@ -28,6 +28,7 @@ def build_activities(resources: ActivityResources, signer: ReceiptSigner) -> lis
         *SiteActivities(resources).all(),
         BotDataDeleters(resources).delete_bot_service,
         records.list_account_bots,
+        records.record_deletion_status,
         records.finish_bot_deletion,
         records.finish_account_deletion,
         records.await_bot_deletion,

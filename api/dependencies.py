@@ -17,7 +17,6 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from api.accounts.keys import account_of_key_sql
-from api.deletion.status import DESCRIBE_TIMEOUT as STATUS_CONNECT_WAIT
 from api.problems import ProblemError
 from api.security import hash_api_key, tokens_equal
 from api.temporal_client import TemporalUnavailable, connect
@@ -32,8 +31,8 @@ class TemporalConnection:
     """Connects on first use and again after a failure, so the API starts (and says it is not ready) while
     Temporal is down, and recovers by itself once it is back.
 
-    One connection attempt runs at a time, in a task of its own: callers wait for it only as long as they can
-    afford (a status call a few hundred milliseconds, a start a few seconds), and giving up does not abort it.
+    One connection attempt runs at a time, in a task of its own: callers wait for it at most `wait` seconds, and
+    giving up does not abort it. (Status calls never wait: they read PostgreSQL only.)
     A failure is remembered for RETRY_CONNECT_AFTER, so a flood of requests during an outage does not become
     a flood of connection attempts.
     """
@@ -54,13 +53,6 @@ class TemporalConnection:
             return await asyncio.wait_for(asyncio.shield(self._current_attempt()), wait)
         except TimeoutError:
             raise TemporalUnavailable("still connecting to Temporal") from None
-
-    async def get_or_none(self, wait: float) -> Client | None:
-        """The client if it is (or becomes, within `wait` seconds) connected; None instead of an error."""
-        try:
-            return await self.get(wait)
-        except TemporalUnavailable:
-            return None
 
     def _current_attempt(self) -> asyncio.Task[Client]:
         attempt = self._attempt
@@ -106,17 +98,10 @@ async def get_temporal(request: Request) -> Client:
     return await connection.get()
 
 
-async def get_temporal_if_reachable(request: Request) -> Client | None:
-    """For answers that can do without Temporal: waits for a connection only as long as a status call may."""
-    connection: TemporalConnection = request.app.state.temporal
-    return await connection.get_or_none(wait=STATUS_CONNECT_WAIT.total_seconds())
-
-
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[AsyncSession, Depends(get_session)]
 EngineDep = Annotated[AsyncEngine, Depends(get_engine)]
 TemporalDep = Annotated[Client, Depends(get_temporal)]
-ReachableTemporalDep = Annotated[Client | None, Depends(get_temporal_if_reachable)]
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from lifecycle.exports.contracts import ExportsReconciled
 from lifecycle.sites.contracts import SitesReconciled
+from lifecycle.statuses import DeletionState
 
 
 @dataclass
@@ -16,8 +17,18 @@ class AlertInput:
 
 
 @dataclass
+class DeletionStatusChange:
+    """A deletion's new status, recorded in deletion_requests by the run that made the change."""
+
+    workflow_id: str
+    status: DeletionState
+
+
+@dataclass
 class ReconcileResult:
     bot_deletions_started: int = 0
     account_deletions_started: int = 0
+    # Deletions recorded as open whose run had closed, or been reset, without recording it.
+    deletion_statuses_recorded: int = 0
     sites: SitesReconciled | None = None
     exports: ExportsReconciled | None = None

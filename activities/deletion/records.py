@@ -1,4 +1,5 @@
-"""Database bookkeeping around deletions: listing an account's bots, removing the emptied rows."""
+"""Database bookkeeping around deletions: listing an account's bots, recording each status change, removing the
+emptied rows."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from activities.deletion.deleters import DELETERS
 from activities.heartbeat import heartbeats
 from activities.polling import raise_if_running
 from activities.resources import ActivityResources
+from lifecycle.contracts import DeletionStatusChange
 from lifecycle.deletion.contracts import (
     AwaitBotDeletionInput,
     BotDeletionResult,
@@ -35,6 +37,13 @@ BOT_DELETION_NOT_COMPLETED = "BotDeletionNotCompleted"
 # Idempotent: a retry or a reset keeps the first completion time.
 _MARK_COMPLETED = text(
     "UPDATE deletion_requests SET completed_at = coalesce(completed_at, now()) WHERE workflow_id = :workflow_id"
+)
+# One statement, so its own transaction with the event the trigger appends (migration 0009) when the status
+# changes. Idempotent: a retry, or a replay after a reset, that finds the status already recorded by this run
+# changes nothing and appends no event; a new run recording the status its predecessor left takes it over.
+_RECORD_STATUS = text(
+    "UPDATE deletion_requests SET status = :status, status_run_id = :run_id WHERE workflow_id = :workflow_id"
+    " AND (status <> :status OR status_run_id IS DISTINCT FROM :run_id)"
 )
 _RECORD_SKIP = text(
     "INSERT INTO deletion_progress (workflow_id, service, done, skipped) VALUES (:workflow_id, :service, true, true)"
@@ -76,6 +85,23 @@ class DeletionRecords:
                     [{"workflow_id": bot_deletion_id(bot), "account": account_id, "bot": bot} for bot in bot_ids],
                 )
             return bot_ids
+
+    @activity.defn(name="record_deletion_status")
+    async def record_deletion_status(self, change: DeletionStatusChange) -> None:
+        """Record the status a run entered: the API and the streams read it from here, never from Temporal.
+
+        A deletion with no record (a run started by hand, without the API) has nothing to update.
+        """
+        async with self._resources.engine.connect() as conn:
+            autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await autocommit.execute(
+                _RECORD_STATUS,
+                {
+                    "workflow_id": change.workflow_id,
+                    "status": str(change.status),
+                    "run_id": activity.info().workflow_run_id,
+                },
+            )
 
     @activity.defn(name="finish_bot_deletion")
     @heartbeats

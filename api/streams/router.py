@@ -5,10 +5,9 @@ the `lifecycle_events` row it reflects (lifecycle/db/events.py), so `Last-Event-
 
 - a site's events carry the site as each change left it, so a stream (or a resume) shows every step in order,
   even steps that committed while the client was away;
-- a deletion's answer mixes PostgreSQL and Temporal's describe, so its stream recomputes the answer when the
-  deletion changes in the database, and at most every `events_deletion_refresh` seconds per deletion (shared by
-  all its watchers) for what only Temporal knows: a run that paused, closed or was terminated. Such a change
-  seen only in Temporal is recorded as an event of its own, so it too has an id to resume after.
+- a deletion's answer adds up rows of several tables (its recorded status, every service's progress), so its
+  stream computes the answer from PostgreSQL once per change of the deletion (once for all its watchers), and
+  sends it under that change's id.
 
 A stream ends after the event with a terminal status, or after a `credentials-ended` event once what opened it
 no longer would (api/streams/credentials.py). Nothing here asks a worker anything, and a waiting stream holds no
@@ -32,12 +31,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from api.deletion.schemas import DeletionOut
-from api.deletion.status import DESCRIBE_TIMEOUT, account_deletion_record
+from api.deletion.status import account_deletion_record
 from api.deletion.status_router import account_deletion_out, bot_deletion_out
 from api.dependencies import (
     StreamAccountKeyDep,
     StreamAdminTokenDep,
-    TemporalConnection,
     account_key_hash,
     admin_token,
     require_account,
@@ -54,7 +52,7 @@ from api.streams.credentials import (
 )
 from api.streams.hub import EventHub, SubjectKey, account_key
 from api.streams.tokens import COOKIE_NAME, QUERY_PARAMETER, StreamGrant, StreamKind, verify
-from lifecycle.db.events import DELETION, SITE, latest_deletion_event, record_observed_deletion_change, site_events
+from lifecycle.db.events import DELETION, SITE, latest_deletion_event, site_events
 from lifecycle.db.models import DeletionRequest, Site
 from lifecycle.settings import Settings
 from lifecycle.statuses import TERMINAL_DELETION_STATES, TERMINAL_SITE_STATUSES
@@ -315,11 +313,9 @@ class _DeletionSubject:
     """What a deletion stream follows: the keys the hub wakes it for, and how to build its answer."""
 
     key: SubjectKey
-    workflow_id: str
-    account_id: uuid.UUID
-    # Read again for each answer: its completed_at changes while the stream runs.
+    # Read again for each answer: its status and completed_at change while the stream runs.
     record: Callable[[AsyncSession], Awaitable[DeletionRequest | None]]
-    answer: Callable[[AsyncSession, Any, DeletionRequest], Awaitable[DeletionOut]]
+    answer: Callable[[AsyncSession, DeletionRequest], Awaitable[DeletionOut]]
     # The latest change of the subject: one deletion's, or any of an account's deletions.
     latest: Callable[[AsyncSession], Awaitable[int]]
 
@@ -336,9 +332,8 @@ class _DeletionGone(Exception):
 
 
 class SharedDeletionAnswers:
-    """One computation of a deletion's answer per change (or per refresh interval), whatever the number of
-    watchers: the first watcher to wake computes, the others reuse it. This bounds Temporal describes to
-    one per deletion per `events_deletion_refresh`, not one per watcher."""
+    """One computation of a deletion's answer per change, whatever the number of watchers: the first watcher to
+    wake computes, the others reuse it, so N watchers cost one read of the progress per change, not N."""
 
     def __init__(self, refresh: float) -> None:
         self._refresh = refresh
@@ -352,14 +347,12 @@ class SharedDeletionAnswers:
                 latest = await subject.latest(session)
                 cached = self._cache.get(subject.key)
                 now = time.monotonic()
-                if cached is not None and cached.latest == latest and now - cached.at < self._refresh:
+                if cached is not None and cached.latest == latest:
                     return latest, cached.answer
                 record = await subject.record(session)
                 if record is None:
                     raise _DeletionGone()
-                connection: TemporalConnection = request.app.state.temporal
-                client = await connection.get_or_none(wait=DESCRIBE_TIMEOUT.total_seconds())
-                answer = await subject.answer(session, client, record)
+                answer = await subject.answer(session, record)
             self._cache[subject.key] = _Computed(latest, time.monotonic(), answer)
             self._forget_stale(now)
             return latest, answer
@@ -408,9 +401,7 @@ async def bot_deletion_events(
     async def latest(session: AsyncSession) -> int:
         return await latest_deletion_event(session, workflow_id=workflow_id)
 
-    subject = _DeletionSubject(
-        (DELETION, workflow_id), workflow_id, record.account_id, reread, bot_deletion_out, latest
-    )
+    subject = _DeletionSubject((DELETION, workflow_id), reread, bot_deletion_out, latest)
     return _event_stream(request, _deletion_stream(request, subject, _resume_after(last_event_id)), opened.credential)
 
 
@@ -443,9 +434,7 @@ async def account_deletion_events(
     async def latest(session: AsyncSession) -> int:
         return await latest_deletion_event(session, account_id=account_id)
 
-    subject = _DeletionSubject(
-        account_key(account_id), record.workflow_id, account_id, reread, account_deletion_out, latest
-    )
+    subject = _DeletionSubject(account_key(account_id), reread, account_deletion_out, latest)
     return _event_stream(request, _deletion_stream(request, subject, _resume_after(last_event_id)), credential)
 
 
@@ -465,15 +454,10 @@ async def _deletion_stream(
                 sent = answer.model_dump_json()
             while True:
                 data = answer.model_dump_json()
-                if data != sent:
-                    if after is not None and latest <= after and not (resumed_unchanged and terminal):
-                        # A change only Temporal knows of (no database change explains it): give it an id.
-                        async with _sessions(request)() as session:
-                            latest = await record_observed_deletion_change(
-                                session, subject.workflow_id, subject.account_id
-                            )
-                    # A resume at a settled deletion answers its final state once more, under the id the
-                    # client sent: its EventSource reconnected, so it may not have seen it.
+                # Every change of the deletion is an event with an id (the status too is a database change now).
+                # A resume at a settled deletion answers its final state once more: its EventSource reconnected,
+                # so it may not have seen it.
+                if data != sent and (after is None or latest > after or (resumed_unchanged and terminal)):
                     yield ServerSentEvent(data, id=str(latest))
                     sent, after = data, max(latest, after or 0)
                 if terminal:

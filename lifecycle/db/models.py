@@ -25,10 +25,13 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from lifecycle.statuses import (
     DOMAIN_HOLDING_SITE_STATUSES,
+    OPEN_DELETIONS_SQL,
     OPEN_EXPORT_STATUSES,
     UNSETTLED_SITES_SQL,
+    DeletionState,
     ExportStatus,
     SiteStatus,
+    sql_list,
 )
 
 
@@ -78,6 +81,11 @@ class DeletionRequest(Base):
     """A deletion the API accepted. It outlives the bot or account it names, so its status stays readable."""
 
     __tablename__ = "deletion_requests"
+    __table_args__ = (
+        CheckConstraint(f"status IN ({sql_list(DeletionState)})", name="ck_deletion_requests_status"),
+        # The reconciler pages through the deletions recorded as open, to record how their runs closed.
+        Index("ix_deletion_requests_open", "workflow_id", postgresql_where=text(OPEN_DELETIONS_SQL)),
+    )
 
     workflow_id: Mapped[str] = mapped_column(String(100), primary_key=True)
     kind: Mapped[str] = mapped_column(String(20))
@@ -91,6 +99,14 @@ class DeletionRequest(Base):
     # The end of an account deletion's grace period (ACCOUNT_DELETION_GRACE): nothing is deleted before it.
     # Null without a grace; moved to the moment the grace ended if an operator expedited it.
     deletes_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Where the deletion stands, the one place the API and the streams read it: the API records the request
+    # (`running`, or `scheduled` in a grace period), each run records every change it makes
+    # (activities/deletion/records.py), and the reconciler records how a run closed when it could not (a
+    # terminate, say: activities/deletion/reconciler.py).
+    status: Mapped[str] = mapped_column(String(30), server_default=DeletionState.RUNNING.value)
+    # The run that recorded `status`; null while it is the API's. A run that records nothing after a reset
+    # leaves the old run's id here, which is how the reconciler knows the row may be stale.
+    status_run_id: Mapped[str | None] = mapped_column(String(64))
 
 
 class DeletionProgress(Base):

@@ -72,7 +72,7 @@ class OperatorAction:
 
 @dataclass
 class DeletionStatus:
-    """What the `progress` query returns and the API shows."""
+    """What the `progress` query returns (the API reads deletion_requests and deletion_progress instead)."""
 
     status: DeletionState
     services: dict[str, ServiceProgress]

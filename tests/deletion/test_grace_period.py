@@ -26,7 +26,7 @@ from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import remaining_files, remaining_rows
+from tests.deletion.helpers import remaining_files, remaining_rows, run_reconciler
 from tests.eventually import eventually
 from worker import LifecycleWorkers
 
@@ -219,7 +219,11 @@ async def test_a_deletion_terminated_in_its_grace_is_redriven_or_restored(
     async with graced_api(settings, temporal_client, HOUR) as api:
         deletes_at = await scheduled_deletion(api, seeded, HOUR)
         await handle.terminate("operator stop during the grace")
+        # The run could not record its terminate: the reconciler does, and leaves the operator's stop alone.
+        assert (await deletion_status(api, seeded.account_id))["status"] == "scheduled"
+        await run_reconciler(temporal_client, settings)
         assert (await deletion_status(api, seeded.account_id))["status"] == "terminated"
+        assert (await handle.describe()).status == WorkflowExecutionStatus.TERMINATED
 
         # Way out 1: the admin re-drive resumes the same grace, to the same deadline.
         redriven = await api.post(f"/accounts/{seeded.account_id}/deletion", headers=ADMIN_HEADERS)
