@@ -239,6 +239,30 @@ async def _publish_receipt_key(engine: AsyncEngine, key: ReceiptKey) -> None:
 async def main() -> None:
     settings = get_settings()
     configure_logging("worker", level=settings.log_level, form=settings.log_format)
+    # SIGTERM or SIGINT stops the worker cleanly at any moment. While it starts, by cancelling the start: a wait
+    # for Temporal or PostgreSQL ends, and workers already polling while their version is made current are shut
+    # down by LifecycleWorkers' exit stack. Once the workers run, by letting running activities finish.
+    started = asyncio.Event()
+    stop = asyncio.Event()
+    starting = asyncio.current_task()
+
+    def on_signal() -> None:
+        stop.set()
+        if not started.is_set() and starting is not None:
+            starting.cancel()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        await _serve(settings, started, stop)
+    except asyncio.CancelledError:
+        if not stop.is_set():
+            raise
+        logger.info("worker stopped while starting")
+
+
+async def _serve(settings: Settings, started: asyncio.Event, stop: asyncio.Event) -> None:
     # Before anything else: a worker without a usable receipt key stops here, not at its first receipt.
     signer = ReceiptSigner(settings)
     configure_tracing("worker")
@@ -259,11 +283,7 @@ async def main() -> None:
     worker = build_worker(client, resources, settings, signer)
     try:
         async with worker:
-            # Only now: until the workers poll (PostgreSQL may be awaited first), a signal stops the process at once.
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, stop.set)
+            started.set()
             await stop.wait()
             logger.info("shutting down: letting running activities finish or heartbeat")
     finally:

@@ -15,6 +15,7 @@ import asyncpg
 import pytest
 import yaml
 from alembic import command
+from alembic.script import ScriptDirectory
 
 from activities.sites.database import SiteDatabaseServer, site_database_name
 from devstack.binaries import temporal_cli
@@ -231,10 +232,11 @@ def test_tables_an_earlier_release_migrated_as_the_superuser_go_to_the_owner(
     assert not_owned_by_the_owner(postgres) != []
     assert run_roles_job(project_root, postgres, "app-roles-2").returncode == 0
     assert not_owned_by_the_owner(postgres) == []
-    # The next release's migration alters those tables (0006 adds columns and replaces a trigger), as the owner.
+    # The later releases' migrations alter those tables (0006 adds columns and replaces a trigger), as the owner.
     migrated = run_migrate_job(project_root, postgres, tmp_path)
     assert migrated.returncode == 0, migrated.stderr
-    assert postgres.psql("SELECT version_num FROM alembic_version", "lifecycle").strip() == "0006"
+    head = ScriptDirectory.from_config(alembic_config(postgres.url("lifecycle"))).get_current_head()
+    assert postgres.psql("SELECT version_num FROM alembic_version", "lifecycle").strip() == head
     assert psql_as(postgres, API, "lifecycle", ROW_WORK).returncode == 0
 
 

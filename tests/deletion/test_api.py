@@ -10,7 +10,7 @@ from temporalio.client import Client
 
 from devstack.seed import rows_per_service, seed
 from lifecycle.settings import Settings
-from tests.conftest import ApiAccount
+from tests.conftest import ADMIN_HEADERS, ApiAccount
 from tests.deletion.helpers import remaining_files, remaining_rows
 from tests.eventually import eventually
 from worker import LifecycleWorkers
@@ -36,7 +36,7 @@ async def seed_account(api: httpx.AsyncClient) -> dict[str, str]:
     created = await api.post(
         "/accounts",
         json={"name": "Other", "email": "other@example.com"},
-        headers={"Authorization": "Bearer test-admin-token"},
+        headers=ADMIN_HEADERS,
     )
     return {"Authorization": f"Bearer {created.json()['api_key']}"}
 

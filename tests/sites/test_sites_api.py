@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from lifecycle.settings import Settings
-from tests.conftest import ApiAccount
+from tests.conftest import ADMIN_HEADERS, ApiAccount
 from tests.eventually import eventually
 from tests.sites.helpers import site_state
 from worker import LifecycleWorkers
@@ -100,7 +100,7 @@ async def test_concurrent_posts_for_one_domain_make_one_site(
         created = await api.post(
             "/accounts",
             json={"name": f"Racer {index}", "email": f"racer-{index}-{uuid.uuid4().hex[:6]}@example.com"},
-            headers={"Authorization": "Bearer test-admin-token"},
+            headers=ADMIN_HEADERS,
         )
         accounts.append(created.json()["api_key"])
     responses = await asyncio.gather(
@@ -143,7 +143,7 @@ async def test_other_accounts_site_is_404(
     stranger = await api.post(
         "/accounts",
         json={"name": "Stranger", "email": f"stranger-{uuid.uuid4().hex[:6]}@example.com"},
-        headers={"Authorization": "Bearer test-admin-token"},
+        headers=ADMIN_HEADERS,
     )
     headers = {"Authorization": f"Bearer {stranger.json()['api_key']}"}
     assert (await api.get(f"/sites/{site_id}", headers=headers)).status_code == 404

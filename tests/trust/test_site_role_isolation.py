@@ -169,7 +169,7 @@ def test_secret_files_are_private_from_the_start(settings: Settings, monkeypatch
 def test_a_malformed_identifier_is_refused_even_without_asserts() -> None:
     # Under `python -O`, where an assert would have let it through into the DDL.
     program = (
-        "from activities.site_database import checked_site_identifier\n"
+        "from activities.sites.database import checked_site_identifier\n"
         "try:\n    checked_site_identifier('site_0; DROP DATABASE lifecycle')\n"
         "except ValueError:\n    print('refused')\n"
     )
