@@ -17,7 +17,6 @@ import asyncpg
 import httpx
 import pytest
 import rfc8785
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from temporalio.client import Client
@@ -32,6 +31,7 @@ from lifecycle.statuses import DeletionState
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS
 from tests.deletion.helpers import own_queue, own_worker
+from tests.deletion.receipt_checks import verifies
 from tests.eventually import eventually
 from worker import LifecycleWorkers
 
@@ -44,18 +44,6 @@ async def _public_key(api: httpx.AsyncClient) -> Ed25519PublicKey:
     key = load_pem_public_key(answer.json()["public_key"].encode())
     assert isinstance(key, Ed25519PublicKey)
     return key
-
-
-def _verifies(signed: dict[str, Any], key: Ed25519PublicKey) -> bool:
-    """What the docs tell a verifier to do: canonicalize, hash, check the signature."""
-    canonical = rfc8785.dumps(signed["receipt"])
-    if hashlib.sha256(canonical).hexdigest() != signed["sha256"]:
-        return False
-    try:
-        key.verify(base64.b64decode(signed["signature"]), canonical)
-    except InvalidSignature:
-        return False
-    return True
 
 
 def _openssl_verifies(signed: dict[str, Any], public_pem: str, directory: Path) -> bool:
@@ -107,13 +95,13 @@ async def test_a_bot_deletion_leaves_a_signed_receipt_that_verifies_offline(
     # Verified with the published key and nothing of this project's code, by Python and by openssl.
     key = await _public_key(api)
     public_pem = (await api.get("/deletion-receipts/public-key")).json()["public_key"]
-    assert _verifies(signed, key)
+    assert verifies(signed, key)
     if shutil.which("openssl"):
         assert _openssl_verifies(signed, public_pem, tmp_path)
     tampered = json.loads(json.dumps(signed))
     tampered["receipt"]["services"]["messages"]["rows_deleted"] += 1
-    assert not _verifies(tampered, key)
-    assert not _verifies({**tampered, "sha256": hashlib.sha256(rfc8785.dumps(tampered["receipt"])).hexdigest()}, key)
+    assert not verifies(tampered, key)
+    assert not verifies({**tampered, "sha256": hashlib.sha256(rfc8785.dumps(tampered["receipt"])).hexdigest()}, key)
     if shutil.which("openssl"):
         assert not _openssl_verifies(tampered, public_pem, tmp_path)
 
@@ -172,7 +160,7 @@ async def test_a_skipped_service_shows_as_remaining_and_the_receipt_is_incomplet
     assert failed == {f"rows of {s}" for s in DELETION_SERVICES} | {"bot row", "files of the bot"}
     skips = [action for action in receipt["operator_actions"] if action["action"] == "skip"]
     assert sorted(action["target"] for action in skips) == sorted(DELETION_SERVICES)
-    assert _verifies(signed, await _public_key(api))
+    assert verifies(signed, await _public_key(api))
 
 
 async def test_an_account_receipt_survives_the_account_and_is_named_in_the_confirmation(
@@ -207,7 +195,7 @@ async def test_an_account_receipt_survives_the_account_and_is_named_in_the_confi
     }
     assert all(check["passed"] for check in receipt["checks"])
     assert any(action["action"] == "budget" for action in receipt["operator_actions"])
-    assert _verifies(signed, await _public_key(api))
+    assert verifies(signed, await _public_key(api))
 
     async def confirmation() -> str | None:
         for path in smtp_sink.messages()[mails_before:]:
