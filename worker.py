@@ -127,8 +127,17 @@ class LifecycleWorkers:
         await self._stack.aclose()
 
 
-def build_worker(client: Client, resources: ActivityResources, settings: Settings) -> LifecycleWorkers:
-    """Versioned workers (deployment_version): a run started on these queues goes to the current version."""
+def build_worker(
+    client: Client,
+    resources: ActivityResources,
+    settings: Settings,
+    *,
+    graceful_shutdown: timedelta = GRACEFUL_SHUTDOWN,
+) -> LifecycleWorkers:
+    """Versioned workers (deployment_version): a run started on these queues goes to the current version.
+
+    `graceful_shutdown`: how long running activities may go on once the workers stop (tests swap workers at once).
+    """
     activities = build_activities(resources)
     version = deployment_version(settings)
     return LifecycleWorkers(
@@ -139,7 +148,7 @@ def build_worker(client: Client, resources: ActivityResources, settings: Setting
                 workflows=WORKFLOWS,
                 activities=activities,
                 interceptors=interceptors_for(settings),
-                graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+                graceful_shutdown_timeout=graceful_shutdown,
                 sticky_queue_schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,
                 max_concurrent_workflow_tasks=slots_for(queue, settings).workflow_tasks,
                 max_concurrent_activities=slots_for(queue, settings).activities,

@@ -15,7 +15,6 @@ from fastapi import FastAPI
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.resources import ActivityResources
 from api.app import create_app
 from devstack.binaries import temporal_cli, temporal_test_server
 from devstack.ports import free_port
@@ -25,7 +24,8 @@ from devstack.temporal_server import DEV_SERVER_TUNING
 from lifecycle import search_attributes
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
-from worker import LifecycleWorkers, build_worker
+from tests.workers import own_worker
+from worker import LifecycleWorkers
 
 ADMIN_TOKEN = "test-admin-token"
 EXPORT_SIGNING_KEY = "test-export-signing-key"
@@ -107,12 +107,9 @@ def settings(
 
 @pytest_asyncio.fixture(scope="session")
 async def worker(settings: Settings, temporal_client: Client) -> AsyncIterator[LifecycleWorkers]:
-    """A real worker on the session's task queue, polling the dev server for the whole session."""
-    resources = ActivityResources.create(settings, temporal_client)
-    running = build_worker(temporal_client, resources, settings)
-    async with running:
+    """A real worker on the session's task queues, polling the dev server for the whole session."""
+    async with own_worker(settings, temporal_client) as running:
         yield running
-    await resources.engine.dispose()
 
 
 @pytest_asyncio.fixture(scope="session")

@@ -1,50 +1,21 @@
-"""Site fixtures: a site row recorded as the API records it, and workers with fault injection."""
+"""Site fixtures: a site row recorded as the API records it, and the time-skipping server with the search
+attributes the workflows upsert."""
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
-import pytest
 import pytest_asyncio
 from sqlalchemy import text
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
-from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.resources import ActivityResources
 from lifecycle.contracts import SITE_STEPS
 from lifecycle.db.engine import make_engine
 from lifecycle.search_attributes import ALL
 from lifecycle.settings import Settings
-from worker import LifecycleWorkers, build_worker
-
-WorkerFactory = Callable[..., AbstractAsyncContextManager[tuple[LifecycleWorkers, Settings]]]
-
-
-@pytest.fixture
-def site_worker(settings: Settings) -> WorkerFactory:
-    """`async with site_worker(client, "x=permanent") as (worker, settings)`: a worker on its own queue, or on
-    `task_queue` when a test replaces a faulty worker with a healthy one."""
-
-    @asynccontextmanager
-    async def start(
-        client: Client, faults: str | None = None, task_queue: str | None = None
-    ) -> AsyncIterator[tuple[LifecycleWorkers, Settings]]:
-        queue = task_queue or f"sites-{uuid.uuid4().hex[:8]}"
-        own = settings.model_copy(update={"fault_injection": faults, "task_queue": queue})
-        own = own.model_copy(update={"site_task_queue": own.task_queue})
-        resources = ActivityResources.create(own, client)
-        try:
-            async with build_worker(client, resources, own) as running:
-                yield running, own
-        finally:
-            await resources.engine.dispose()
-
-    return start
 
 
 @pytest_asyncio.fixture
