@@ -12,6 +12,8 @@ import httpx
 import pytest
 import pytest_asyncio
 from fastapi import FastAPI
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
@@ -58,9 +60,29 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
-@pytest_asyncio.fixture
-async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+async def start_time_skipping() -> WorkflowEnvironment:
+    """The time-skipping test server, with the custom search attributes the workflows upsert added directly: it
+    lacks ListSearchAttributes, so `search_attributes.register` cannot run there."""
     env = await WorkflowEnvironment.start_time_skipping(test_server_existing_path=temporal_test_server())
+    await env.client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=env.client.namespace,
+            search_attributes={key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for key in search_attributes.ALL},
+        )
+    )
+    return env
+
+
+@pytest_asyncio.fixture(scope="session")
+async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    """One time-skipping server for the session's tests: each uses queues and workflow ids of its own, and none
+    depends on where the clock starts (it only moves forward).
+
+    A test that closes a run while one of its activities still runs needs a server of its own (start_time_skipping):
+    the activity's cancellation then reaches a closed run, and the server never releases the time lock the activity
+    took, so every later test would wait out its timers and backoffs in real time.
+    """
+    env = await start_time_skipping()
     yield env
     await env.shutdown()
 

@@ -1,5 +1,4 @@
-"""Site fixtures: a site row recorded as the API records it, and the time-skipping server with the search
-attributes the workflows upsert."""
+"""Site fixtures: a site row recorded as the API records it."""
 
 from __future__ import annotations
 
@@ -8,13 +7,9 @@ import uuid
 
 import pytest_asyncio
 from sqlalchemy import text
-from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
-from temporalio.testing import WorkflowEnvironment
 
 from lifecycle.contracts import SITE_STEPS
 from lifecycle.db.engine import make_engine
-from lifecycle.search_attributes import ALL
 from lifecycle.settings import Settings
 
 
@@ -43,18 +38,3 @@ async def site_id(settings: Settings) -> str:
         )
     await engine.dispose()
     return str(site)
-
-
-@pytest_asyncio.fixture
-async def skipping_env(time_skipping_env: WorkflowEnvironment) -> WorkflowEnvironment:
-    """The time-skipping server with the custom search attributes the workflows upsert.
-
-    It lacks ListSearchAttributes, so `search_attributes.register` cannot be used; it does add them.
-    """
-    await time_skipping_env.client.operator_service.add_search_attributes(
-        AddSearchAttributesRequest(
-            namespace=time_skipping_env.client.namespace,
-            search_attributes={key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for key in ALL},
-        )
-    )
-    return time_skipping_env

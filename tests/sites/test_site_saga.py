@@ -18,9 +18,9 @@ STEP_ACTIVITIES = dict(zip(["metadata", "filesystem", "database", "bootstrap"], 
 ALL_UNDOS = ["drop_site_tables", "drop_site_database", "remove_site_filesystem", "release_site_domain"]
 
 
-async def test_happy_path(skipping_env: WorkflowEnvironment, settings: Settings, site_id: str) -> None:
-    async with own_worker(own_queue(settings), skipping_env.client) as worker:
-        handle = await start_creation(skipping_env.client, worker.task_queue, site_id)
+async def test_happy_path(time_skipping_env: WorkflowEnvironment, settings: Settings, site_id: str) -> None:
+    async with own_worker(own_queue(settings), time_skipping_env.client) as worker:
+        handle = await start_creation(time_skipping_env.client, worker.task_queue, site_id)
         progress = await handle.result()
         assert progress.status == "active"
         assert await scheduled_activities(handle) == [*FORWARD, "activate_site", "send_site_ready_email"]
@@ -42,14 +42,14 @@ async def test_happy_path(skipping_env: WorkflowEnvironment, settings: Settings,
     ],
 )
 async def test_permanent_failure_rolls_back_in_reverse(
-    skipping_env: WorkflowEnvironment,
+    time_skipping_env: WorkflowEnvironment,
     settings: Settings,
     site_id: str,
     failing: str,
     expected_undos: list[str],
 ) -> None:
-    async with own_worker(own_queue(settings), skipping_env.client, f"{failing}=permanent") as worker:
-        handle = await start_creation(skipping_env.client, worker.task_queue, site_id)
+    async with own_worker(own_queue(settings), time_skipping_env.client, f"{failing}=permanent") as worker:
+        handle = await start_creation(time_skipping_env.client, worker.task_queue, site_id)
         with pytest.raises(WorkflowFailureError):
             await handle.result()
         assert await undos_run(handle) == expected_undos
@@ -60,20 +60,20 @@ async def test_permanent_failure_rolls_back_in_reverse(
 
 
 async def test_transient_failure_then_success(
-    skipping_env: WorkflowEnvironment, settings: Settings, site_id: str
+    time_skipping_env: WorkflowEnvironment, settings: Settings, site_id: str
 ) -> None:
-    async with own_worker(own_queue(settings), skipping_env.client, "create_site_database=transient:3") as worker:
-        handle = await start_creation(skipping_env.client, worker.task_queue, site_id)
+    async with own_worker(own_queue(settings), time_skipping_env.client, "create_site_database=transient:3") as worker:
+        handle = await start_creation(time_skipping_env.client, worker.task_queue, site_id)
         assert (await handle.result()).status == "active"
         assert await undos_run(handle) == []
     assert (await site_state(settings, site_id)).database
 
 
 async def test_retry_budget_spent_rolls_back(
-    skipping_env: WorkflowEnvironment, settings: Settings, site_id: str
+    time_skipping_env: WorkflowEnvironment, settings: Settings, site_id: str
 ) -> None:
-    async with own_worker(own_queue(settings), skipping_env.client, "bootstrap_site=transient:99") as worker:
-        handle = await start_creation(skipping_env.client, worker.task_queue, site_id)
+    async with own_worker(own_queue(settings), time_skipping_env.client, "bootstrap_site=transient:99") as worker:
+        handle = await start_creation(time_skipping_env.client, worker.task_queue, site_id)
         with pytest.raises(WorkflowFailureError):
             await handle.result()
         assert await undos_run(handle) == ALL_UNDOS
@@ -136,11 +136,11 @@ async def test_cancellation_before_the_first_step_rolls_back(
 
 
 async def test_undo_failing_transiently_still_completes(
-    skipping_env: WorkflowEnvironment, settings: Settings, site_id: str
+    time_skipping_env: WorkflowEnvironment, settings: Settings, site_id: str
 ) -> None:
     faults = "bootstrap_site=permanent,drop_site_database=transient:4"
-    async with own_worker(own_queue(settings), skipping_env.client, faults) as worker:
-        handle = await start_creation(skipping_env.client, worker.task_queue, site_id)
+    async with own_worker(own_queue(settings), time_skipping_env.client, faults) as worker:
+        handle = await start_creation(time_skipping_env.client, worker.task_queue, site_id)
         with pytest.raises(WorkflowFailureError):
             await handle.result()
         assert await undos_run(handle) == ALL_UNDOS
