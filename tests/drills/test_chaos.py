@@ -65,10 +65,11 @@ TEMPORAL_RESTART_AT = 8.0
 POSTGRES_RESTART_AT = 15.0
 API_KILL_AT = 22.0
 # Bot deletions start at these moments of the window with the smallest batches, so deleting runs throughout.
-# Unhindered, one takes about a second; the kills stretch each to tens of seconds (a lost deleter call waits out
-# its 10 s heartbeat timeout). More rows only lengthen the settling after the last kill.
-BOT_DELETION_STARTS = (0.0, 5.0, 10.0, 15.0, 20.0, 25.0)
-ROWS_PER_BOT = 40_000
+# Unhindered, one takes a second or two, longer than a worker lives once it has started: the kills land inside
+# its deleter calls (with 40,000 rows none did in a run) and stretch it to tens of seconds (a lost call waits out
+# its 10 s heartbeat timeout).
+BOT_DELETION_STARTS = (0.0, 4.0, 8.0, 12.0, 16.0, 20.0)
+ROWS_PER_BOT = 60_000
 # The account to delete: bots with rows, and sites made active before the window.
 DOOMED_BOTS = 2
 DOOMED_ROWS_PER_BOT = 20_000
