@@ -185,8 +185,10 @@ def project_root() -> Path:
 # kills, stops or floods servers of its own: each worker process has its own drill stack (tests/drills/conftest.py),
 # so drills of different groups break nothing of each other's. The backlog drill compares timings within its run
 # (idle against busy, its control against the deletion beside it) and the chaos drill is the heaviest: they share
-# a group, so neither runs beside the other.
-DRILL_GROUPS = {"test_backlog.py": "drills-a", "test_chaos.py": "drills-a", "test_postgres_outage_api.py": "drills-a"}
+# a group, so neither runs beside the other. The groups take about as long as each other.
+DRILL_GROUPS = dict.fromkeys(
+    ["test_backlog.py", "test_chaos.py", "test_postgres_outage_api.py", "test_worker_killed.py"], "drills-a"
+)
 OTHER_DRILLS = "drills-b"
 
 
