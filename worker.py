@@ -7,24 +7,28 @@ import compileall
 import logging
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 
+from sqlalchemy.ext.asyncio import AsyncEngine
 from temporalio.client import Client
 from temporalio.common import WorkerDeploymentVersion
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Interceptor, Worker
 
+from activities.errors import is_transient
 from activities.fault_injection import FaultInjectionInterceptor
 from activities.registry import build_activities
 from activities.resources import ActivityResources
 from activities.short_failures import ShortFailuresInterceptor
 from lifecycle.db.engine import POOL_CAPACITY
 from lifecycle.logging_setup import configure_logging
+from lifecycle.receipt_keys import ReceiptKey, ReceiptKeyError, ReceiptSigner, publish_at_start
 from lifecycle.schedules import ensure_reconciler_schedule
 from lifecycle.settings import Settings, get_settings
 from lifecycle.tracing import configure_tracing, stop_tracing, temporal_interceptors
@@ -100,11 +104,21 @@ class LifecycleWorkers:
 
     Every worker registers every workflow and activity, so a run works on whichever queue it was started
     on; what separates the work is which queue the starter chose, and each queue's own worker slots.
+    `before_polling` runs first: a step that fails (a receipt key this worker must not sign with) stops the
+    process before it takes any work. The workers are built only then, by `build`: a Worker registers with its
+    client as it is made, and one made for a start that was refused would hold its queue in that client.
     """
 
-    def __init__(self, workers: list[Worker], promote: Promotion | None = None) -> None:
-        self.workers = workers
+    def __init__(
+        self,
+        build: Callable[[], list[Worker]],
+        promote: Promotion | None = None,
+        before_polling: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.workers: list[Worker] = []
         self.promote = promote
+        self.before_polling = before_polling
+        self._build = build
         self._stack = AsyncExitStack()
 
     @property
@@ -113,6 +127,9 @@ class LifecycleWorkers:
         return self.workers[0].task_queue
 
     async def __aenter__(self) -> LifecycleWorkers:
+        if self.before_polling is not None:
+            await self.before_polling()
+        self.workers = self._build()
         async with AsyncExitStack() as stack:
             for worker in self.workers:
                 await stack.enter_async_context(worker)
@@ -131,17 +148,21 @@ def build_worker(
     client: Client,
     resources: ActivityResources,
     settings: Settings,
+    signer: ReceiptSigner | None = None,
     *,
     graceful_shutdown: timedelta = GRACEFUL_SHUTDOWN,
 ) -> LifecycleWorkers:
     """Versioned workers (deployment_version): a run started on these queues goes to the current version.
 
-    `graceful_shutdown`: how long running activities may go on once the workers stop (tests swap workers at once).
+    The receipt signing key is loaded here unless given (an unusable key file raises ReceiptKeyError), and
+    published, or checked against the published current key, before the workers poll. `graceful_shutdown`: how
+    long running activities may go on once the workers stop (tests swap workers at once).
     """
-    activities = build_activities(resources)
+    signer = signer or ReceiptSigner(settings)
+    activities = build_activities(resources, signer)
     version = deployment_version(settings)
     return LifecycleWorkers(
-        [
+        lambda: [
             Worker(
                 client,
                 task_queue=queue,
@@ -157,6 +178,7 @@ def build_worker(
             for queue in task_queues(settings)
         ],
         Promotion(client, version) if settings.worker_make_current else None,
+        before_polling=partial(_publish_receipt_key, resources.engine, signer.key),
     )
 
 
@@ -181,7 +203,8 @@ def _runtime(settings: Settings) -> Runtime | None:
     )
 
 
-# A worker started while Temporal is down waits for it rather than exiting: backoff from 0.5 s up to 10 s.
+# A worker started while Temporal or PostgreSQL is down waits for it rather than exiting: backoff from 0.5 s up to
+# 10 s.
 CONNECT_BACKOFF_MAX_SECONDS = 10.0
 
 
@@ -204,9 +227,26 @@ async def _connect(settings: Settings, runtime: Runtime | None) -> Client:
             delay = min(delay * 2, CONNECT_BACKOFF_MAX_SECONDS)
 
 
+async def _publish_receipt_key(engine: AsyncEngine, key: ReceiptKey) -> None:
+    """Publish the receipt key, or check it against the published one; a PostgreSQL that does not answer yet is
+    waited for, as Temporal is (_connect), while a key this worker must not sign with stops it."""
+    delay = 0.5
+    while True:
+        try:
+            return await publish_at_start(engine, key)
+        except Exception as err:
+            if not is_transient(err):
+                raise
+            logger.warning("PostgreSQL is not answering (%s); publishing the receipt key again in %.1f s", err, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, CONNECT_BACKOFF_MAX_SECONDS)
+
+
 async def main() -> None:
     settings = get_settings()
     configure_logging("worker", level=settings.log_level, form=settings.log_format)
+    # Before anything else: a worker without a usable receipt key stops here, not at its first receipt.
+    signer = ReceiptSigner(settings)
     configure_tracing("worker")
     if not ensure_workflow_bytecode():
         logger.warning("could not write the workflow modules' bytecode: each new run compiles them from source")
@@ -215,10 +255,6 @@ async def main() -> None:
     if settings.task_queue in task_queues(settings):
         await ensure_reconciler_schedule(client, settings.task_queue)
     resources = ActivityResources.create(settings, client)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     version = deployment_version(settings)
     logger.info(
         "worker deployment %s, build id %s, polling task queues %s",
@@ -226,9 +262,14 @@ async def main() -> None:
         version.build_id,
         ", ".join(task_queues(settings)),
     )
-    worker = build_worker(client, resources, settings)
+    worker = build_worker(client, resources, settings, signer)
     try:
         async with worker:
+            # Only now: until the workers poll (PostgreSQL may be awaited first), a signal stops the process at once.
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
             await stop.wait()
             logger.info("shutting down: letting running activities finish or heartbeat")
     finally:
@@ -238,7 +279,12 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except ReceiptKeyError as err:
+        logger.critical("cannot start: %s", err)
+        logging.shutdown()
+        os._exit(2)
     # Everything is stopped and logged by now. Interpreter finalization can still abort ("PyGILState_Release:
     # thread state must be current") when the SDK core's native threads outlive it, which turns a clean stop
     # into exit code -6; leave without finalizing instead.

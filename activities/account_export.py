@@ -14,12 +14,14 @@ import shutil
 from dataclasses import asdict, replace
 from email.message import EmailMessage
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from activities.alerts import record_alert
 from activities.deleters import DELETERS
 from activities.export_archive import (
     assemble,
@@ -27,11 +29,13 @@ from activities.export_archive import (
     part_path,
     partial,
     parts_dir,
+    refused_documents,
     remove_export_files,
 )
 from activities.heartbeat import heartbeating, heartbeats
 from activities.mail import send_once
 from activities.resources import ActivityResources
+from lifecycle.contracts import AlertInput
 from lifecycle.export_contracts import (
     AccountExportInput,
     AccountExportResult,
@@ -111,6 +115,17 @@ async def expire_export(resources: ActivityResources, export_id: str) -> None:
         await conn.execute(
             _MARK_EXPIRED, {"id": export_id, "expired": ExportStatus.EXPIRED, "failed": ExportStatus.FAILED}
         )
+
+
+def _refused_alert(export_id: str, refused: list[dict[str, Any]]) -> AlertInput:
+    """The archive is complete but for these documents' files, whose storage keys an operator should look at."""
+    listed = "; ".join(f"document {document['id']}: {document['reason']}" for document in refused[:10])
+    more = f"; and {len(refused) - 10} more" if len(refused) > 10 else ""
+    return AlertInput(
+        workflow_id=activity.info().workflow_id or export_id,
+        subject="account export: document files refused",
+        reason=f"export {export_id} lists {len(refused)} document(s) as refused: {listed}{more}",
+    )
 
 
 class AccountExportActivities:
@@ -203,7 +218,7 @@ class AccountExportActivities:
             progress["entries"] = entries
 
         async with heartbeating(lambda: dict(progress)):
-            return await asyncio.to_thread(
+            facts = await asyncio.to_thread(
                 assemble,
                 self._exports,
                 self._resources.settings.storage_path,
@@ -211,6 +226,10 @@ class AccountExportActivities:
                 request.parts,
                 on_entry,
             )
+            # Read back from the archive, so an attempt that finds it already built alerts all the same.
+            if refused := await asyncio.to_thread(refused_documents, self._exports, request.export_id):
+                await record_alert(self._resources, _refused_alert(request.export_id, refused))
+        return facts
 
     @activity.defn(name="mark_export_ready")
     @heartbeats

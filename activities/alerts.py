@@ -58,6 +58,37 @@ async def _post(url: str, body: dict[str, str]) -> tuple[AlertDelivery, int, str
     return AlertDelivery.FAILED, WEBHOOK_ATTEMPTS, error
 
 
+async def record_alert(resources: ActivityResources, alert: AlertInput) -> None:
+    """Record the alert once per raising activity, log it, then try the webhook; only the database can fail it.
+
+    Called by raise_alert, and by an activity that alerts about what it found itself (activities/account_export.py).
+    """
+    body = {"workflow_id": alert.workflow_id, "subject": alert.subject, "reason": alert.reason}
+    info = activity.info()
+    raised_by = f"{info.workflow_run_id}/{info.activity_id}"
+    url = resources.settings.alert_webhook_url
+    async with resources.engine.begin() as conn:
+        recorded = await conn.execute(
+            _RECORD,
+            {
+                **body,
+                "raised_by": raised_by,
+                "delivery": AlertDelivery.PENDING if url else AlertDelivery.NOT_CONFIGURED,
+            },
+        )
+        delivered = recorded.scalar_one() == AlertDelivery.DELIVERED
+    logger.error("ALERT %s [%s]: %s", alert.workflow_id, alert.subject, alert.reason)
+    if not url or delivered:
+        return
+    delivery, attempts, error = await _post(url, body)
+    if error is not None:
+        logger.warning("alert webhook for %s: %s (%s)", alert.workflow_id, error, delivery)
+    async with resources.engine.begin() as conn:
+        await conn.execute(
+            _DELIVERY, {"delivery": delivery, "attempts": attempts, "error": error, "raised_by": raised_by}
+        )
+
+
 class Alerts:
     def __init__(self, resources: ActivityResources) -> None:
         self._resources = resources
@@ -65,28 +96,4 @@ class Alerts:
     @activity.defn(name="raise_alert")
     @heartbeats
     async def raise_alert(self, alert: AlertInput) -> None:
-        """Record the alert once per raising activity, log it, then try the webhook; only the database can fail it."""
-        body = {"workflow_id": alert.workflow_id, "subject": alert.subject, "reason": alert.reason}
-        info = activity.info()
-        raised_by = f"{info.workflow_run_id}/{info.activity_id}"
-        url = self._resources.settings.alert_webhook_url
-        async with self._resources.engine.begin() as conn:
-            recorded = await conn.execute(
-                _RECORD,
-                {
-                    **body,
-                    "raised_by": raised_by,
-                    "delivery": AlertDelivery.PENDING if url else AlertDelivery.NOT_CONFIGURED,
-                },
-            )
-            delivered = recorded.scalar_one() == AlertDelivery.DELIVERED
-        logger.error("ALERT %s [%s]: %s", alert.workflow_id, alert.subject, alert.reason)
-        if not url or delivered:
-            return
-        delivery, attempts, error = await _post(url, body)
-        if error is not None:
-            logger.warning("alert webhook for %s: %s (%s)", alert.workflow_id, error, delivery)
-        async with self._resources.engine.begin() as conn:
-            await conn.execute(
-                _DELIVERY, {"delivery": delivery, "attempts": attempts, "error": error, "raised_by": raised_by}
-            )
+        await record_alert(self._resources, alert)

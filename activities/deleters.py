@@ -9,18 +9,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import stat
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sqlalchemy import TextClause, text
+from sqlalchemy import Row, TextClause, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.deletion_pace import Pacer
 from activities.errors import as_transient, is_transient
 from activities.resources import ActivityResources
 from lifecycle.contracts import DELETER_SLICE, DeleteServiceInput, ServiceProgress
+from lifecycle.stored_paths import StoredPathRefused, StoredRoot, status
 
 DELETE_SERVICE_ACTIVITY = "delete_bot_service"
 
@@ -145,17 +149,48 @@ class DocumentDeleter(TableDeleter):
         )
         rows = result.all()
         # Files go before the transaction commits: a crash in between leaves rows whose files are gone,
-        # which the next attempt deletes harmlessly; the other order could orphan files forever.
-        files = await asyncio.to_thread(_unlink_all, [settings_storage / key for _, key in rows])
+        # which the next attempt deletes harmlessly; the other order could orphan files forever. A refused key
+        # raises before any file of the batch is touched, and the batch's rows stay with the rollback.
+        files = await asyncio.to_thread(_unlink_all, settings_storage, rows)
         highest = max((row_id for row_id, _ in rows), default=cursor)
         return Batch(len(rows), highest if batch.last else batch.bound, last=batch.last, files=files)
 
 
-def _unlink_all(paths: list[Path]) -> int:
-    """Unlink every path; the count of files that were there."""
+class StorageKeyRefused(ApplicationError):
+    """A document whose storage key names nothing the deleter may unlink: data to look at, so never retried.
+
+    The workflow takes it as a poison pill (an alert, then an operator's retry or skip); the message names the
+    document's id and the rule, never the key, which may hold a file name.
+    """
+
+    def __init__(self, document_id: int, reason: str) -> None:
+        super().__init__(f"document {document_id}: {reason}", type="StorageKeyRefused", non_retryable=True)
+
+
+def _unlink_all(storage: Path, rows: Sequence[Row[int, str]]) -> int:
+    """Unlink every document's file; the count of files that were there.
+
+    Only regular files and symlinks (the link itself, never its target) are unlinked, and only inside the
+    storage directory (lifecycle/stored_paths.py); a key that leaves it, or names a directory, a FIFO, a socket
+    or a device, refuses the whole batch before anything is unlinked.
+    """
+    root = StoredRoot(storage)
+    entries: list[str] = []
+    for document_id, key in rows:
+        try:
+            entry = root.entry(key)
+            if (found := status(entry, follow_symlinks=False)) is None:
+                continue
+            if stat.S_ISLNK(found.st_mode):
+                root.target(key)
+            elif not stat.S_ISREG(found.st_mode):
+                raise StoredPathRefused("it names something other than a file")
+        except StoredPathRefused as refused:
+            raise StorageKeyRefused(document_id, f"its storage key is refused: {refused}") from None
+        entries.append(str(entry))
     unlinked = 0
     # os.unlink on strings: a third faster than Path.unlink over 30k files (measured); the syscall dominates.
-    for path in map(str, paths):
+    for path in entries:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
             unlinked += 1

@@ -1,4 +1,5 @@
-"""Database bookkeeping around deletions: listing an account's bots, removing the emptied rows."""
+"""Database bookkeeping around deletions: listing an account's bots, recording each status change, removing the
+emptied rows."""
 
 from __future__ import annotations
 
@@ -20,11 +21,13 @@ from activities.resources import ActivityResources
 from lifecycle.contracts import (
     AwaitBotDeletionInput,
     BotDeletionResult,
+    DeletionStatusChange,
     FinishAccountDeletionInput,
     FinishBotDeletionInput,
     FinishBotDeletionResult,
 )
 from lifecycle.statuses import TOMBSTONE_SITE_STATUSES
+from lifecycle.stored_paths import StoredPathRefused, StoredRoot
 from lifecycle.workflow_ids import bot_deletion_id
 
 # The ApplicationError type await_bot_deletion raises when the run it waited for closed without completing
@@ -34,6 +37,13 @@ BOT_DELETION_NOT_COMPLETED = "BotDeletionNotCompleted"
 # Idempotent: a retry or a reset keeps the first completion time.
 _MARK_COMPLETED = text(
     "UPDATE deletion_requests SET completed_at = coalesce(completed_at, now()) WHERE workflow_id = :workflow_id"
+)
+# One statement, so its own transaction with the event the trigger appends (migration 0009) when the status
+# changes. Idempotent: a retry, or a replay after a reset, that finds the status already recorded by this run
+# changes nothing and appends no event; a new run recording the status its predecessor left takes it over.
+_RECORD_STATUS = text(
+    "UPDATE deletion_requests SET status = :status, status_run_id = :run_id WHERE workflow_id = :workflow_id"
+    " AND (status <> :status OR status_run_id IS DISTINCT FROM :run_id)"
 )
 _RECORD_SKIP = text(
     "INSERT INTO deletion_progress (workflow_id, service, done, skipped) VALUES (:workflow_id, :service, true, true)"
@@ -76,6 +86,23 @@ class DeletionRecords:
                 )
             return bot_ids
 
+    @activity.defn(name="record_deletion_status")
+    async def record_deletion_status(self, change: DeletionStatusChange) -> None:
+        """Record the status a run entered: the API and the streams read it from here, never from Temporal.
+
+        A deletion with no record (a run started by hand, without the API) has nothing to update.
+        """
+        async with self._resources.engine.connect() as conn:
+            autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await autocommit.execute(
+                _RECORD_STATUS,
+                {
+                    "workflow_id": change.workflow_id,
+                    "status": str(change.status),
+                    "run_id": activity.info().workflow_run_id,
+                },
+            )
+
     @activity.defn(name="finish_bot_deletion")
     @heartbeats
     async def finish_bot_deletion(self, request: FinishBotDeletionInput) -> FinishBotDeletionResult:
@@ -104,8 +131,9 @@ class DeletionRecords:
             activity.logger.warning("rows of bot %s remain after deleting: %s", request.bot_id, remaining)
             return FinishBotDeletionResult(remaining_services=remaining or list(DELETERS))
         # The documents' files are gone by now; their directory goes too (kept if anything is left in it).
-        with contextlib.suppress(OSError):
-            await asyncio.to_thread(os.rmdir, self._resources.settings.storage_path / request.bot_id)
+        storage = StoredRoot(self._resources.settings.storage_path)
+        with contextlib.suppress(OSError, StoredPathRefused):
+            await asyncio.to_thread(lambda: os.rmdir(storage.entry(request.bot_id)))
         return FinishBotDeletionResult(bot_row_deleted=True)
 
     @activity.defn(name="finish_account_deletion")

@@ -15,12 +15,14 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 from zipfile import ZIP_DEFLATED, ZipFile
 
 from lifecycle.export_contracts import DOCUMENTS_TABLE, ArchiveFacts, ExportPart
+from lifecycle.stored_paths import StoredPathRefused, StoredRoot, status
 
 CHUNK = 1024 * 1024
 PARTIAL = ".partial"
@@ -30,8 +32,13 @@ def archive_name(export_id: str) -> str:
     return f"{export_id}.zip"
 
 
+def archive_path(exports: Path, export_id: str) -> Path:
+    # The export id comes from workflow input: checked to stay in the exports directory like any stored value.
+    return StoredRoot(exports).entry(archive_name(export_id))
+
+
 def parts_dir(exports: Path, export_id: str) -> Path:
-    return exports / f"{export_id}.parts"
+    return StoredRoot(exports).entry(f"{export_id}.parts")
 
 
 def part_path(exports: Path, export_id: str, index: int) -> Path:
@@ -63,28 +70,41 @@ def _copy_counting_lines(source: Path, target: Any) -> int:
     return lines
 
 
-def _document_file(storage: Path, storage_key: str) -> Path | None:
-    """The document's file, or None if its key would leave the storage directory."""
-    path = (storage / storage_key).resolve()
-    return path if path.is_relative_to(storage.resolve()) else None
+def _document_file(root: StoredRoot, storage_key: str) -> Path:
+    """The document's file to read: a regular file inside the storage directory, symlinks followed.
+
+    Anything else is refused rather than opened: a directory would fail every attempt again, and a FIFO would
+    block the read for ever.
+    """
+    path = root.target(storage_key)
+    if (found := status(path, follow_symlinks=True)) is None:
+        raise FileNotFoundError(storage_key)
+    if not stat.S_ISREG(found.st_mode):
+        raise StoredPathRefused("it names something other than a file")
+    return path
 
 
-def _add_documents(archive: ZipFile, storage: Path, part: ExportPart, rows_file: Path, missing: list[int]) -> int:
-    """Add the file of every document listed in `rows_file`; return how many were added."""
+def _add_documents(
+    archive: ZipFile, storage: StoredRoot, part: ExportPart, rows_file: Path, manifest: dict[str, Any]
+) -> int:
+    """Add the file of every document listed in `rows_file`; return how many were added.
+
+    A missing file is listed in the manifest's `missing_documents`, a refused one in `refused_documents`.
+    """
     added = 0
     with rows_file.open("rb") as rows:
         for line in rows:
             row = json.loads(line)
-            source = _document_file(storage, str(row["storage_key"]))
             name = f"bots/{part.bot_id}/documents/{row['id']}/{PurePosixPath(str(row['storage_key'])).name}"
             try:
-                if source is None:
-                    raise FileNotFoundError(row["storage_key"])
+                source = _document_file(storage, str(row["storage_key"]))
                 with source.open("rb") as document, archive.open(name, "w", force_zip64=True) as entry:
                     shutil.copyfileobj(document, entry, CHUNK)
                 added += 1
             except FileNotFoundError:
-                missing.append(int(row["id"]))
+                manifest["missing_documents"].append(int(row["id"]))
+            except StoredPathRefused as refused:
+                manifest["refused_documents"].append({"id": int(row["id"]), "reason": str(refused)})
     return added
 
 
@@ -97,11 +117,18 @@ def assemble(
     exports: Path, storage: Path, export_id: str, parts: list[ExportPart], on_entry: Callable[[int], None]
 ) -> ArchiveFacts:
     """Build the ZIP from the written parts (unless a previous attempt already renamed it into place)."""
-    final = exports / archive_name(export_id)
+    final = archive_path(exports, export_id)
     entries = 0
     if not final.exists():
         building = partial(final)
-        manifest: dict[str, Any] = {"export_id": export_id, "rows": {}, "document_files": 0, "missing_documents": []}
+        manifest: dict[str, Any] = {
+            "export_id": export_id,
+            "rows": {},
+            "document_files": 0,
+            "missing_documents": [],
+            "refused_documents": [],
+        }
+        documents = StoredRoot(storage)
         # A seekable file: entries get their sizes written back into their headers; ZIP64 for any size.
         with ZipFile(building, "w", compression=ZIP_DEFLATED, allowZip64=True) as archive:
             for index, part in enumerate(parts):
@@ -110,7 +137,7 @@ def assemble(
                     manifest["rows"][part.name] = _copy_counting_lines(source, entry)
                 entries += 1
                 if part.table == DOCUMENTS_TABLE:
-                    added = _add_documents(archive, storage, part, source, manifest["missing_documents"])
+                    added = _add_documents(archive, documents, part, source, manifest)
                     manifest["document_files"] += added
                     entries += added
                 on_entry(entries)
@@ -125,9 +152,16 @@ def assemble(
     )
 
 
+def refused_documents(exports: Path, export_id: str) -> list[dict[str, Any]]:
+    """The documents the archive's manifest lists as refused, read back from the archive itself."""
+    with ZipFile(archive_path(exports, export_id)) as archive:
+        refused: list[dict[str, Any]] = json.loads(archive.read("manifest.json")).get("refused_documents", [])
+    return refused
+
+
 def remove_export_files(exports: Path, export_id: str) -> None:
     """Delete the archive, a half-built one and the parts; whatever is already gone is fine."""
-    final = exports / archive_name(export_id)
+    final = archive_path(exports, export_id)
     for path in (final, partial(final)):
         path.unlink(missing_ok=True)
     shutil.rmtree(parts_dir(exports, export_id), ignore_errors=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import uuid
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -26,14 +27,14 @@ from activities.deleters import DELETERS
 from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
 from lifecycle.contracts import ReceiptInput, ReceiptSubject
-from lifecycle.receipts import sign, signing_key
+from lifecycle.receipt_keys import CHAIN_LOCK, ReceiptSigner
+from lifecycle.receipts import sign
+from lifecycle.stored_paths import StoredRoot
 
-# The receipts' format; a verifier can tell which fields to expect.
-RECEIPT_VERSION = 1
+# The receipts' format; a verifier can tell which fields to expect. 2: `key_id` names the signing key.
+RECEIPT_VERSION = 2
 # Receipt ids are derived from the deletion they describe, so every attempt names the same receipt.
 _RECEIPT_IDS = uuid.UUID("6f1d3c52-6d0b-4d1e-9a51-3f0f6b1f2d8e")
-# Serialises the chain: each receipt names the hash of the one before it.
-_CHAIN_LOCK = text("SELECT pg_advisory_xact_lock(hashtext('deletion_receipts'))")
 _EXISTING = text("SELECT id FROM deletion_receipts WHERE receipt_key = :key")
 _CHAIN_HEAD = text("SELECT sha256 FROM deletion_receipts ORDER BY seq DESC LIMIT 1")
 _INSERT = text(
@@ -71,8 +72,9 @@ def _time(moment: datetime | None) -> str | None:
 
 
 class DeletionReceipts:
-    def __init__(self, resources: ActivityResources) -> None:
+    def __init__(self, resources: ActivityResources, signer: ReceiptSigner) -> None:
         self._resources = resources
+        self._signer = signer
 
     @activity.defn(name="issue_deletion_receipt")
     @heartbeats
@@ -84,11 +86,14 @@ class DeletionReceipts:
                 return str(existing)
             body = await self._body(conn, request)
         async with self._resources.engine.begin() as conn:
-            await conn.execute(_CHAIN_LOCK)
+            # Serialises the chain (each receipt names the hash of the one before it) and rotations.
+            await conn.execute(CHAIN_LOCK)
             if (existing := (await conn.execute(_EXISTING, {"key": key})).scalar_one_or_none()) is not None:
                 return str(existing)
+            signing = await self._signer.current(conn)
+            body["key_id"] = signing.key_id
             body["previous_sha256"] = (await conn.execute(_CHAIN_HEAD)).scalar_one_or_none()
-            signed = sign(body, signing_key(self._resources.settings))
+            signed = sign(body, signing.private)
             await conn.execute(
                 _INSERT,
                 {
@@ -179,8 +184,7 @@ class DeletionReceipts:
                 )
             ).scalar_one()
             checks.append(_check(f"rows of {service}", int(found), service=service))
-        storage = self._resources.settings.storage_path
-        files = await asyncio.to_thread(_files_left, [storage / bot_id for bot_id in bot_ids])
+        files = await asyncio.to_thread(_files_left, self._resources.settings.storage_path, bot_ids)
         checks.append(_check("files of the bot" if len(bot_ids) == 1 else "files of its bots", files))
         if request.subject_kind == ReceiptSubject.BOT:
             bot_rows = (
@@ -215,7 +219,12 @@ def _check(name: str, found: int, *, service: str | None = None) -> dict[str, An
     return check
 
 
-def _files_left(directories: list[Path]) -> int:
-    return sum(
-        sum(1 for path in directory.rglob("*") if path.is_file()) for directory in directories if directory.is_dir()
-    )
+def _files_left(storage: Path, bot_ids: list[str]) -> int:
+    """Entries other than directories left in the bots' directories (a symlink or a FIFO counts as left)."""
+    root = StoredRoot(storage)
+    left = 0
+    for bot_id in bot_ids:
+        for directory, directories, files in os.walk(root.entry(bot_id)):
+            # os.walk lists a symlink to a directory among the directories, and does not enter it.
+            left += len(files) + sum(1 for name in directories if os.path.islink(os.path.join(directory, name)))
+    return left

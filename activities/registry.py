@@ -18,15 +18,17 @@ from activities.reconcile import Reconciler
 from activities.resources import ActivityResources
 from activities.site_reconciler import SiteReconciler
 from activities.sites import SiteActivities
+from lifecycle.receipt_keys import ReceiptSigner
 
 
-def build_activities(resources: ActivityResources) -> list[Callable[..., Any]]:
+def build_activities(resources: ActivityResources, signer: ReceiptSigner) -> list[Callable[..., Any]]:
     records = DeletionRecords(resources)
     account_sites = AccountSites(resources)
     return [
         *SiteActivities(resources).all(),
         BotDataDeleters(resources).delete_bot_service,
         records.list_account_bots,
+        records.record_deletion_status,
         records.finish_bot_deletion,
         records.finish_account_deletion,
         records.await_bot_deletion,
@@ -40,7 +42,7 @@ def build_activities(resources: ActivityResources) -> list[Callable[..., Any]]:
         ExportReconciler(resources).reconcile_exports,
         *_export_activities(AccountExportActivities(resources)),
         DeletionGrace(resources).end_account_deletion_grace,
-        DeletionReceipts(resources).issue_deletion_receipt,
+        DeletionReceipts(resources, signer).issue_deletion_receipt,
     ]
 
 

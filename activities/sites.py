@@ -30,6 +30,7 @@ from activities.resources import ActivityResources
 from activities.site_database import SiteDatabaseServer, site_database_name
 from lifecycle.contracts import SiteDeletionInput, SiteRef, SiteRollbackInput, SiteStep
 from lifecycle.site_contracts import SiteRollbackFailure
+from lifecycle.site_errors import SiteErrorCode
 from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteStatus, StepStatus
 from lifecycle.workflow_ids import site_creation_id
 
@@ -301,31 +302,37 @@ class SiteActivities:
         steps = {rollback.failed_step: StepStatus.FAILED} if rollback.failed_step else {}
         async with heartbeating():
             updated = await self._execute(
-                "UPDATE sites SET status = :rolling_back, error = :reason, updated_at = now(),"
+                "UPDATE sites SET status = :rolling_back, error = :code, updated_at = now(),"
                 " steps = steps || CAST(:steps AS jsonb)"
                 " WHERE id = :id AND status = ANY(:from_statuses)",
                 id=uuid.UUID(rollback.site_id),
-                reason=rollback.reason,
+                code=rollback.code,
                 steps=json.dumps(steps),
                 rolling_back=SiteStatus.ROLLING_BACK,
                 from_statuses=[SiteStatus.PROVISIONING, SiteStatus.ROLLING_BACK, SiteStatus.ROLLBACK_FAILED],
             )
-            return SiteStatus.ROLLING_BACK if updated else await self._status(rollback.site_id)
+            if not updated:
+                return await self._status(rollback.site_id)
+            # The customer sees the code; the cause, a driver's error say, is the operator's.
+            activity.logger.warning("site %s rolls back (%s): %s", rollback.site_id, rollback.code, rollback.reason)
+            return SiteStatus.ROLLING_BACK
 
     @activity.defn(name="mark_site_rollback_failed")
     async def mark_site_rollback_failed(self, failure: SiteRollbackFailure) -> SiteStatus:
         """Undos failed for good: the site keeps its domain (and whatever is left) until an operator retries."""
         steps = dict.fromkeys(failure.failed_steps, StepStatus.COMPENSATION_FAILED)
         async with heartbeating():
-            await self._execute(
-                "UPDATE sites SET status = :failed, error = :reason, updated_at = now(),"
+            updated = await self._execute(
+                "UPDATE sites SET status = :failed, error = :code, updated_at = now(),"
                 " steps = steps || CAST(:steps AS jsonb) WHERE id = :id AND status = :rolling_back",
                 id=uuid.UUID(failure.site_id),
-                reason=failure.reason,
+                code=SiteErrorCode.ROLLBACK_FAILED,
                 steps=json.dumps(steps),
                 failed=SiteStatus.ROLLBACK_FAILED,
                 rolling_back=SiteStatus.ROLLING_BACK,
             )
+            if updated:
+                activity.logger.warning("site %s waits for an operator: %s", failure.site_id, failure.reason)
             return await self._status(failure.site_id)
 
     @activity.defn(name="await_site_creation_closed")

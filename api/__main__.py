@@ -32,6 +32,7 @@ def main() -> None:
         port=settings.api_port,
         log_config=None,
         proxy_headers=True,
+        forwarded_allow_ips=settings.forwarded_allow_ips,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
         # The C event loop and HTTP parser: h11 and the pure-Python loop were a large share of the API's CPU
         # per request (bench.api, docs/benchmarks.md).

@@ -18,6 +18,7 @@ from api.problems import document_problems, install_problem_handlers
 from api.routers import (
     account_deletion,
     account_exports,
+    account_keys,
     account_restore,
     accounts,
     bots,
@@ -29,14 +30,16 @@ from api.routers import (
     sites,
     stream_tokens,
 )
+from api.stream_credentials import StreamCredentials
 from lifecycle.db.engine import POOL_CAPACITY, make_engine, make_sessionmaker
 from lifecycle.events_hub import EventHub
 from lifecycle.settings import Settings, get_settings
-from lifecycle.tracing import instrument_app
+from lifecycle.tracing import flush_tracing, instrument_app
 
 ROUTERS = (
     health.router,
     accounts.router,
+    account_keys.router,
     bots.router,
     deletion_status.router,
     account_deletion.router,
@@ -72,11 +75,16 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
             prune_interval=settings.events_prune_interval,
         )
         await app.state.events.start()
+        # Ends the streams whose key was revoked meanwhile (api/stream_credentials.py).
+        app.state.stream_credentials = StreamCredentials(engine, recheck=settings.stream_credentials_recheck)
+        await app.state.stream_credentials.start()
         try:
             yield
         finally:
+            await app.state.stream_credentials.stop()
             await app.state.events.stop()
             await engine.dispose()
+            flush_tracing()
 
     app = FastAPI(
         title="Lifecycle workflows",

@@ -20,8 +20,21 @@ _EXPOSED_HEADERS = ["Location", "Retry-After", "Preference-Applied", "Content-Ra
 _PREFLIGHT_MAX_AGE_SECONDS = 600
 
 
+class CorsOriginsRefused(ValueError):
+    pass
+
+
 def cors_origins(settings: Settings) -> list[str]:
-    return [origin.strip().rstrip("/") for origin in settings.cors_origins.split(",") if origin.strip()]
+    origins = [origin.strip().rstrip("/") for origin in settings.cors_origins.split(",") if origin.strip()]
+    if "*" in origins:
+        # With credentials allowed, Starlette answers `*` by echoing whichever origin asks: every site on the web
+        # could then call the API with its visitors' cookies.
+        raise CorsOriginsRefused(
+            "CORS_ORIGINS=* is refused: the API allows credentials (the stream-token cookie), and with them any site "
+            "could call it in its visitors' name. Name the front ends' origins, e.g. "
+            "CORS_ORIGINS=https://app.example.com,https://admin.example.com"
+        )
+    return origins
 
 
 def install_browser_support(app: FastAPI, settings: Settings) -> None:

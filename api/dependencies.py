@@ -19,7 +19,6 @@ from temporalio.service import RPCError
 from api.problems import ProblemError
 from api.security import hash_api_key, tokens_equal
 from lifecycle.api_keys import account_of_key_sql
-from lifecycle.deletion_status import DESCRIBE_TIMEOUT as STATUS_CONNECT_WAIT
 from lifecycle.settings import Settings
 from lifecycle.temporal_client import TemporalUnavailable, connect
 
@@ -32,8 +31,8 @@ class TemporalConnection:
     """Connects on first use and again after a failure, so the API starts (and says it is not ready) while
     Temporal is down, and recovers by itself once it is back.
 
-    One connection attempt runs at a time, in a task of its own: callers wait for it only as long as they can
-    afford (a status call a few hundred milliseconds, a start a few seconds), and giving up does not abort it.
+    One connection attempt runs at a time, in a task of its own: callers wait for it at most `wait` seconds, and
+    giving up does not abort it. (Status calls never wait: they read PostgreSQL only.)
     A failure is remembered for RETRY_CONNECT_AFTER, so a flood of requests during an outage does not become
     a flood of connection attempts.
     """
@@ -54,13 +53,6 @@ class TemporalConnection:
             return await asyncio.wait_for(asyncio.shield(self._current_attempt()), wait)
         except TimeoutError:
             raise TemporalUnavailable("still connecting to Temporal") from None
-
-    async def get_or_none(self, wait: float) -> Client | None:
-        """The client if it is (or becomes, within `wait` seconds) connected; None instead of an error."""
-        try:
-            return await self.get(wait)
-        except TemporalUnavailable:
-            return None
 
     def _current_attempt(self) -> asyncio.Task[Client]:
         attempt = self._attempt
@@ -106,17 +98,10 @@ async def get_temporal(request: Request) -> Client:
     return await connection.get()
 
 
-async def get_temporal_if_reachable(request: Request) -> Client | None:
-    """For answers that can do without Temporal: waits for a connection only as long as a status call may."""
-    connection: TemporalConnection = request.app.state.temporal
-    return await connection.get_or_none(wait=STATUS_CONNECT_WAIT.total_seconds())
-
-
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[AsyncSession, Depends(get_session)]
 EngineDep = Annotated[AsyncEngine, Depends(get_engine)]
 TemporalDep = Annotated[Client, Depends(get_temporal)]
-ReachableTemporalDep = Annotated[Client | None, Depends(get_temporal_if_reachable)]
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
@@ -129,6 +114,8 @@ PUBLIC: Final[dict[str, Any]] = {"security": []}
 @dataclass(frozen=True)
 class Caller:
     account_id: uuid.UUID
+    # The key it called with: what a stream token minted by this call depends on (api/stream_credentials.py).
+    key_id: uuid.UUID
 
 
 _ACCOUNT_OF_KEY = text(account_of_key_sql(":key_hash"))
@@ -173,9 +160,9 @@ StreamAccountKeyDep = Annotated[str | None, Depends(stream_account_key_hash)]
 StreamAdminTokenDep = Annotated[str | None, Depends(stream_admin_token)]
 
 
-async def _account_for_key(session: AsyncSession, key_hash: str) -> uuid.UUID | None:
-    row = await session.execute(_ACCOUNT_OF_KEY, {"key_hash": key_hash})
-    return row.scalar_one_or_none()
+async def _caller_of_key(session: AsyncSession, key_hash: str) -> Caller | None:
+    row = (await session.execute(_ACCOUNT_OF_KEY, {"key_hash": key_hash})).one_or_none()
+    return None if row is None else Caller(account_id=row.account_id, key_id=row.key_id)
 
 
 def unknown_api_key() -> ProblemError:
@@ -183,16 +170,16 @@ def unknown_api_key() -> ProblemError:
 
 
 async def require_account(key_hash: AccountKeyDep, session: SessionDep) -> Caller:
-    account_id = await _account_for_key(session, key_hash)
-    if account_id is None:
+    caller = await _caller_of_key(session, key_hash)
+    if caller is None:
         raise unknown_api_key()
-    return Caller(account_id=account_id)
+    return caller
 
 
 async def require_admin(token: AdminTokenDep, session: SessionDep, settings: SettingsDep) -> None:
     if settings.admin_token and tokens_equal(token, settings.admin_token):
         return
-    if await _account_for_key(session, hash_api_key(token)) is not None:
+    if await _caller_of_key(session, hash_api_key(token)) is not None:
         raise ProblemError(403, "This endpoint needs the admin token; an account API key cannot use it.")
     raise ProblemError(401, "The admin token is wrong.", headers=_UNAUTHORIZED_HEADERS)
 

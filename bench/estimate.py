@@ -23,7 +23,9 @@ ERROR_TARGET = 0.20
 
 
 async def main(rows: int, budget: int) -> None:
-    async with throwaway_stack("bench-estimate", admin_token="bench-admin-token", durable=True) as stack:
+    async with throwaway_stack(
+        "bench-estimate", admin_token="bench-admin-token-at-least-32-bytes-long", durable=True
+    ) as stack:
         settings, client = stack.settings, stack.env.client
         worker = worker_process(settings)
         app = create_app(settings, temporal_client=client)

@@ -33,7 +33,7 @@ from lifecycle.deletion_budget import DEFAULT_ROWS_PER_SECOND
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 
-ADMIN = "bench-admin-token"
+ADMIN = "bench-admin-token-at-least-32-bytes-long"
 ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN}"}
 PHASE_SECONDS = 30.0
 P99_RATIO_TARGET = 2.0

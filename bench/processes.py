@@ -42,13 +42,16 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def served_api(settings: Settings, profile_to: Path | None = None) -> AsyncIterator[Served]:
-    """`python -m api` (uvicorn) on a free loopback port; `profile_to`: under cProfile, written at exit."""
+async def served_api(
+    settings: Settings, profile_to: Path | None = None, root: Path = PROJECT_ROOT
+) -> AsyncIterator[Served]:
+    """`python -m api` (uvicorn) of the checkout at `root` on a free loopback port; `profile_to`: under cProfile,
+    written at exit."""
     port = free_port()
-    env = settings_env(settings) | {"API_PORT": str(port)}
+    env = settings_env(settings) | {"API_PORT": str(port), "PYTHONPATH": str(root)}
     profiler = ["-m", "cProfile", "-o", str(profile_to)] if profile_to else []
     process = await asyncio.create_subprocess_exec(
-        sys.executable, *profiler, "-m", "api", env=env, cwd=PROJECT_ROOT, stdout=asyncio.subprocess.DEVNULL
+        sys.executable, *profiler, "-m", "api", env=env, cwd=root, stdout=asyncio.subprocess.DEVNULL
     )
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as api:

@@ -37,7 +37,7 @@ ROUNDS = 30
 OVERHEAD_TARGET_MS = 50.0
 CONCURRENT_TARGET_S = 10.0
 CONCURRENT = 100
-ADMIN = "bench-admin-token"
+ADMIN = "bench-admin-token-at-least-32-bytes-long"
 # Only tells the bench when to read the activation time; the time itself is the one the database recorded,
 # so a slower poll costs no accuracy (and the API answering it is its own process).
 POLL_SECONDS = 0.05

@@ -23,7 +23,7 @@ from lifecycle.settings import Settings
 from worker import build_worker
 
 HISTORIES = Path(__file__).resolve().parent.parent / "tests" / "replay" / "histories"
-ADMIN = "recorder-admin-token"
+ADMIN = "recorder-admin-token-at-least-32-bytes-long"
 # A scenario that has not finished by then is stuck; better to fail than hang.
 SCENARIO_TIMEOUT_SECONDS = 180
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import asyncpg
 
-from api.security import generate_api_key, hash_api_key
+from api.security import generate_api_key, hash_api_key, shown_prefix
 
 # Share of each bot's rows per service; every service gets at least one row.
 SHARES = {
@@ -85,10 +85,11 @@ async def seed(database_url: str, storage: Path, *, bots: int, rows: int) -> See
                 f"seed-{suffix}@example.com",
             )
             await conn.execute(
-                "INSERT INTO api_keys (id, account_id, key_hash) VALUES ($1, $2, $3)",
+                "INSERT INTO api_keys (id, account_id, key_hash, prefix) VALUES ($1, $2, $3, $4)",
                 uuid.uuid4(),
                 account_id,
                 hash_api_key(api_key),
+                shown_prefix(api_key),
             )
             for n, bot_id in enumerate(bot_ids, start=1):
                 await conn.execute(

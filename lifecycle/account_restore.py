@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import update
+from sqlalchemy import func, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -45,7 +45,7 @@ class Restored:
 
 
 async def restore_account(
-    session: AsyncSession, client: Client, *, account_id: uuid.UUID, new_key_hash: str
+    session: AsyncSession, client: Client, *, account_id: uuid.UUID, new_key_hash: str, new_key_prefix: str
 ) -> Restored | None:
     """Cancel the account's pending deletion, unmark it and add a key; None if there is no such account.
 
@@ -58,9 +58,14 @@ async def restore_account(
         raise RestoreRefused("The account is not scheduled for deletion.")
     workflow_id = account_deletion_id(account_id)
     open_run = await _restore_run(client, workflow_id)
-    # The workflow said yes: from here on its run deletes nothing. The old keys stay revoked.
+    # The workflow said yes: from here on its run deletes nothing. The old keys stay revoked, and so does any key
+    # issued by a request that was authorised just before the deletion's revocation committed: the restore hands
+    # out exactly one live key.
     await session.execute(update(Account).where(Account.id == account_id).values(deletion_requested_at=None))
-    session.add(ApiKey(account_id=account_id, key_hash=new_key_hash))
+    await session.execute(
+        update(ApiKey).where(ApiKey.account_id == account_id, ApiKey.revoked_at.is_(None)).values(revoked_at=func.now())
+    )
+    session.add(ApiKey(account_id=account_id, key_hash=new_key_hash, prefix=new_key_prefix))
     await session.commit()
     return Restored(workflow_id=workflow_id, open_run=open_run)
 

@@ -8,6 +8,7 @@ from enum import StrEnum
 
 from lifecycle.export_contracts import ExportsReconciled
 from lifecycle.site_contracts import SitesReconciled
+from lifecycle.site_errors import SiteErrorCode
 from lifecycle.statuses import DeletionState, SiteStatus, StepStatus, Throttle
 
 # Deletion
@@ -76,7 +77,7 @@ class OperatorAction:
 
 @dataclass
 class DeletionStatus:
-    """What the `progress` query returns and the API shows."""
+    """What the `progress` query returns (the API reads deletion_requests and deletion_progress instead)."""
 
     status: DeletionState
     services: dict[str, ServiceProgress]
@@ -193,9 +194,19 @@ class AlertInput:
 
 
 @dataclass
+class DeletionStatusChange:
+    """A deletion's new status, recorded in deletion_requests by the run that made the change."""
+
+    workflow_id: str
+    status: DeletionState
+
+
+@dataclass
 class ReconcileResult:
     bot_deletions_started: int = 0
     account_deletions_started: int = 0
+    # Deletions recorded as open whose run had closed, or been reset, without recording it.
+    deletion_statuses_recorded: int = 0
     sites: SitesReconciled | None = None
     exports: ExportsReconciled | None = None
 
@@ -239,13 +250,16 @@ class SiteRef:
 @dataclass(frozen=True)
 class SiteRollbackInput:
     site_id: str
-    reason: str
+    reason: str  # the cause, for the worker's log
     failed_step: str | None = None
+    # What the customer is told (sites.error); the default is what an input from before the codes means.
+    code: SiteErrorCode = SiteErrorCode.FAILED
 
 
 @dataclass
 class SiteProgress:
-    """The `progress` query's answer: the same status and steps the API shows."""
+    """The `progress` query's answer: the same status and steps the API shows, and the failure's cause where
+    the API shows its code only (lifecycle/site_errors.py)."""
 
     status: SiteStatus
     steps: dict[str, StepStatus] = field(default_factory=dict)

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal, cast
 
 import asyncpg
@@ -25,13 +25,16 @@ from lifecycle.api_keys import account_of_key_sql
 from lifecycle.contracts import AccountDeletionResult, BotDeletionResult, ServiceProgress
 from lifecycle.db.models import Account, ApiKey, DeletionRequest
 from lifecycle.deletion_starts import row_check, start_account_deletion, start_bot_deletion
-from lifecycle.deletion_status import DESCRIBE_TIMEOUT
 from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
 from lifecycle.statuses import OPEN_DELETION_STATES, DeletionState
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 
 log = logging.getLogger(__name__)
+
+# A wait that ran out asks Temporal how the run stands (`describe`, answered by the server from its own store in a
+# few milliseconds); past this it answers `running`, so a struggling Temporal server never holds a request long.
+DESCRIBE_TIMEOUT = timedelta(milliseconds=250)
 
 
 @dataclass(frozen=True)
@@ -137,14 +140,28 @@ async def request_account_deletion(
     )
     grace = settings.account_deletion_grace
     deletes_at = datetime.now(UTC) + grace if grace else None
+    # As the request stands until its run records otherwise (lifecycle/deletion_status.py).
+    status = DeletionState.SCHEDULED if deletes_at is not None else DeletionState.RUNNING
     record = insert(DeletionRequest).values(
-        workflow_id=workflow_id, kind="account", account_id=account_id, notify_email=email, deletes_at=deletes_at
+        workflow_id=workflow_id,
+        kind="account",
+        account_id=account_id,
+        notify_email=email,
+        deletes_at=deletes_at,
+        status=status,
     )
     if already_requested is None:
-        # A new request (the first, or one after a restore): its own grace period, from now.
+        # A new request (the first, or one after a restore): its own grace period, from now, and its own status
+        # (not the restored run's).
         record = record.on_conflict_do_update(
             index_elements=[DeletionRequest.workflow_id],
-            set_={"deletes_at": deletes_at, "requested_at": func.now(), "notify_email": email},
+            set_={
+                "deletes_at": deletes_at,
+                "requested_at": func.now(),
+                "notify_email": email,
+                "status": status,
+                "status_run_id": None,
+            },
         )
     else:
         # A re-drive keeps the grace period asked for first: what is left of it, or none once it ended.

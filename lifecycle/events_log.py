@@ -1,5 +1,6 @@
-"""The `lifecycle_events` log: one row per change of a site or a deletion, appended by PostgreSQL triggers
-(migration 0005) in the same transaction as the change, with a `pg_notify` that wakes the API's listener.
+"""The `lifecycle_events` log: one row per change of a site or a deletion (its recorded status, its completion, a
+service's progress), appended by PostgreSQL triggers (migrations 0005, 0006 and 0009) in the same transaction as
+the change, with a `pg_notify` that wakes the API's listener. Nothing else writes it: reading a status never does.
 
 The row id is the Server-Sent Events id: it only grows, so `Last-Event-ID` says exactly where a stream was.
 A site's row carries the site as its status answer shows it (`state`); a deletion's row only names the
@@ -12,7 +13,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from sqlalchemy import BigInteger, DateTime, Identity, Index, String, delete, func, insert, select
+from sqlalchemy import BigInteger, DateTime, Identity, Index, String, delete, func, select
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
@@ -68,21 +69,6 @@ async def latest_deletion_event(
     if account_id is not None:
         query = query.where(LifecycleEvent.account_id == account_id)
     return (await session.execute(query)).scalar_one() or 0
-
-
-async def record_observed_deletion_change(session: AsyncSession, workflow_id: str, account_id: uuid.UUID) -> int:
-    """A deletion change seen only in Temporal (the run closed, paused, was terminated) becomes an event too,
-    so that it has an id of its own to resume after, and every other watcher hears of it."""
-    event_id = (
-        await session.execute(
-            insert(LifecycleEvent)
-            .values(subject_kind=DELETION, subject_id=workflow_id, account_id=account_id)
-            .returning(LifecycleEvent.id)
-        )
-    ).scalar_one()
-    await session.execute(select(func.pg_notify(NOTIFY_CHANNEL, "")))
-    await session.commit()
-    return int(event_id)
 
 
 async def prune_events(engine: AsyncEngine, retention: timedelta) -> int:

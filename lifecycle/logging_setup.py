@@ -69,6 +69,17 @@ def redact_query(path: str) -> str:
     return f"{base}?{urlencode(kept, safe='[]/')}"
 
 
+# Client libraries that log each request's URL or headers: httpx at INFO ("HTTP Request: POST <url>"), httpcore,
+# urllib3 (under the OTLP exporter's requests) and asyncpg at DEBUG. A URL can be the credential itself: a Slack or
+# Teams webhook's secret is its path (ALERT_WEBHOOK_URL). They write WARNING and up only, unless LOG_LEVEL is
+# DEBUG, which is for a developer's machine.
+CLIENT_LIBRARY_LOGGERS = ("httpx", "httpcore", "urllib3", "requests", "asyncpg")
+
+
+def _client_library_level(level: int) -> int:
+    return level if level <= logging.DEBUG else max(level, logging.WARNING)
+
+
 def _access_fields(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
     """uvicorn's access record, whose message is a format string over five args, as named fields: the one
     place where a request line becomes a log line."""
@@ -149,6 +160,8 @@ def configure_logging(
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    for name in CLIENT_LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(_client_library_level(root.level))
     # The ids are fields of every line now; the SDK would also append them to each message as a dict's repr.
     activity.logger.activity_info_on_message = False
     workflow.logger.workflow_info_on_message = False

@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ADMIN_TOKEN_FILE = "admin_token"
@@ -15,6 +15,11 @@ ADMIN_TOKEN_FILE = "admin_token"
 EXPORT_SIGNING_KEY_FILE = "export_signing_key"
 # Where the deletion receipts' signing secret is made on first use when RECEIPT_SIGNING_KEY is not set.
 RECEIPT_SIGNING_KEY_FILE = "receipt_signing_key"
+# The shortest secret accepted (ADMIN_TOKEN, EXPORT_SIGNING_KEY, RECEIPT_SIGNING_KEY, the key files): a process
+# refuses to start with a shorter one rather than run on a guessable key; `make deploy-env` and `make run`
+# generate longer ones.
+MIN_SECRET_BYTES = 32
+SECRETS = ("admin_token", "export_signing_key", "receipt_signing_key")
 
 # Ports of the local stack; docker-compose and the tests use their own.
 LOCAL_TEMPORAL_PORT = 7233
@@ -71,6 +76,10 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = LOCAL_API_PORT
     api_metrics_enabled: bool = True
+    # The proxies whose X-Forwarded-Proto and X-Forwarded-For the API believes (addresses or CIDR networks,
+    # comma-separated; `*` for any): behind a TLS proxy, the scheme decides whether the stream-token cookie is
+    # `Secure`. Loopback by default, as uvicorn's; docker-compose.yml names its network's gateway.
+    forwarded_allow_ips: str = "127.0.0.1,::1"
     # Logs (lifecycle/logging_setup.py): the least level written, and coloured lines for a person or JSON lines;
     # `auto` writes lines at a terminal and JSON elsewhere.
     log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(str.upper)] = "INFO"
@@ -88,6 +97,9 @@ class Settings(BaseSettings):
     # How long a stream token (POST .../events/token) opens its one stream, reconnections included: longer
     # than a site's build or a deletion a customer watches, short enough that a leaked one soon means nothing.
     stream_token_ttl: timedelta = timedelta(minutes=10)
+    # Seconds between two checks that the keys behind the open streams still open their accounts (one query per
+    # API process): a stream ends this soon after its key is revoked or its account deleted.
+    stream_credentials_recheck: float = Field(default=5.0, gt=0)
     # Small deletions answer at once, sparing the client a status to follow. Below this many rows of work,
     # counted by a bounded estimate (lifecycle/deletion_size.py), DELETE /bots/{id} and DELETE /account wait for
     # their workflow and answer 200 with the finished deletion; 0 turns the size-based wait off (`Prefer: wait=N`
@@ -106,8 +118,8 @@ class Settings(BaseSettings):
     exports_dir: Path | None = None
     export_signing_key: str | None = Field(default=None, repr=False)
     export_retention: timedelta = timedelta(days=7)
-    # The secret the deletion receipts' Ed25519 key is derived from (lifecycle/receipts.py); the API and the
-    # workers need the same value. Unset: made on first use in DATA_DIR, which the local stack's processes share.
+    # The secret the deletion receipts' Ed25519 key is derived from (lifecycle/receipt_keys.py); only the workers
+    # need it (the API serves the public keys they publish). Unset: made on a worker's first start in DATA_DIR.
     receipt_signing_key: str | None = Field(default=None, repr=False)
     # Rows per keyset batch while writing an export: memory holds one batch of one table at a time.
     export_batch_rows: int = Field(default=5_000, ge=1, le=100_000)
@@ -117,14 +129,20 @@ class Settings(BaseSettings):
     account_deletion_grace: timedelta = Field(default=timedelta(0), ge=timedelta(0))
     # Live progress streams (GET /sites/{id}/events and the deletion ones). A comment every events_keepalive
     # seconds keeps proxies from closing an idle stream; the API's one LISTEN connection is backed by a poll
-    # every events_poll_interval seconds; a deletion's status, part of which only Temporal knows, is asked
-    # again at most every events_deletion_refresh seconds per deletion however many watch it; rows of the
-    # events table older than events_retention (ISO 8601 duration) are pruned every events_prune_interval.
+    # every events_poll_interval seconds; a deletion stream also looks for a change of its deletion by itself
+    # every events_deletion_refresh seconds; rows of the events table older than events_retention (ISO 8601
+    # duration) are pruned every events_prune_interval.
     events_keepalive: float = Field(default=15.0, gt=0)
     events_poll_interval: float = Field(default=5.0, gt=0)
     events_deletion_refresh: float = Field(default=5.0, gt=0)
     events_retention: timedelta = timedelta(days=1)
     events_prune_interval: float = Field(default=3600.0, gt=0)
+
+    @field_validator(*SECRETS)
+    @classmethod
+    def _empty_is_unset(cls, value: str | None) -> str | None:
+        # docker-compose passes an unset secret as an empty variable.
+        return value or None
 
     @model_validator(mode="after")
     def _derive_paths(self) -> Settings:
@@ -144,6 +162,18 @@ class Settings(BaseSettings):
             token_file = self.data_dir / ADMIN_TOKEN_FILE
             if token_file.is_file():
                 self.admin_token = token_file.read_text().strip() or None
+        return self
+
+    @model_validator(mode="after")
+    def _refuse_short_secrets(self) -> Settings:
+        # After _derive_paths, so secrets read from the data directory's files are checked too.
+        for name in SECRETS:
+            value = getattr(self, name)
+            if value is not None and len(value.encode()) < MIN_SECRET_BYTES:
+                raise ValueError(
+                    f"{name.upper()} is {len(value.encode())} bytes long; a secret needs at least {MIN_SECRET_BYTES}"
+                    " (`make deploy-env` generates long enough ones)"
+                )
         return self
 
     @property

@@ -12,7 +12,9 @@ from enum import StrEnum
 
 
 class DeletionState(StrEnum):
-    """A bot or account deletion, as the API and the `LifecycleStatus` search attribute show it."""
+    """A bot or account deletion, as `deletion_requests.status`, the API and the `LifecycleStatus` search attribute
+    show it. A new state (say, `held`) is a member here, in OPEN_DELETION_STATES if a run still works on it, and a
+    migration that widens the CHECK constraint `ck_deletion_requests_status`."""
 
     # In its grace period (ACCOUNT_DELETION_GRACE): signed out, nothing deleted yet, restorable until `deletes_at`.
     SCHEDULED = "scheduled"
@@ -30,7 +32,8 @@ class DeletionState(StrEnum):
     RESTORED = "restored"
 
 
-# Open: a run works on the deletion and publishes one of these in its LifecycleStatus search attribute.
+# Open: a run works on the deletion, records each of these as it enters it (workflows/status_recorder.py) and
+# publishes it in its LifecycleStatus search attribute; the reconciler looks at the deletions recorded as open.
 OPEN_DELETION_STATES = frozenset(
     {DeletionState.SCHEDULED, DeletionState.RUNNING, DeletionState.PAUSED, DeletionState.WAITING_FOR_OPERATOR}
 )
@@ -144,3 +147,7 @@ UNSETTLED_SITES_SQL = (
     f"status IN ({sql_list(UNSETTLED_SITE_STATUSES)}) OR "
     f"(deletion_requested_at IS NOT NULL AND status <> '{SiteStatus.DELETED.value}')"
 )
+
+# The deletions recorded as open, whose run may have closed without saying so (terminated, say): the predicate of
+# the partial index ix_deletion_requests_open (migration 0009) and of the reconciler's query alike.
+OPEN_DELETIONS_SQL = f"status IN ({sql_list(sorted(OPEN_DELETION_STATES))})"

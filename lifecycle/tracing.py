@@ -83,6 +83,13 @@ def stop_tracing() -> None:
         provider.shutdown()
 
 
+def flush_tracing() -> None:
+    """Export what is buffered, keeping the provider: the API calls it as it shuts down, since uvicorn then
+    raises the stop signal again and the process dies of it, before the provider's own flush at exit."""
+    if _provider is not None:
+        _provider.force_flush()
+
+
 def tracing_enabled() -> bool:
     return _provider is not None
 

@@ -29,8 +29,8 @@ from lifecycle.settings import Settings
 from tests.workers import own_worker
 from worker import LifecycleWorkers
 
-ADMIN_TOKEN = "test-admin-token"
-EXPORT_SIGNING_KEY = "test-export-signing-key"
+ADMIN_TOKEN = "test-admin-token-at-least-32-bytes-long"
+EXPORT_SIGNING_KEY = "test-export-signing-key-of-32-bytes-or-more"
 
 
 @pytest.fixture(scope="session")

@@ -1,11 +1,17 @@
-"""CORS only for the origins CORS_ORIGINS names (none by default), and the demo page only when DEMO_PAGE is on."""
+"""CORS only for the origins CORS_ORIGINS names (none by default, never `*`), and the demo page only when
+DEMO_PAGE is on."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import httpx
 
 from api.app import create_app
+from devstack.ports import free_port
 from lifecycle.settings import Settings
+from tests.processes import PROJECT_ROOT, settings_environment
 
 PREFLIGHT = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type"}
 
@@ -39,6 +45,16 @@ async def test_preflights_answer_for_the_configured_origins_only(settings: Setti
     assert "access-control-allow-origin" not in refused.headers
     assert simple.headers["access-control-allow-origin"] == "https://app.example.com"
     assert "Location" in simple.headers["access-control-expose-headers"]
+
+
+def test_a_wildcard_origin_is_refused_at_start_up(settings: Settings) -> None:
+    # Credentials are allowed (the stream-token cookie): with `*`, any site could call the API as its visitors.
+    environment = settings_environment(settings, CORS_ORIGINS="https://app.example.com, *", API_PORT=str(free_port()))
+    started = subprocess.run(
+        [sys.executable, "-m", "api"], env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert started.returncode != 0
+    assert "CORS_ORIGINS=* is refused" in started.stdout + started.stderr
 
 
 async def test_the_demo_page_is_served_when_turned_on(settings: Settings) -> None:

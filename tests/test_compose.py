@@ -4,6 +4,7 @@ Compose accepts the file, that everyday commands get past it without secrets, an
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -99,8 +100,13 @@ def test_compose_accepts_the_file_with_a_generated_env(
     token = re.search(r"^ADMIN_TOKEN=(\w+)$", generated_env.read_text(), re.MULTILINE)
     assert token is not None
     assert config["services"]["api"]["environment"]["ADMIN_TOKEN"] == token.group(1)
-    # Only the API holds the admin token.
+    # Only the API holds the admin token, and only the workers the receipt signing key.
     assert "ADMIN_TOKEN" not in config["services"]["worker"]["environment"]
+    receipt_key = re.search(r"^RECEIPT_SIGNING_KEY=(\w+)$", generated_env.read_text(), re.MULTILINE)
+    assert receipt_key is not None
+    for service in ("worker", "site-worker"):
+        assert config["services"][service]["environment"]["RECEIPT_SIGNING_KEY"] == receipt_key.group(1)
+    assert "RECEIPT_SIGNING_KEY" not in config["services"]["api"]["environment"]
 
 
 def test_the_compose_specification_accepts_the_resolved_file(
@@ -108,6 +114,10 @@ def test_the_compose_specification_accepts_the_resolved_file(
 ) -> None:
     # A second, independent parser; it takes the file once Compose has substituted the variables.
     config = resolved_config(docker_compose, project_root, generated_env)
+    # Compose names every secret it resolves; compose-spec 0.2.1's native parser refuses `name` on a top-level
+    # secret, which the specification allows (its own `models.Secret` has the field).
+    for secret in config["secrets"].values():
+        secret.pop("name")
     PyCompose.from_json(json.dumps(config)).to_spec()  # raises on anything the specification rejects
 
 
@@ -151,6 +161,20 @@ def test_no_port_is_published_on_all_interfaces(
     assert published, "nothing is published at all"
     for name, port in published:
         assert port.get("host_ip") == "127.0.0.1", (name, port)
+
+
+def test_the_api_believes_forwarded_headers_from_the_networks_gateway_only(
+    compose_file: dict[str, Any], docker_compose: Path, project_root: Path, generated_env: Path
+) -> None:
+    # A reverse proxy on the host reaches the published port, and Docker connects to the API from the gateway.
+    (network,) = compose_file["networks"]["default"]["ipam"]["config"]
+    gateway = network["gateway"]
+    assert ipaddress.ip_address(gateway) in ipaddress.ip_network(network["subnet"])
+    assert (
+        compose_file["services"]["api"]["environment"]["FORWARDED_ALLOW_IPS"] == f"${{FORWARDED_ALLOW_IPS:-{gateway}}}"
+    )
+    api = resolved_config(docker_compose, project_root, generated_env)["services"]["api"]
+    assert api["environment"]["FORWARDED_ALLOW_IPS"] == gateway
 
 
 def test_image_references_use_published_tags(compose_file: dict[str, Any]) -> None:
@@ -343,20 +367,32 @@ def test_search_attributes_are_registered(compose_file: dict[str, Any], project_
 
 
 def test_prometheus_scrapes_api_and_workers(compose_file: dict[str, Any], project_root: Path) -> None:
-    mount = compose_file["services"]["prometheus"]["volumes"][0].split(":")[0]
+    prometheus = compose_file["services"]["prometheus"]
+    mount, config_path = prometheus["volumes"][0].split(":")[:2]
     config = yaml.safe_load((project_root / mount).read_text())
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
     assert jobs["api"]["static_configs"][0]["targets"] == ["api:8000"]
+    # The API's /metrics takes the admin token, which Prometheus reads from a secret file beside its config.
+    authorization = jobs["api"]["authorization"]
+    assert authorization["type"] == "Bearer"
+    (secret,) = prometheus["secrets"]
+    assert secret["target"] == str(Path(config_path).parent / authorization["credentials_file"])
+    assert compose_file["secrets"][secret["source"]] == {"environment": "ADMIN_TOKEN"}
+    assert "ADMIN_TOKEN" not in (prometheus.get("environment") or {})
     for name in WORKER_SERVICES:
         worker_port = int(compose_file["services"][name]["environment"]["WORKER_METRICS_PORT"])
         assert jobs[name]["dns_sd_configs"][0] == {"names": [name], "type": "A", "port": worker_port}
 
 
-def test_promtool_accepts_the_prometheus_config(project_root: Path) -> None:
+def test_promtool_accepts_the_prometheus_config(project_root: Path, tmp_path: Path) -> None:
     promtool = shutil.which("promtool")
     assert promtool is not None, "promtool is missing: `make promtool` installs Debian's prometheus package"
+    # As in the container: the file as committed, and the admin token's secret file beside it, which promtool
+    # checks is there.
+    shutil.copy(project_root / "deploy/prometheus.yml", tmp_path / "prometheus.yml")
+    (tmp_path / "admin_token").write_text("a-token")
     result = subprocess.run(
-        [promtool, "check", "config", "deploy/prometheus.yml"], cwd=project_root, capture_output=True, text=True
+        [promtool, "check", "config", "prometheus.yml"], cwd=tmp_path, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -1,12 +1,12 @@
-"""Deletion status comes from PostgreSQL and the Temporal server's describe, never from a worker.
+"""A deletion's status comes from PostgreSQL alone (deletion_requests.status): recorded by the API, by the run as
+it changes it, and by the reconciler for what only Temporal knows. The status GET asks no worker and no Temporal.
 
-No test here runs the lifecycle worker: each run is either started with no worker polling its queue, or driven
-to the closing under test by a stand-in workflow on a task queue of its own, under the real workflow id.
+Runs that must close in a given way without recording it (a run of older code, say) are stand-ins under the real
+workflow id on a task queue of their own; a real run is the lifecycle worker's.
 """
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -21,21 +21,35 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
     from temporalio.common import SearchAttributePair, TypedSearchAttributes
     from temporalio.exceptions import ApplicationError
+    from temporalio.testing import ActivityEnvironment
     from temporalio.worker import Worker
 
+    from activities.deletion_records import DeletionRecords
+    from activities.resources import ActivityResources
+    from api.app import create_app
+    from devstack.ports import free_port
     from devstack.seed import asyncpg_dsn
+    from lifecycle.contracts import DeletionStatusChange
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.settings import Settings
+    from lifecycle.statuses import DeletionState
     from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
     from tests.conftest import ADMIN_HEADERS, ApiAccount
+    from tests.deletion.helpers import run_reconciler
+    from tests.eventually import eventually
+    from tests.operators.starts import start_bot_deletion
+    from worker import LifecycleWorkers
 
 
 @workflow.defn(name="StatusStandIn")
 class StatusStandIn:
-    """Ends the way the test asks: completes, fails, or waits to be cancelled."""
+    """Ends the way the test asks, recording nothing: completes (publishing `incomplete` if asked, as a run of
+    code older than the recording does), fails, or waits to be cancelled."""
 
     @workflow.run
     async def run(self, ending: str) -> None:
+        if ending == "incomplete":
+            workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(ending)])
         if ending == "fail":
             raise ApplicationError("made to fail", non_retryable=True)
         if ending == "wait":
@@ -70,6 +84,15 @@ async def _execute(database_url: str, sql: str, *args: object) -> None:
         await conn.close()
 
 
+async def _events(database_url: str, workflow_id: str) -> int:
+    """How many changes of the deletion the events table holds (each wakes its streams)."""
+    conn = await asyncpg.connect(asyncpg_dsn(database_url))
+    try:
+        return int(await conn.fetchval("SELECT count(*) FROM lifecycle_events WHERE subject_id = $1", workflow_id))
+    finally:
+        await conn.close()
+
+
 async def _progress(database_url: str, workflow_id: str, service: str, deleted: int, total: int, **flags: bool) -> None:
     await _execute(
         database_url,
@@ -91,6 +114,21 @@ async def _status(api: httpx.AsyncClient, bot_id: str, account: ApiAccount) -> d
     return body
 
 
+async def _paused_bot_deletion(
+    api: httpx.AsyncClient, account: ApiAccount, settings: Settings, client: Client
+) -> tuple[str, WorkflowHandle[object, object]]:
+    """A real bot deletion, recorded first as the API does, started paused on the session's worker; returned
+    once its run recorded `paused`."""
+    bot_id = await _bot_with_deletion_record(settings.database_url, account, api)
+    handle = await start_bot_deletion(client, settings.task_queue, bot_id=bot_id, account_id=account.id, paused=True)
+
+    async def shown() -> object:
+        return (await _status(api, bot_id, account))["status"]
+
+    await eventually(shown, "the run records that it is paused", until=lambda status: status == "paused")
+    return bot_id, handle
+
+
 async def test_recorded_but_not_started_is_running_with_committed_progress(
     api: httpx.AsyncClient, account: ApiAccount, settings: Settings
 ) -> None:
@@ -107,11 +145,47 @@ async def test_recorded_but_not_started_is_running_with_committed_progress(
     assert status["resume"] is None
 
 
-async def test_running_run_shows_its_lifecycle_status_without_any_worker(
-    api: httpx.AsyncClient, account: ApiAccount, settings: Settings, temporal_client: Client
+async def test_a_paused_deletion_shows_paused_from_postgresql_with_temporal_unreachable(
+    api: httpx.AsyncClient, account: ApiAccount, settings: Settings, temporal_client: Client, worker: LifecycleWorkers
 ) -> None:
+    bot_id, handle = await _paused_bot_deletion(api, account, settings, temporal_client)
+    try:
+        # An API whose Temporal address answers nothing: it never connects, and the status does not need it.
+        cut_off = create_app(settings.model_copy(update={"temporal_address": f"127.0.0.1:{free_port()}"}))
+        async with cut_off.router.lifespan_context(cut_off):
+            transport = httpx.ASGITransport(app=cut_off)
+            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as alone:
+                status = await _status(alone, bot_id, account)
+                assert status["status"] == "paused"
+                assert status["rows_per_second"] == 0 and status["resume"] is None
+                assert (await alone.get("/readyz")).status_code == 503  # Temporal is indeed out of reach
+    finally:
+        await handle.terminate()
+
+
+async def test_a_terminated_run_is_recorded_by_the_reconciler(
+    api: httpx.AsyncClient, account: ApiAccount, settings: Settings, temporal_client: Client, worker: LifecycleWorkers
+) -> None:
+    bot_id, handle = await _paused_bot_deletion(api, account, settings, temporal_client)
+    await handle.terminate(reason="an operator's terminate")
+    # The run could not record it: until the reconciler does, the status is the last one recorded.
+    assert (await _status(api, bot_id, account))["status"] == "paused"
+    events = await _events(settings.database_url, bot_deletion_id(bot_id))
+
+    assert (await run_reconciler(temporal_client, settings)).deletion_statuses_recorded >= 1
+    status = await _status(api, bot_id, account)
+    assert status["status"] == "terminated"
+    assert status["resume"] == f"Repeat DELETE /bots/{bot_id} with the account's API key."
+    # A change like any other: one event for the streams, appended with it.
+    assert await _events(settings.database_url, bot_deletion_id(bot_id)) == events + 1
+
+
+async def test_a_run_that_recorded_nothing_is_recorded_by_the_reconciler_from_what_it_publishes(
+    api: httpx.AsyncClient, account: ApiAccount, settings: Settings, temporal_client: Client, worker: LifecycleWorkers
+) -> None:
+    """As after a reset: the open run publishes a status it has not recorded."""
     bot_id = await _bot_with_deletion_record(settings.database_url, account, api)
-    # Nobody polls this queue: a query would hang, describe answers at once.
+    # Nobody polls this queue: the run never runs, and publishes only what it was started with.
     handle = await temporal_client.start_workflow(
         "BotDeletion",
         id=bot_deletion_id(bot_id),
@@ -119,51 +193,83 @@ async def test_running_run_shows_its_lifecycle_status_without_any_worker(
         search_attributes=TypedSearchAttributes([SearchAttributePair(LIFECYCLE_STATUS, "waiting_for_operator")]),
     )
     try:
-        status = await asyncio.wait_for(_status(api, bot_id, account), timeout=10)
-        assert status["status"] == "waiting_for_operator"
+        assert (await _status(api, bot_id, account))["status"] == "running"
+        await run_reconciler(temporal_client, settings)
+        assert (await _status(api, bot_id, account))["status"] == "waiting_for_operator"
     finally:
         await handle.terminate()
-    terminated = await _status(api, bot_id, account)
-    assert terminated["status"] == "terminated"
-    assert terminated["resume"] == f"Repeat DELETE /bots/{bot_id} with the account's API key."
 
 
-async def _run_stand_in(client: Client, bot_id: str, queue: str, ending: str) -> WorkflowHandle[object, object]:
-    return await client.start_workflow("StatusStandIn", ending, id=bot_deletion_id(bot_id), task_queue=queue)
+async def _closed_stand_in(client: Client, bot_id: str, queue: str, ending: str) -> None:
+    handle = await client.start_workflow("StatusStandIn", ending, id=bot_deletion_id(bot_id), task_queue=queue)
+    if ending == "wait":
+        await handle.cancel()
+    if ending in ("fail", "wait"):
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+    else:
+        await handle.result()
 
 
-async def test_completed_is_completed_or_incomplete_after_a_skip(
-    api: httpx.AsyncClient, account: ApiAccount, settings: Settings, temporal_client: Client, stand_in_queue: str
+async def test_closings_no_run_recorded_are_recorded_by_the_reconciler(
+    api: httpx.AsyncClient,
+    account: ApiAccount,
+    settings: Settings,
+    temporal_client: Client,
+    stand_in_queue: str,
+    worker: LifecycleWorkers,
 ) -> None:
-    whole = await _bot_with_deletion_record(settings.database_url, account, api)
-    await (await _run_stand_in(temporal_client, whole, stand_in_queue, "complete")).result()
-    assert (await _status(api, whole, account))["status"] == "completed"
+    bots = {}
+    for ending in ("complete", "incomplete", "fail", "wait"):
+        bots[ending] = await _bot_with_deletion_record(settings.database_url, account, api)
+        await _closed_stand_in(temporal_client, bots[ending], stand_in_queue, ending)
+    await run_reconciler(temporal_client, settings)
 
-    skipped = await _bot_with_deletion_record(settings.database_url, account, api)
-    await _progress(settings.database_url, bot_deletion_id(skipped), "messages", 0, 5, skipped=True)
-    await (await _run_stand_in(temporal_client, skipped, stand_in_queue, "complete")).result()
-    status = await _status(api, skipped, account)
-    assert status["status"] == "incomplete"
-    assert status["resume"] is None
+    shown = {ending: await _status(api, bot_id, account) for ending, bot_id in bots.items()}
+    assert {ending: status["status"] for ending, status in shown.items()} == {
+        "complete": "completed",
+        "incomplete": "incomplete",
+        "fail": "failed",
+        "wait": "cancelled",
+    }
+    assert [ending for ending, status in shown.items() if status["resume"]] == ["fail", "wait"]
 
 
-async def test_failed_and_cancelled_say_how_to_resume(
-    api: httpx.AsyncClient, account: ApiAccount, settings: Settings, temporal_client: Client, stand_in_queue: str
+async def test_recording_a_status_is_idempotent(
+    api: httpx.AsyncClient, account: ApiAccount, settings: Settings, temporal_client: Client
 ) -> None:
-    failing = await _bot_with_deletion_record(settings.database_url, account, api)
-    failed = await _run_stand_in(temporal_client, failing, stand_in_queue, "fail")
-    with pytest.raises(WorkflowFailureError):
-        await failed.result()
-    status = await _status(api, failing, account)
-    assert status["status"] == "failed"
-    assert status["resume"] == f"Repeat DELETE /bots/{failing} with the account's API key."
+    bot_id = await _bot_with_deletion_record(settings.database_url, account, api)
+    workflow_id = bot_deletion_id(bot_id)
+    resources = ActivityResources.create(settings, temporal_client)
+    records = DeletionRecords(resources)
 
-    cancelling = await _bot_with_deletion_record(settings.database_url, account, api)
-    waiting = await _run_stand_in(temporal_client, cancelling, stand_in_queue, "wait")
-    await waiting.cancel()
-    with pytest.raises(WorkflowFailureError):
-        await waiting.result()
-    assert (await _status(api, cancelling, account))["status"] == "cancelled"
+    async def record(status: DeletionState) -> None:
+        await ActivityEnvironment().run(records.record_deletion_status, DeletionStatusChange(workflow_id, status))
+
+    try:
+        requested = await _events(settings.database_url, workflow_id)
+        await record(DeletionState.PAUSED)
+        await record(DeletionState.PAUSED)  # a retry, or the same run's record after a reset
+        assert await _events(settings.database_url, workflow_id) == requested + 1
+        assert (await _status(api, bot_id, account))["status"] == "paused"
+        await record(DeletionState.RUNNING)
+        assert await _events(settings.database_url, workflow_id) == requested + 2
+    finally:
+        await resources.engine.dispose()
+
+
+async def test_every_deletion_state_and_no_other_can_be_recorded(
+    api: httpx.AsyncClient, account: ApiAccount, settings: Settings
+) -> None:
+    workflow_id = bot_deletion_id(await _bot_with_deletion_record(settings.database_url, account, api))
+    for state in DeletionState:
+        await _execute(
+            settings.database_url, "UPDATE deletion_requests SET status = $2 WHERE workflow_id = $1", workflow_id, state
+        )
+    with pytest.raises(asyncpg.CheckViolationError):
+        await _execute(
+            settings.database_url, "UPDATE deletion_requests SET status = 'unknown' WHERE workflow_id = $1", workflow_id
+        )
 
 
 async def test_account_deletion_needs_the_admin_token_and_adds_up_its_bots(

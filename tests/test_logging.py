@@ -19,16 +19,18 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.testing import ActivityEnvironment
     from temporalio.worker import Worker
 
-    from lifecycle.logging_setup import configure_logging, redact_query
+    from lifecycle.logging_setup import CLIENT_LIBRARY_LOGGERS, configure_logging, redact_query
 
 
 @pytest.fixture(autouse=True)
 def restore_loggers() -> Iterator[None]:
-    """The root logger restored after each test; uvicorn's loggers as `python -m api` leaves them
-    (log_config=None), which a uvicorn.Config run by an earlier test of this process changes."""
-    loggers = [logging.getLogger(name) for name in ("", "uvicorn", "uvicorn.access")]
+    """The root logger and the client libraries' levels restored after each test; uvicorn's loggers as
+    `python -m api` leaves them (log_config=None), which a uvicorn.Config run by an earlier test of this process
+    changes."""
+    uvicorn = [logging.getLogger(name) for name in ("uvicorn", "uvicorn.access")]
+    loggers = [logging.getLogger(), *uvicorn, *map(logging.getLogger, CLIENT_LIBRARY_LOGGERS)]
     saved = [(logger.handlers[:], logger.level, logger.propagate) for logger in loggers]
-    for logger in loggers[1:]:
+    for logger in uvicorn:
         logger.handlers[:], logger.propagate = [], True
         logger.setLevel(logging.NOTSET)
     yield
@@ -115,6 +117,16 @@ def test_level_filters_lines() -> None:
     logging.getLogger("api").info("quiet")
     logging.getLogger("api").warning("loud")
     assert [json.loads(text)["event"] for text in out.getvalue().splitlines()] == ["loud"]
+
+
+@pytest.mark.parametrize(("level", "written"), [("INFO", ["refused"]), ("DEBUG", ["POST <url>", "refused"])])
+def test_client_libraries_write_their_request_lines_at_debug_only(level: str, written: list[str]) -> None:
+    out = io.StringIO()
+    configure_logging("worker", level=level, form="json", stream=out)
+    # httpx writes one INFO line per request, its URL in it: a webhook's secret, for one.
+    logging.getLogger("httpx").info("POST <url>")
+    logging.getLogger("httpx").warning("refused")
+    assert [json.loads(text)["event"] for text in out.getvalue().splitlines()] == written
 
 
 def _access_line(path: str) -> dict[str, object]:

@@ -40,7 +40,7 @@ function draw(site) {
     final.textContent = `${site.domain} is active.`;
   } else if (site.status === "rolled_back" || site.status === "rollback_failed") {
     $("#headline").textContent = "Your site could not be built";
-    final.textContent = `Rolled back: ${site.error || "no reason recorded"}`;
+    final.textContent = site.error ? site.error : "The site could not be built.";
   } else if (site.status === "deleted") {
     final.textContent = "The site was deleted.";
   } else {
@@ -75,6 +75,11 @@ function watch(siteId) {
       setConnection("closed", "Finished.");
     }
   };
+  // The token expired or the key was revoked: reconnecting with the same cookie would be refused.
+  source.addEventListener("credentials-ended", (event) => {
+    source.close();
+    setConnection("closed", `Stopped: ${JSON.parse(event.data).reason}; reload to follow again.`);
+  });
   source.onerror = () => {
     if (source.readyState === EventSource.CLOSED) {
       setConnection("failed", "The connection was refused; reload to try again.");

@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
     from workflows.operator_gate import Decision, OperatorGate
     from workflows.receipt_step import issue_receipt
+    from workflows.status_recorder import StatusRecorder
 
 from workflows.bot_deletion import BotDeletionWorkflow
 from workflows.site_deletion import SiteDeletionWorkflow
@@ -74,6 +75,7 @@ class AccountDeletionWorkflow:
         # An operator's pause outlives continue-as-new (AccountDeletionInput.paused).
         self._paused = request.paused
         self._status = DeletionState.PAUSED if self._paused else DeletionState.RUNNING
+        self._recorder = StatusRecorder()
         # Bot deletions in flight (children, or runs a DELETE /bots started that we wait for): the operator's
         # messages to the account reach them.
         self._bot_runs: set[str] = set()
@@ -96,14 +98,14 @@ class AccountDeletionWorkflow:
             self._in_grace = True
             self._status = DeletionState.SCHEDULED
         workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(self._status.value)])
+        self._recorder.set(self._status)
         self._publish_details()
         if self._in_grace and grace is not None:
             if not await self._wait_out_grace(request, grace):
-                return self._close(request, DeletionState.RESTORED, row_deleted=False)
+                return await self._close(request, DeletionState.RESTORED, row_deleted=False)
             if workflow.info().is_target_worker_deployment_version_changed():
                 # A new version became current during the grace: delete with its code, not this run's.
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                self._continue_as_new(request)
+                await self._continue_as_new(request)
         # The exports requested with `DELETE /account {"export_first": true}` are ready and mailed first.
         await self._await_exports(request)
         listed = await self._list_bots(request)
@@ -114,7 +116,7 @@ class AccountDeletionWorkflow:
             # An operator chose to stop with data left: the account stays, and nobody is told it is gone; the
             # receipt says what remains.
             await issue_receipt(ReceiptSubject.ACCOUNT, request.account_id, request.account_id)
-            return self._close(request, DeletionState.INCOMPLETE, row_deleted=False)
+            return await self._close(request, DeletionState.INCOMPLETE, row_deleted=False)
         receipt_id = await issue_receipt(ReceiptSubject.ACCOUNT, request.account_id, request.account_id)
         await workflow.execute_activity_method(
             Notifications.send_deletion_confirmation,
@@ -126,7 +128,7 @@ class AccountDeletionWorkflow:
             **presets.STEP,
             summary="email the deletion confirmation (once)",
         )
-        return self._close(request, DeletionState.COMPLETED, row_deleted=row_deleted)
+        return await self._close(request, DeletionState.COMPLETED, row_deleted=row_deleted)
 
     async def _wait_out_grace(self, request: AccountDeletionInput, grace: timedelta) -> bool:
         """False if an admin restored the account during its grace; True once deleting may begin."""
@@ -160,10 +162,11 @@ class AccountDeletionWorkflow:
             summary=f"wait for the exports of account {request.account_id} requested before its deletion",
         )
 
-    def _close(
+    async def _close(
         self, request: AccountDeletionInput, status: DeletionState, *, row_deleted: bool
     ) -> AccountDeletionResult:
         self._set_status(status)
+        await self._recorder.recorded()
         return AccountDeletionResult(
             account_id=request.account_id,
             bots_deleted=len(self._finished),
@@ -233,8 +236,7 @@ class AccountDeletionWorkflow:
             # After a wave, never before one, and once every message handler has finished, so no message
             # waiting its turn is lost with this run.
             if more and self._time_to_continue_as_new(request):
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                self._continue_as_new(request)
+                await self._continue_as_new(request)
 
     async def _delete_bot(self, request: AccountDeletionInput, bot_id: str) -> BotDeletionResult:
         """The bot's deletion to its end: one that closes without completing is started again after a backoff."""
@@ -331,7 +333,10 @@ class AccountDeletionWorkflow:
             or info.is_target_worker_deployment_version_changed()
         )
 
-    def _continue_as_new(self, request: AccountDeletionInput) -> NoReturn:
+    async def _continue_as_new(self, request: AccountDeletionInput) -> NoReturn:
+        # Once every message handler has finished, so no message waiting its turn is lost with this run, and its
+        # last status change is recorded (the next run records its own, never before this one's).
+        await workflow.wait_condition(lambda: workflow.all_handlers_finished() and self._recorder.is_recorded())
         # Past its grace (if it had one): the next run deletes on at once, even if the grace was expedited.
         workflow.continue_as_new(
             replace(
@@ -345,6 +350,7 @@ class AccountDeletionWorkflow:
         if status != self._status:
             self._status = status
             workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(status.value)])
+            self._recorder.set(status)
         self._publish_details()
 
     def _publish_details(self) -> None:

@@ -77,6 +77,13 @@ AWAIT_RUN: Final = ActivityPreset(
     ),
 )
 
+# Recording a deletion's status change (one UPDATE), a local activity: it runs in the worker that made the change,
+# never queued behind the deleters, so a pause shows at once; a hung statement is cut off after 10 s and retried
+# without end (an outage delays the record, never loses it).
+DELETION_STATUS: Final = LocalActivityPreset(
+    start_to_close_timeout=timedelta(seconds=10), retry_policy=_RETRY_WITHOUT_END
+)
+
 # The reconciler's pass through the marked rows: minutes at most; it heartbeats per row, so a minute of silence
 # means its worker died.
 RECONCILE: Final = ActivityPreset(

@@ -36,6 +36,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
     from workflows.operator_gate import Decision, OperatorGate
     from workflows.receipt_step import issue_receipt
+    from workflows.site_shield import uninterruptible
+    from workflows.status_recorder import StatusRecorder
 
 
 def is_transient(err: ActivityError) -> bool:
@@ -100,8 +102,9 @@ class BotDeletionWorkflow:
         self._progress = {s: replace(request.progress.get(s, ServiceProgress())) for s in DELETION_SERVICES}
         self._paused = request.paused
         self._batch_size = request.batch_size
-        # Set by run's first step, which also publishes it as the search attribute.
+        # Set by run's first step, which also publishes it as the search attribute and records it.
         self._status: DeletionState | None = None
+        self._recorder = StatusRecorder()
         self._operator_actions = list(request.operator_actions)
         self._gate = OperatorGate()
         # One operator question at a time: the messages act on the single thing in `waiting_on`.
@@ -133,10 +136,12 @@ class BotDeletionWorkflow:
                     self._progress[service] = replace(self._progress[service], done=False, cursor=0)
         except asyncio.CancelledError:
             self._set_status(DeletionState.CANCELLED)
+            await uninterruptible(self._recorder.recorded())
             raise
         final = DeletionState.INCOMPLETE if self._skipped() else DeletionState.COMPLETED
         await issue_receipt(ReceiptSubject.BOT, request.bot_id, request.account_id, self._operator_actions)
         self._set_status(final)
+        await self._recorder.recorded()
         return BotDeletionResult(bot_id=request.bot_id, services=self._progress, status=final)
 
     async def _delete_every_service(self, request: BotDeletionInput) -> None:
@@ -144,7 +149,7 @@ class BotDeletionWorkflow:
         # and another's DELETEs use the machine at once.
         await asyncio.gather(*(self._delete_service(request, service) for service in DELETION_SERVICES))
         if not all(p.done for p in self._progress.values()):
-            self._continue_as_new(request)
+            await self._continue_as_new(request)
 
     def _skipped(self) -> list[str]:
         return [name for name, p in self._progress.items() if p.skipped]
@@ -238,8 +243,10 @@ class BotDeletionWorkflow:
             or info.is_target_worker_deployment_version_changed()
         )
 
-    def _continue_as_new(self, request: BotDeletionInput) -> None:
+    async def _continue_as_new(self, request: BotDeletionInput) -> None:
         """Called once every service has stopped at a slice boundary, so no deleter call is in flight."""
+        # The next run records its own status; this one's last change goes in first, never after it.
+        await self._recorder.recorded()
         workflow.continue_as_new(
             replace(
                 request,
@@ -259,6 +266,7 @@ class BotDeletionWorkflow:
         if status != self._status:
             self._status = status
             workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(status.value)])
+            self._recorder.set(status)
         self._publish_details()
 
     def _publish_details(self) -> None:

@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.site_contracts import SiteRollbackFailure
+    from lifecycle.site_errors import SiteErrorCode, step_failed
     from lifecycle.statuses import SiteStatus, StepStatus
     from lifecycle.workflow_types import SITE_CREATION_WORKFLOW
     from workflows import activity_presets as presets
@@ -56,7 +57,8 @@ class SiteCreationWorkflow:
     def __init__(self) -> None:
         self._status = SiteStatus.PROVISIONING
         self._steps: dict[str, StepStatus] = dict.fromkeys(SITE_STEPS, StepStatus.PENDING)
-        self._error: str | None = None
+        self._error: str | None = None  # the cause, for the operator (details, the progress query)
+        self._error_code = SiteErrorCode.FAILED  # what the customer is told
         self._undos: list[SiteStep] = []
         self._failed_step: str | None = None
         self._waiting_for_retry = False
@@ -94,14 +96,17 @@ class SiteCreationWorkflow:
         if input.roll_back:
             # The reconciler's rule: a creation that closed without completing is rolled back, as a cancel
             # would have done. Every undo is idempotent, so all of them run.
-            await uninterruptible(self._roll_back(site, "creation closed without completing", list(ALL_STEPS)))
+            await uninterruptible(
+                self._roll_back(site, SiteErrorCode.INTERRUPTED, "creation closed without completing", list(ALL_STEPS))
+            )
             return self.progress()
         try:
             found = await self._build(site)
         except (ActivityError, asyncio.CancelledError) as err:
             cancelled = is_cancelled_exception(err)
             reason = "cancelled" if cancelled else f"{self._failed_step} failed: {_cause(err)}"
-            await uninterruptible(self._roll_back(site, reason, self._undos))
+            code = SiteErrorCode.CANCELLED if cancelled else self._failed_code()
+            await uninterruptible(self._roll_back(site, code, reason, self._undos))
             if cancelled:
                 raise
             if self._status != SiteStatus.ROLLED_BACK:
@@ -112,7 +117,9 @@ class SiteCreationWorkflow:
             # The site exists in full from here on: a late cancellation no longer undoes it.
             await uninterruptible(self._finish(site))
         elif found in _ROLLBACK_INTERRUPTED:
-            await uninterruptible(self._roll_back(site, "an interrupted rollback, resumed", list(ALL_STEPS)))
+            await uninterruptible(
+                self._roll_back(site, SiteErrorCode.INTERRUPTED, "an interrupted rollback, resumed", list(ALL_STEPS))
+            )
         else:
             self._set_status(found)
         return self.progress()
@@ -158,12 +165,15 @@ class SiteCreationWorkflow:
             statuses.append(result)
         return statuses
 
-    async def _roll_back(self, site: SiteRef, reason: str, steps: list[SiteStep]) -> None:
-        self._error = reason
+    def _failed_code(self) -> SiteErrorCode:
+        return step_failed(self._failed_step) if self._failed_step else SiteErrorCode.FAILED
+
+    async def _roll_back(self, site: SiteRef, code: SiteErrorCode, reason: str, steps: list[SiteStep]) -> None:
+        self._error, self._error_code = reason, code
         self._set_status(SiteStatus.ROLLING_BACK)
         status = await self._bookkeeping(
             SiteActivities.begin_site_rollback,
-            SiteRollbackInput(site.site_id, reason, self._failed_step),
+            SiteRollbackInput(site.site_id, reason, self._failed_step, code),
             "record rollback",
         )
         if status != SiteStatus.ROLLING_BACK:
@@ -236,7 +246,7 @@ class SiteCreationWorkflow:
         self._retry_requested = False
         status = await self._bookkeeping(
             SiteActivities.begin_site_rollback,
-            SiteRollbackInput(site.site_id, self._error or reason, None),
+            SiteRollbackInput(site.site_id, self._error or reason, None, self._error_code),
             "record rollback retry",
         )
         self._set_status(SiteStatus(status))

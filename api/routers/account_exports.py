@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
@@ -18,12 +19,21 @@ from lifecycle.export_links import SigningKeyMissing, download_path, signature_v
 from lifecycle.export_starts import request_account_export
 from lifecycle.settings import Settings
 from lifecycle.statuses import ExportStatus
+from lifecycle.stored_paths import StoredPathRefused, StoredRoot
 
 router = APIRouter(tags=["exports"])
 
 
 def _status_url(export_id: uuid.UUID) -> str:
     return f"/account/exports/{export_id}"
+
+
+def _archive(settings: Settings, archive_name: str | None) -> Path | None:
+    """The archive's file, if its stored name names one inside the exports directory."""
+    try:
+        return StoredRoot(settings.exports_path).target(archive_name) if archive_name else None
+    except StoredPathRefused:
+        return None
 
 
 def _not_configured() -> ProblemError:
@@ -106,9 +116,9 @@ async def download_export(
     export = await session.get(AccountExport, export_id)
     if export is None or export.status in (ExportStatus.PENDING, ExportStatus.WRITING, ExportStatus.FAILED):
         raise ProblemError(404, "No archive exists for this export.")
-    path = settings.exports_path / (export.archive_name or "")
+    path = _archive(settings, export.archive_name)
     expired = export.expires_at is not None and export.expires_at <= datetime.now(UTC)
-    if export.status == ExportStatus.EXPIRED or expired or not export.archive_name or not path.is_file():
+    if export.status == ExportStatus.EXPIRED or expired or path is None or not path.is_file():
         raise ProblemError(410, "This export's archive has expired and was deleted.")
     # Starlette streams the file with Content-Length and answers a Range with 206 (416 if unsatisfiable).
     return FileResponse(path, media_type="application/zip", filename=f"account-export-{export_id}.zip")

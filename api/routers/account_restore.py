@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from api.dependencies import AdminDep, SessionDep, TemporalDep
 from api.problems import ProblemError, problem_responses
 from api.schemas.account_restore import AccountRestored
-from api.security import generate_api_key, hash_api_key
+from api.security import generate_api_key, hash_api_key, shown_prefix
 from lifecycle.account_restore import RestoreRefused, restore_account
 from lifecycle.statuses import DeletionState
 
@@ -27,7 +27,9 @@ async def restore(account_id: uuid.UUID, _admin: AdminDep, session: SessionDep, 
     key = generate_api_key()
     try:
         # Only the hash is stored, and only once the workflow accepted the restore.
-        restored = await restore_account(session, client, account_id=account_id, new_key_hash=hash_api_key(key))
+        restored = await restore_account(
+            session, client, account_id=account_id, new_key_hash=hash_api_key(key), new_key_prefix=shown_prefix(key)
+        )
     except RestoreRefused as refused:
         raise ProblemError(409, str(refused), title="Cannot restore") from refused
     if restored is None:

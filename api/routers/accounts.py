@@ -8,7 +8,7 @@ from sqlalchemy import select
 from api.dependencies import AdminDep, CallerDep, SessionDep
 from api.problems import problem_responses
 from api.schemas.accounts import AccountCreate, AccountCreated, AccountOut
-from api.security import generate_api_key, hash_api_key
+from api.security import generate_api_key, hash_api_key, shown_prefix
 from lifecycle.db.models import Account, ApiKey
 
 router = APIRouter(tags=["accounts"])
@@ -26,7 +26,7 @@ async def create_account(body: AccountCreate, _admin: AdminDep, session: Session
     session.add(account)
     await session.flush()
     key = generate_api_key()
-    session.add(ApiKey(account_id=account.id, key_hash=hash_api_key(key)))
+    session.add(ApiKey(account_id=account.id, key_hash=hash_api_key(key), prefix=shown_prefix(key)))
     await session.commit()
     return AccountCreated(id=account.id, name=account.name, email=account.email, api_key=key)
 

@@ -1,8 +1,7 @@
-"""Where a bot's or an account's deletion stands, answered from PostgreSQL and the Temporal server only.
+"""Where a bot's or an account's deletion stands, answered from PostgreSQL only.
 
-No worker is on this path, so a busy or absent worker cannot slow it or turn it into a 5xx; a Temporal server
-that is down or slow costs at most a few hundred milliseconds and leaves the answer to the database
-(see lifecycle/deletion_status.py for how the status is decided).
+Neither a worker nor the Temporal server is on this path, so neither can slow it, change it or turn it into a
+5xx (see lifecycle/deletion_status.py for who records the status).
 """
 
 from __future__ import annotations
@@ -12,9 +11,8 @@ from datetime import UTC, datetime
 
 from fastapi import APIRouter
 from sqlalchemy.ext.asyncio import AsyncSession
-from temporalio.client import Client
 
-from api.dependencies import AdminDep, CallerDep, ReachableTemporalDep, SessionDep
+from api.dependencies import AdminDep, CallerDep, SessionDep
 from api.problems import ProblemError, problem_responses
 from api.schemas.bots import DeletionOut, ServiceCount
 from lifecycle.db.models import DeletionRequest
@@ -36,13 +34,11 @@ router = APIRouter(tags=["deletions"])
     summary="Where a bot's deletion stands, per service",
     responses=problem_responses(401, 404),
 )
-async def get_bot_deletion(
-    bot_id: uuid.UUID, caller: CallerDep, session: SessionDep, client: ReachableTemporalDep
-) -> DeletionOut:
+async def get_bot_deletion(bot_id: uuid.UUID, caller: CallerDep, session: SessionDep) -> DeletionOut:
     record = await session.get(DeletionRequest, bot_deletion_id(bot_id))
     if record is None or record.account_id != caller.account_id:
         raise ProblemError(404, "No deletion was requested for this bot.")
-    return await bot_deletion_out(session, client, record)
+    return await bot_deletion_out(session, record)
 
 
 @router.get(
@@ -51,26 +47,24 @@ async def get_bot_deletion(
     summary="Where an account's deletion stands, with its bots' progress added up (admin token)",
     responses=problem_responses(401, 403, 404),
 )
-async def get_account_deletion(
-    account_id: uuid.UUID, _admin: AdminDep, session: SessionDep, client: ReachableTemporalDep
-) -> DeletionOut:
+async def get_account_deletion(account_id: uuid.UUID, _admin: AdminDep, session: SessionDep) -> DeletionOut:
     record = await account_deletion_record(session, account_id)
     if record is None:
         raise ProblemError(404, "No deletion was requested for this account.")
-    return await account_deletion_out(session, client, record)
+    return await account_deletion_out(session, record)
 
 
 # The answers of the two status endpoints, shared with their event streams (api/routers/events.py).
 
 
-async def bot_deletion_out(session: AsyncSession, client: Client | None, record: DeletionRequest) -> DeletionOut:
-    view = await bot_deletion_view(session, client, record)
+async def bot_deletion_out(session: AsyncSession, record: DeletionRequest) -> DeletionOut:
+    view = await bot_deletion_view(session, record)
     resume = f"Repeat DELETE /bots/{record.bot_id} with the account's API key." if view.resumable else None
     return _deletion_out(record, view, resume)
 
 
-async def account_deletion_out(session: AsyncSession, client: Client | None, record: DeletionRequest) -> DeletionOut:
-    view = await account_deletion_view(session, client, record)
+async def account_deletion_out(session: AsyncSession, record: DeletionRequest) -> DeletionOut:
+    view = await account_deletion_view(session, record)
     resume = f"POST /accounts/{record.account_id}/deletion with the admin token." if view.resumable else None
     return _deletion_out(record, view, resume)
 

@@ -5,13 +5,13 @@ the `lifecycle_events` row it reflects (lifecycle/events_log.py), so `Last-Event
 
 - a site's events carry the site as each change left it, so a stream (or a resume) shows every step in order,
   even steps that committed while the client was away;
-- a deletion's answer mixes PostgreSQL and Temporal's describe, so its stream recomputes the answer when the
-  deletion changes in the database, and at most every `events_deletion_refresh` seconds per deletion (shared by
-  all its watchers) for what only Temporal knows: a run that paused, closed or was terminated. Such a change
-  seen only in Temporal is recorded as an event of its own, so it too has an id to resume after.
+- a deletion's answer adds up rows of several tables (its recorded status, every service's progress), so its
+  stream computes the answer from PostgreSQL once per change of the deletion (once for all its watchers), and
+  sends it under that change's id.
 
-A stream ends after the event with a terminal status. Nothing here asks a worker anything, and a waiting stream
-holds no database session: it waits on the process's one LISTEN connection (lifecycle/events_hub.py).
+A stream ends after the event with a terminal status, or after a `credentials-ended` event once what opened it
+no longer would (api/stream_credentials.py). Nothing here asks a worker anything, and a waiting stream holds no
+database session: it waits on the process's one LISTEN connection (lifecycle/events_hub.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Final
@@ -33,7 +33,6 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from api.dependencies import (
     StreamAccountKeyDep,
     StreamAdminTokenDep,
-    TemporalConnection,
     account_key_hash,
     admin_token,
     require_account,
@@ -43,17 +42,18 @@ from api.problems import ProblemError, problem_responses
 from api.routers.deletion_status import account_deletion_out, bot_deletion_out
 from api.routers.sites import site_out
 from api.schemas.bots import DeletionOut
-from api.stream_tokens import COOKIE_NAME, QUERY_PARAMETER, StreamKind, verify
-from lifecycle.db.models import DeletionRequest, Site
-from lifecycle.deletion_status import DESCRIBE_TIMEOUT, account_deletion_record
-from lifecycle.events_hub import EventHub, SubjectKey, account_key
-from lifecycle.events_log import (
-    DELETION,
-    SITE,
-    latest_deletion_event,
-    record_observed_deletion_change,
-    site_events,
+from api.stream_credentials import (
+    CREDENTIALS_ENDED_EVENT,
+    CREDENTIALS_ENDED_SCHEMA,
+    StreamCredential,
+    StreamCredentials,
+    key_end_reasons,
 )
+from api.stream_tokens import COOKIE_NAME, QUERY_PARAMETER, StreamGrant, StreamKind, verify
+from lifecycle.db.models import DeletionRequest, Site
+from lifecycle.deletion_status import account_deletion_record
+from lifecycle.events_hub import EventHub, SubjectKey, account_key
+from lifecycle.events_log import DELETION, SITE, latest_deletion_event, site_events
 from lifecycle.settings import Settings
 from lifecycle.statuses import TERMINAL_DELETION_STATES, TERMINAL_SITE_STATUSES
 from lifecycle.workflow_ids import bot_deletion_id
@@ -85,7 +85,9 @@ def _resume_after(last_event_id: str | None) -> int | None:
 _EVENT_STREAM_DESCRIPTION = (
     "`text/event-stream`: one event per status or step change, its data the JSON of {answer} and its id usable "
     "as `Last-Event-ID`; a comment line every `EVENTS_KEEPALIVE` seconds (15 by default); the stream ends after "
-    "the event with a terminal status ({terminal})."
+    "the event with a terminal status ({terminal}). It also ends, after an event `credentials-ended` whose data "
+    "says why (`token_expired`, `key_revoked`, `account_deleted`), when its stream token expires or the key behind "
+    "it stops opening the account: a client should not reconnect with the same credential."
 )
 
 
@@ -95,7 +97,7 @@ def _stream_responses(
     *others, last = sorted(terminal)
     description = _EVENT_STREAM_DESCRIPTION.format(answer=answer, terminal=f"{', '.join(others)} or {last}")
     # Without `itemSchema` (OpenAPI 3.2), an event stream's `schema` describes each event.
-    event = {
+    change = {
         "type": "object",
         "required": ["data", "id"],
         "properties": {
@@ -108,6 +110,19 @@ def _stream_responses(
             "event": {"type": "string", "enum": ["message"]},
         },
     }
+    ended = {
+        "type": "object",
+        "required": ["data", "event"],
+        "properties": {
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": CREDENTIALS_ENDED_SCHEMA,
+            },
+            "event": {"type": "string", "enum": [CREDENTIALS_ENDED_EVENT]},
+        },
+    }
+    event = {"oneOf": [change, ended]}
     return {
         200: {"description": description, "content": {"text/event-stream": {"schema": event}}},
         **problem_responses(*problems),
@@ -137,21 +152,39 @@ StreamTokenCookie = Annotated[
 ]
 
 
-def _granted_account(
+def _refused_token(detail: str) -> ProblemError:
+    return ProblemError(401, detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+async def _granted(
     request: Request, kind: StreamKind, resource_id: uuid.UUID, *tokens: str | None
-) -> uuid.UUID | None:
+) -> StreamGrant | None:
+    """The grant of a token sent for this stream, if one was: one whose key no longer opens the account (nor
+    would a request with the key itself) is refused."""
     given = [token for token in tokens if token]
     for token in given:
-        account_id = verify(request.app.state.settings, token, kind, resource_id)
-        if account_id is not None:
-            return account_id
+        grant = verify(request.app.state.settings, token, kind, resource_id)
+        if grant is None:
+            continue
+        if grant.key_id is not None:
+            async with _sessions(request)() as session:
+                ended = (await key_end_reasons(session, [grant.key_id]))[grant.key_id]
+            if ended is not None:
+                raise _refused_token(f"The key that minted this stream token no longer opens the account ({ended}).")
+        return grant
     if given:
-        raise ProblemError(
-            401,
-            "The stream token is wrong, expired, or for another stream; ask POST .../events/token for a new one.",
-            headers={"WWW-Authenticate": "Bearer"},
+        raise _refused_token(
+            "The stream token is wrong, expired, or for another stream; ask POST .../events/token for a new one."
         )
     return None
+
+
+@dataclass(frozen=True)
+class _Opened:
+    """Who opened a stream, and what must keep holding for it to go on."""
+
+    account_id: uuid.UUID
+    credential: StreamCredential
 
 
 async def _stream_account(
@@ -160,32 +193,38 @@ async def _stream_account(
     kind: StreamKind,
     resource_id: uuid.UUID,
     *tokens: str | None,
-) -> uuid.UUID:
+) -> _Opened:
     """The account whose stream this is: by its key if one is sent, else by a token for this stream."""
     if key_hash is None:
-        granted = _granted_account(request, kind, resource_id, *tokens)
-        if granted is not None:
-            return granted
+        grant = await _granted(request, kind, resource_id, *tokens)
+        if grant is not None:
+            return _Opened(grant.account_id, StreamCredential(grant.key_id, grant.expires))
         key_hash = await account_key_hash(None)  # neither: answers 401 as every account operation does
     async with _sessions(request)() as session:
-        return (await require_account(key_hash, session)).account_id
+        caller = await require_account(key_hash, session)
+    return _Opened(caller.account_id, StreamCredential(caller.key_id, expires=None))
 
 
 async def _stream_admin(
     request: Request, token: StreamAdminTokenDep, account_id: uuid.UUID, *tokens: str | None
-) -> None:
+) -> StreamCredential:
     if token is None:
-        if _granted_account(request, StreamKind.ACCOUNT_DELETION, account_id, *tokens):
-            return
+        grant = await _granted(request, StreamKind.ACCOUNT_DELETION, account_id, *tokens)
+        if grant is not None:
+            return StreamCredential(grant.key_id, grant.expires)
         token = await admin_token(None)  # neither: answers 401 as every admin operation does
     async with _sessions(request)() as session:
         await require_admin(token, session, request.app.state.settings)
+    return StreamCredential(key_id=None, expires=None)
 
 
-def _event_stream(request: Request, events: AsyncIterator[ServerSentEvent]) -> EventSourceResponse:
+def _event_stream(
+    request: Request, events: AsyncGenerator[ServerSentEvent, None], credential: StreamCredential
+) -> EventSourceResponse:
     settings: Settings = request.app.state.settings
+    credentials: StreamCredentials = request.app.state.stream_credentials
     return EventSourceResponse(
-        events,
+        credentials.guard(events, credential),
         ping=settings.events_keepalive,
         ping_message_factory=lambda: ServerSentEvent(comment="keepalive"),
         headers={"Cache-Control": "no-store"},
@@ -211,13 +250,13 @@ async def site_events_stream(
     access_token: AccessTokenQuery = None,
     stream_token: StreamTokenCookie = None,
 ) -> EventSourceResponse:
-    account_id = await _stream_account(request, key_hash, StreamKind.SITE, site_id, stream_token, access_token)
+    opened = await _stream_account(request, key_hash, StreamKind.SITE, site_id, stream_token, access_token)
     async with _sessions(request)() as session:
         site = await session.get(Site, site_id)
         # Another account's site is indistinguishable from a missing one.
-        if site is None or site.account_id != account_id:
+        if site is None or site.account_id != opened.account_id:
             raise ProblemError(404, "No such site.")
-    return _event_stream(request, _site_stream(request, site_id, _resume_after(last_event_id)))
+    return _event_stream(request, _site_stream(request, site_id, _resume_after(last_event_id)), opened.credential)
 
 
 def _site_from_state(state: dict[str, Any]) -> Site:
@@ -233,7 +272,9 @@ def _site_from_state(state: dict[str, Any]) -> Site:
     )
 
 
-async def _site_stream(request: Request, site_id: uuid.UUID, after: int | None) -> AsyncIterator[ServerSentEvent]:
+async def _site_stream(
+    request: Request, site_id: uuid.UUID, after: int | None
+) -> AsyncGenerator[ServerSentEvent, None]:
     async with _hub(request).watch((SITE, str(site_id))) as watch:
         if after is not None and await _site_settled_at(request, site_id, after):
             return
@@ -272,11 +313,9 @@ class _DeletionSubject:
     """What a deletion stream follows: the keys the hub wakes it for, and how to build its answer."""
 
     key: SubjectKey
-    workflow_id: str
-    account_id: uuid.UUID
-    # Read again for each answer: its completed_at changes while the stream runs.
+    # Read again for each answer: its status and completed_at change while the stream runs.
     record: Callable[[AsyncSession], Awaitable[DeletionRequest | None]]
-    answer: Callable[[AsyncSession, Any, DeletionRequest], Awaitable[DeletionOut]]
+    answer: Callable[[AsyncSession, DeletionRequest], Awaitable[DeletionOut]]
     # The latest change of the subject: one deletion's, or any of an account's deletions.
     latest: Callable[[AsyncSession], Awaitable[int]]
 
@@ -293,9 +332,8 @@ class _DeletionGone(Exception):
 
 
 class SharedDeletionAnswers:
-    """One computation of a deletion's answer per change (or per refresh interval), whatever the number of
-    watchers: the first watcher to wake computes, the others reuse it. This bounds Temporal describes to
-    one per deletion per `events_deletion_refresh`, not one per watcher."""
+    """One computation of a deletion's answer per change, whatever the number of watchers: the first watcher to
+    wake computes, the others reuse it, so N watchers cost one read of the progress per change, not N."""
 
     def __init__(self, refresh: float) -> None:
         self._refresh = refresh
@@ -309,14 +347,12 @@ class SharedDeletionAnswers:
                 latest = await subject.latest(session)
                 cached = self._cache.get(subject.key)
                 now = time.monotonic()
-                if cached is not None and cached.latest == latest and now - cached.at < self._refresh:
+                if cached is not None and cached.latest == latest:
                     return latest, cached.answer
                 record = await subject.record(session)
                 if record is None:
                     raise _DeletionGone()
-                connection: TemporalConnection = request.app.state.temporal
-                client = await connection.get_or_none(wait=DESCRIBE_TIMEOUT.total_seconds())
-                answer = await subject.answer(session, client, record)
+                answer = await subject.answer(session, record)
             self._cache[subject.key] = _Computed(latest, time.monotonic(), answer)
             self._forget_stale(now)
             return latest, answer
@@ -352,10 +388,10 @@ async def bot_deletion_events(
     access_token: AccessTokenQuery = None,
     stream_token: StreamTokenCookie = None,
 ) -> EventSourceResponse:
-    account_id = await _stream_account(request, key_hash, StreamKind.BOT_DELETION, bot_id, stream_token, access_token)
+    opened = await _stream_account(request, key_hash, StreamKind.BOT_DELETION, bot_id, stream_token, access_token)
     async with _sessions(request)() as session:
         record = await session.get(DeletionRequest, bot_deletion_id(bot_id))
-    if record is None or record.account_id != account_id:
+    if record is None or record.account_id != opened.account_id:
         raise ProblemError(404, "No deletion was requested for this bot.")
     workflow_id = record.workflow_id
 
@@ -365,10 +401,8 @@ async def bot_deletion_events(
     async def latest(session: AsyncSession) -> int:
         return await latest_deletion_event(session, workflow_id=workflow_id)
 
-    subject = _DeletionSubject(
-        (DELETION, workflow_id), workflow_id, record.account_id, reread, bot_deletion_out, latest
-    )
-    return _event_stream(request, _deletion_stream(request, subject, _resume_after(last_event_id)))
+    subject = _DeletionSubject((DELETION, workflow_id), reread, bot_deletion_out, latest)
+    return _event_stream(request, _deletion_stream(request, subject, _resume_after(last_event_id)), opened.credential)
 
 
 @router.get(
@@ -388,7 +422,7 @@ async def account_deletion_events(
     access_token: AccessTokenQuery = None,
     stream_token: StreamTokenCookie = None,
 ) -> EventSourceResponse:
-    await _stream_admin(request, token, account_id, stream_token, access_token)
+    credential = await _stream_admin(request, token, account_id, stream_token, access_token)
     async with _sessions(request)() as session:
         record = await account_deletion_record(session, account_id)
     if record is None:
@@ -400,15 +434,13 @@ async def account_deletion_events(
     async def latest(session: AsyncSession) -> int:
         return await latest_deletion_event(session, account_id=account_id)
 
-    subject = _DeletionSubject(
-        account_key(account_id), record.workflow_id, account_id, reread, account_deletion_out, latest
-    )
-    return _event_stream(request, _deletion_stream(request, subject, _resume_after(last_event_id)))
+    subject = _DeletionSubject(account_key(account_id), reread, account_deletion_out, latest)
+    return _event_stream(request, _deletion_stream(request, subject, _resume_after(last_event_id)), credential)
 
 
 async def _deletion_stream(
     request: Request, subject: _DeletionSubject, after: int | None
-) -> AsyncIterator[ServerSentEvent]:
+) -> AsyncGenerator[ServerSentEvent, None]:
     settings: Settings = request.app.state.settings
     answers = _shared_answers(request)
     sent: str | None = None
@@ -422,15 +454,10 @@ async def _deletion_stream(
                 sent = answer.model_dump_json()
             while True:
                 data = answer.model_dump_json()
-                if data != sent:
-                    if after is not None and latest <= after and not (resumed_unchanged and terminal):
-                        # A change only Temporal knows of (no database change explains it): give it an id.
-                        async with _sessions(request)() as session:
-                            latest = await record_observed_deletion_change(
-                                session, subject.workflow_id, subject.account_id
-                            )
-                    # A resume at a settled deletion answers its final state once more, under the id the
-                    # client sent: its EventSource reconnected, so it may not have seen it.
+                # Every change of the deletion is an event with an id (the status too is a database change now).
+                # A resume at a settled deletion answers its final state once more: its EventSource reconnected,
+                # so it may not have seen it.
+                if data != sent and (after is None or latest > after or (resumed_unchanged and terminal)):
                     yield ServerSentEvent(data, id=str(latest))
                     sent, after = data, max(latest, after or 0)
                 if terminal:

@@ -1,4 +1,4 @@
-"""Deletion receipts: signed, chained records that outlive what they describe, and the key that verifies them."""
+"""Deletion receipts: signed, chained records that outlive what they describe, and the keys that verify them."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ import orjson
 from fastapi import APIRouter
 from sqlalchemy import select
 
-from api.dependencies import PUBLIC, AdminDep, CallerDep, SessionDep, SettingsDep
+from api.dependencies import PUBLIC, AdminDep, CallerDep, SessionDep
 from api.problems import ProblemError, problem_responses
-from api.schemas.receipts import PublicKeyOut, SignedReceiptOut
+from api.schemas.receipts import PublicKeyOut, PublicKeysOut, PublishedKeyOut, SignedReceiptOut
 from lifecycle.contracts import ReceiptSubject
-from lifecycle.db.models import DeletionReceipt
-from lifecycle.receipts import public_key_pem, signing_key
+from lifecycle.db.models import DeletionReceipt, ReceiptSigningKey
 
 router = APIRouter(tags=["deletions"])
 
@@ -21,12 +20,37 @@ router = APIRouter(tags=["deletions"])
 @router.get(
     "/deletion-receipts/public-key",
     response_model=PublicKeyOut,
-    summary="The Ed25519 public key that verifies deletion receipts (no credentials needed)",
+    summary="The Ed25519 public key that verifies the deletion receipts signed now (no credentials needed)",
+    responses=problem_responses(503),
     # Anyone holding a receipt must be able to verify it, long after the account that it names is gone.
     openapi_extra=PUBLIC,
 )
-async def get_public_key(settings: SettingsDep) -> PublicKeyOut:
-    return PublicKeyOut(public_key=public_key_pem(signing_key(settings)))
+async def get_public_key(session: SessionDep) -> PublicKeyOut:
+    current = (
+        await session.execute(select(ReceiptSigningKey).where(ReceiptSigningKey.valid_until.is_(None)))
+    ).scalar_one_or_none()
+    if current is None:
+        raise ProblemError(503, "No receipt signing key is published yet: a worker publishes it when it starts.")
+    return PublicKeyOut(public_key=current.public_key, key_id=current.key_id)
+
+
+@router.get(
+    "/deletion-receipts/public-keys",
+    response_model=PublicKeysOut,
+    summary="Every Ed25519 public key that signed deletion receipts, with its validity (no credentials needed)",
+    # A receipt names its key by `key_id`; keys retired by a rotation stay here, so every receipt stays verifiable.
+    openapi_extra=PUBLIC,
+)
+async def get_public_keys(session: SessionDep) -> PublicKeysOut:
+    keys = (await session.execute(select(ReceiptSigningKey).order_by(ReceiptSigningKey.valid_from))).scalars()
+    return PublicKeysOut(
+        keys=[
+            PublishedKeyOut(
+                key_id=key.key_id, public_key=key.public_key, valid_from=key.valid_from, valid_until=key.valid_until
+            )
+            for key in keys
+        ]
+    )
 
 
 @router.get(

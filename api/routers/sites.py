@@ -14,7 +14,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from api.dependencies import CallerDep, SessionDep, SettingsDep, TemporalDep
 from api.problems import ProblemError, problem_responses
-from api.schemas.sites import SiteAccepted, SiteCreate, SiteOut, SiteSteps
+from api.schemas.sites import SiteAccepted, SiteCreate, SiteOut, SiteSteps, site_error
 from lifecycle.contracts import SITE_STEPS
 from lifecycle.db.models import Account, Site
 from lifecycle.site_starts import start_site_creation, start_site_deletion
@@ -142,6 +142,7 @@ async def create_site(
 
 def site_out(site: Site) -> SiteOut:
     """GET /sites/{id}'s answer, also the data of each event of GET /sites/{id}/events."""
+    error_code, error = site_error(site.error)
     return SiteOut(
         id=site.id,
         name=site.name,
@@ -149,7 +150,8 @@ def site_out(site: Site) -> SiteOut:
         domain=site.domain,
         status=SiteStatus(site.status),
         steps=SiteSteps(**{step: StepStatus(site.steps.get(step, StepStatus.PENDING)) for step in SITE_STEPS}),
-        error=site.error,
+        error=error,
+        error_code=error_code,
     )
 
 

@@ -29,8 +29,9 @@ class StreamTokenOut(BaseModel):
 _RESPONSES = problem_responses(401, 404, 422)
 _DESCRIPTION = (
     "A browser's EventSource cannot send `Authorization`. This answers a token for this one stream, valid for "
-    "`STREAM_TOKEN_TTL` (reconnections included), in an HttpOnly, SameSite=Strict cookie whose path is the "
-    "stream's, and in the body for clients that must put it in the stream's query string as `access_token`."
+    "`STREAM_TOKEN_TTL` (reconnections included) while the key that minted it is not revoked, in an HttpOnly, "
+    "SameSite=Strict cookie whose path is the stream's, and in the body for clients that must put it in the "
+    "stream's query string as `access_token`. The stream it opens ends with an event `credentials-ended` then."
 )
 
 
@@ -71,7 +72,7 @@ async def site_stream_token(
     site = await session.get(Site, site_id)
     if site is None or site.account_id != caller.account_id:
         raise ProblemError(404, "No such site.")
-    grant = mint(settings, StreamKind.SITE, site_id, caller.account_id)
+    grant = mint(settings, StreamKind.SITE, site_id, caller.account_id, caller.key_id)
     return _answer(request, response, settings, grant, f"/sites/{site_id}/events")
 
 
@@ -94,7 +95,7 @@ async def bot_deletion_stream_token(
     record = await session.get(DeletionRequest, bot_deletion_id(bot_id))
     if record is None or record.account_id != caller.account_id:
         raise ProblemError(404, "No deletion was requested for this bot.")
-    grant = mint(settings, StreamKind.BOT_DELETION, bot_id, caller.account_id)
+    grant = mint(settings, StreamKind.BOT_DELETION, bot_id, caller.account_id, caller.key_id)
     return _answer(request, response, settings, grant, f"/bots/{bot_id}/deletion/events")
 
 
@@ -116,5 +117,5 @@ async def account_deletion_stream_token(
 ) -> StreamTokenOut:
     if await account_deletion_record(session, account_id) is None:
         raise ProblemError(404, "No deletion was requested for this account.")
-    grant = mint(settings, StreamKind.ACCOUNT_DELETION, account_id, account_id)
+    grant = mint(settings, StreamKind.ACCOUNT_DELETION, account_id, account_id, None)
     return _answer(request, response, settings, grant, f"/accounts/{account_id}/deletion/events")

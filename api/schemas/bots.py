@@ -7,7 +7,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.schemas.text import PrintableName
-from lifecycle.deletion_status import ShownStatus
 from lifecycle.statuses import DeletionState, Throttle
 
 
@@ -64,16 +63,17 @@ class ServiceCount(BaseModel):
 
 
 class DeletionOut(BaseModel):
-    """A deletion as PostgreSQL and the Temporal server know it; no worker is asked."""
+    """A deletion as PostgreSQL records it; neither a worker nor the Temporal server is asked."""
 
     workflow_id: str
-    status: ShownStatus = Field(
+    status: DeletionState = Field(
         description=(
             "`scheduled` (an account deletion in its grace period, see `deletes_at`), `restored` (an admin "
             "restored the account during it; nothing was deleted), "
             "`running`, `paused`, `waiting_for_operator`, `completed`, `incomplete` (an operator skipped a "
-            "service, so some data remains), `cancelled`, `terminated` or `failed`; `unknown` while the "
-            "workflow service does not answer and the deletion has not recorded its completion."
+            "service, so some data remains), `cancelled`, `terminated` or `failed`. The run records each change "
+            "as it makes it; a closing it could not record (a terminate, a failure, an account deletion's cancel) "
+            "the reconciler records, every 5 minutes, and the status before it shows until then."
         )
     )
     progress: dict[str, ServiceCount] = Field(description="Rows deleted and found, per service, as committed.")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -15,4 +16,23 @@ class SignedReceiptOut(BaseModel):
 
 
 class PublicKeyOut(BaseModel):
-    public_key: str = Field(description="The Ed25519 public key that verifies receipts, PEM (SubjectPublicKeyInfo).")
+    public_key: str = Field(
+        description="The current Ed25519 public key, which verifies receipts signed now, PEM (SubjectPublicKeyInfo)."
+    )
+    key_id: str = Field(description="Its id, which each receipt it signed names in `key_id`.")
+
+
+class PublishedKeyOut(BaseModel):
+    key_id: str = Field(
+        description="The first 32 hex digits of the SHA-256 of the raw 32-byte public key; receipts name it in "
+        "`key_id`. A receipt without `key_id` (version 1) was signed by the earliest key."
+    )
+    public_key: str = Field(description="The Ed25519 public key, PEM (SubjectPublicKeyInfo).")
+    valid_from: datetime = Field(description="When it began signing receipts.")
+    valid_until: datetime | None = Field(description="When a rotation retired it; null for the current key.")
+
+
+class PublicKeysOut(BaseModel):
+    keys: list[PublishedKeyOut] = Field(
+        description="Every key that ever signed receipts, oldest first; a retired key keeps its receipts verifiable."
+    )

@@ -7,6 +7,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.schemas.text import DeclaredPattern, PrintableName, PrintableText
+from lifecycle.site_errors import MESSAGES, SiteErrorCode, site_error_code
 from lifecycle.statuses import SiteStatus, StepStatus
 
 # RFC 1035 labels, ASCII only: internationalised names arrive as punycode (xn--), so confusable
@@ -56,6 +57,15 @@ class SiteSteps(BaseModel):
     bootstrap: StepStatus
 
 
+def site_error(stored: str | None) -> tuple[SiteErrorCode | None, str | None]:
+    """`sites.error` holds only a code (lifecycle/site_errors.py): the customer gets it and a sentence for it; the
+    cause itself is in the operator's logs."""
+    if stored is None:
+        return None, None
+    code = site_error_code(stored)
+    return code, MESSAGES[code]
+
+
 class SiteOut(BaseModel):
     id: uuid.UUID
     name: str
@@ -63,4 +73,6 @@ class SiteOut(BaseModel):
     domain: str
     status: SiteStatus
     steps: SiteSteps
+    # Null, or once a creation failed, a sentence for the customer (a string, as it always was) and its code.
     error: str | None
+    error_code: SiteErrorCode | None

@@ -25,10 +25,13 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from lifecycle.statuses import (
     DOMAIN_HOLDING_SITE_STATUSES,
+    OPEN_DELETIONS_SQL,
     OPEN_EXPORT_STATUSES,
     UNSETTLED_SITES_SQL,
+    DeletionState,
     ExportStatus,
     SiteStatus,
+    sql_list,
 )
 
 
@@ -58,6 +61,8 @@ class ApiKey(Base):
     account_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("accounts.id", ondelete="CASCADE"), index=True)
     # SHA-256 of the key: a stolen table yields no usable key, and lookup stays one indexed read.
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    # The key's first characters, to tell keys apart in GET /account/keys; None for keys issued before 0008.
+    prefix: Mapped[str | None] = mapped_column(String(16))
     created_at: Mapped[datetime] = _now_column()
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
@@ -76,6 +81,11 @@ class DeletionRequest(Base):
     """A deletion the API accepted. It outlives the bot or account it names, so its status stays readable."""
 
     __tablename__ = "deletion_requests"
+    __table_args__ = (
+        CheckConstraint(f"status IN ({sql_list(DeletionState)})", name="ck_deletion_requests_status"),
+        # The reconciler pages through the deletions recorded as open, to record how their runs closed.
+        Index("ix_deletion_requests_open", "workflow_id", postgresql_where=text(OPEN_DELETIONS_SQL)),
+    )
 
     workflow_id: Mapped[str] = mapped_column(String(100), primary_key=True)
     kind: Mapped[str] = mapped_column(String(20))
@@ -89,6 +99,14 @@ class DeletionRequest(Base):
     # The end of an account deletion's grace period (ACCOUNT_DELETION_GRACE): nothing is deleted before it.
     # Null without a grace; moved to the moment the grace ended if an operator expedited it.
     deletes_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Where the deletion stands, the one place the API and the streams read it: the API records the request
+    # (`running`, or `scheduled` in a grace period), each run records every change it makes
+    # (activities/deletion_records.py), and the reconciler records how a run closed when it could not (a
+    # terminate, say: activities/reconcile.py).
+    status: Mapped[str] = mapped_column(String(30), server_default=DeletionState.RUNNING.value)
+    # The run that recorded `status`; null while it is the API's. A run that records nothing after a reset
+    # leaves the old run's id here, which is how the reconciler knows the row may be stale.
+    status_run_id: Mapped[str | None] = mapped_column(String(64))
 
 
 class DeletionProgress(Base):
@@ -134,6 +152,28 @@ class DeletionReceipt(Base):
     sha256: Mapped[str] = mapped_column(String(64))
     signature: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = _now_column()
+
+
+class ReceiptSigningKey(Base):
+    """A public key that signed deletion receipts, published by the workers, which alone hold its private half.
+
+    Kept after a rotation ends its validity, so every receipt stays verifiable; one key at most is current.
+    """
+
+    __tablename__ = "receipt_signing_keys"
+    __table_args__ = (
+        Index(
+            "ux_receipt_signing_keys_current",
+            text("(valid_until IS NULL)"),
+            unique=True,
+            postgresql_where=text("valid_until IS NULL"),
+        ),
+    )
+
+    key_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    public_key: Mapped[str] = mapped_column(Text)
+    valid_from: Mapped[datetime] = _now_column()
+    valid_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 def _sql_in(values: tuple[str, ...]) -> str:

@@ -1,5 +1,6 @@
-"""The demo page in Debian's Chromium: a site created from the form is drawn live from its event stream, and a
-connection cut mid-build costs no step and repeats none."""
+"""The demo page in Debian's Chromium: a site created from the form is drawn live from its event stream, a
+connection cut mid-build costs no step and repeats none, and without its script the form never puts the key in
+a URL."""
 
 from __future__ import annotations
 
@@ -127,3 +128,24 @@ async def test_the_page_draws_every_step_across_a_dropped_connection(
         site_id = (await session.execute(select(Site.id).where(Site.domain == domain))).scalar_one()
         recorded = [event_id for event_id, _ in await site_events(session, site_id, after=0)]
     assert received and received == [event_id for event_id in recorded if event_id >= received[0]]
+
+
+async def test_without_its_script_the_form_never_puts_the_key_in_a_url(demo_api: DemoApi) -> None:
+    key = "lk_never-in-a-url"
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(java_script_enabled=False)
+            page.set_default_timeout(PAGE_TIMEOUT_MS)
+            await page.goto(f"http://127.0.0.1:{demo_api.port}/demo/")
+            await page.fill('input[name="api_key"]', key)
+            await page.fill('input[name="name"]', "No script")
+            await page.fill('input[name="domain"]', "no-script.example.com")
+            async with page.expect_request(lambda request: request.is_navigation_request()) as submitted:
+                await page.click('button[type="submit"]')
+            request = await submitted.value
+        finally:
+            await browser.close()
+    assert request.method == "POST"
+    assert key not in request.url
+    assert f"api_key={key}" in (request.post_data or "")

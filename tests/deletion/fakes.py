@@ -17,11 +17,13 @@ from activities.deleters import DELETE_SERVICE_ACTIVITY
 from lifecycle.contracts import (
     AlertInput,
     DeleteServiceInput,
+    DeletionStatusChange,
     FinishBotDeletionInput,
     FinishBotDeletionResult,
     ReceiptInput,
     ServiceProgress,
 )
+from lifecycle.statuses import DeletionState
 
 ROWS_PER_SERVICE = 1_000
 
@@ -40,6 +42,8 @@ class FakeBotServices:
     alerts: list[AlertInput] = field(default_factory=list)
     finished: list[FinishBotDeletionInput] = field(default_factory=list)
     receipts: list[ReceiptInput] = field(default_factory=list)
+    # Every status the run recorded, in order.
+    statuses: list[DeletionState] = field(default_factory=list)
     cancelled: int = 0
     # How many finishing checks find rows of `messages` again (a writer racing the deleters).
     reappearing: int = 0
@@ -47,7 +51,13 @@ class FakeBotServices:
     alerts_fail: bool = False
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.delete_bot_service, self.raise_alert, self.finish_bot_deletion, self.issue_deletion_receipt]
+        return [
+            self.delete_bot_service,
+            self.raise_alert,
+            self.finish_bot_deletion,
+            self.issue_deletion_receipt,
+            self.record_deletion_status,
+        ]
 
     @activity.defn(name=DELETE_SERVICE_ACTIVITY)
     async def delete_bot_service(self, request: DeleteServiceInput) -> ServiceProgress:
@@ -87,6 +97,13 @@ class FakeBotServices:
             self.reappearing -= 1
             return FinishBotDeletionResult(remaining_services=["messages"])
         return FinishBotDeletionResult(bot_row_deleted=request.delete_bot_row)
+
+    @activity.defn(name="record_deletion_status")
+    async def record_deletion_status(self, change: DeletionStatusChange) -> None:
+        # As the real record: the same status again (a workflow task retried after its local activity ran, say)
+        # changes nothing.
+        if not self.statuses or self.statuses[-1] != change.status:
+            self.statuses.append(change.status)
 
     @activity.defn(name="issue_deletion_receipt")
     async def issue_deletion_receipt(self, request: ReceiptInput) -> str:

@@ -106,6 +106,8 @@ async def test_happy_path_deletes_every_service_then_the_bot_row(harness: Harnes
     assert all_deleted(result)
     assert [f.delete_bot_row for f in harness.services.finished] == [True]
     assert (await progress(handle)).status == "completed"
+    # Each status the run entered is recorded (the API reads it there), the last one before the run closed.
+    assert harness.services.statuses == ["running", "completed"]
     # Services run side by side; each one's slices resume from what its previous slice returned.
     for service in SERVICES:
         cursors = [c.progress.cursor for c in harness.services.calls if c.service == service]
@@ -127,6 +129,7 @@ async def test_pause_stops_after_the_current_call_and_resume_continues_with_a_ne
     # Observed, not slept on: the run has answered every completed call and sits with nothing scheduled.
     scheduled = await eventually(lambda: _scheduled_calls_once_idle(handle), "the paused run goes idle")
     assert scheduled == calls_before_pause == len(services.calls), "a paused deletion must not start another call"
+    assert services.statuses == ["running", "paused"]
 
     with pytest.raises(WorkflowUpdateFailedError) as rejected:
         await handle.execute_update(BotDeletionWorkflow.set_batch_size, 10)
@@ -137,6 +140,7 @@ async def test_pause_stops_after_the_current_call_and_resume_continues_with_a_ne
     assert all_deleted(await handle.result())
     assert services.calls[0].batch_size != 1_000
     assert {c.batch_size for c in services.calls[calls_before_pause:]} == {1_000}
+    assert services.statuses == ["running", "paused", "running", "completed"]
 
 
 async def _slice_recorded(handle: WorkflowHandle[BotDeletionWorkflow, BotDeletionResult], service: str) -> bool:
@@ -184,6 +188,7 @@ async def test_repeated_failures_become_a_poison_pill_and_skip_leaves_the_bot_ro
     assert result.services["integrations"].deleted == ROWS_PER_SERVICE
     assert [f.delete_bot_row for f in services.finished] == [False]
     assert len(services.alerts) == 1
+    assert services.statuses == ["running", "waiting_for_operator", "running", "incomplete"]
     # An incomplete deletion gets its receipt too: it will say what remains.
     [receipt] = services.receipts
     assert [(a.action, a.target) for a in receipt.operator_actions] == [("skip", "messages")]
@@ -208,6 +213,8 @@ async def test_cancellation_stops_the_running_deleter(services: FakeBotServices)
             assert isinstance(failure.value.cause, CancelledError)
             await eventually(lambda: services.cancelled, "the deleter sees the cancellation")
             assert services.finished == []
+            # Recorded by the run itself, before it closed.
+            assert services.statuses == ["running", "cancelled"]
     finally:
         await env.shutdown()
 

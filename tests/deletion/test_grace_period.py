@@ -18,6 +18,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 
 from api.app import create_app
+from api.security import hash_api_key
 from devstack.seed import Seeded, asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.contracts import AccountDeletionResult
@@ -25,7 +26,7 @@ from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import remaining_files, remaining_rows
+from tests.deletion.helpers import remaining_files, remaining_rows, run_reconciler
 from tests.eventually import eventually
 from worker import LifecycleWorkers
 
@@ -218,7 +219,11 @@ async def test_a_deletion_terminated_in_its_grace_is_redriven_or_restored(
     async with graced_api(settings, temporal_client, HOUR) as api:
         deletes_at = await scheduled_deletion(api, seeded, HOUR)
         await handle.terminate("operator stop during the grace")
+        # The run could not record its terminate: the reconciler does, and leaves the operator's stop alone.
+        assert (await deletion_status(api, seeded.account_id))["status"] == "scheduled"
+        await run_reconciler(temporal_client, settings)
         assert (await deletion_status(api, seeded.account_id))["status"] == "terminated"
+        assert (await handle.describe()).status == WorkflowExecutionStatus.TERMINATED
 
         # Way out 1: the admin re-drive resumes the same grace, to the same deadline.
         redriven = await api.post(f"/accounts/{seeded.account_id}/deletion", headers=ADMIN_HEADERS)
@@ -244,3 +249,35 @@ def test_the_grace_is_an_iso_8601_duration_never_negative() -> None:
     assert Settings().account_deletion_grace == timedelta(0)
     with pytest.raises(ValidationError):
         grace("-P1D")
+
+
+async def test_a_restore_leaves_exactly_one_live_key(
+    settings: Settings, worker: LifecycleWorkers, temporal_client: Client
+) -> None:
+    """A `POST /account/keys` authorised just before `DELETE /account` committed its revocation inserts a live key
+    the revocation never saw. Such a key opens nothing while the deletion is pending; the restore must not bring it
+    back with the account."""
+    seeded = await seeded_account(settings)
+    handle = temporal_client.get_workflow_handle(account_deletion_id(seeded.account_id))
+    async with graced_api(settings, temporal_client, HOUR) as api:
+        await scheduled_deletion(api, seeded, HOUR)
+        raced_key = "raced-" + seeded.account_id
+        conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+        try:
+            await conn.execute(
+                "INSERT INTO api_keys (id, account_id, key_hash) VALUES (gen_random_uuid(), $1::uuid, $2)",
+                seeded.account_id,
+                hash_api_key(raced_key),
+            )
+        finally:
+            await conn.close()
+
+        restored = await api.post(f"/accounts/{seeded.account_id}/restore", headers=ADMIN_HEADERS)
+        assert restored.status_code == 200, restored.text
+        new_key = restored.json()["api_key"]
+
+        assert (await api.get("/account", headers=bearer(raced_key))).status_code == 401
+        keys = await api.get("/account/keys", headers=bearer(new_key))
+        assert keys.status_code == 200, keys.text
+        assert len(keys.json()) == 1
+        await handle.result()

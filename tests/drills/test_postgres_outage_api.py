@@ -31,7 +31,8 @@ async def test_api_answers_503_while_postgres_is_down(drill_stack: DrillStack) -
             assert during.headers["content-type"] == "application/problem+json"
             assert during.headers["retry-after"]
             assert ready.status_code == 503
-            assert "postgres" in ready.json()["detail"]
+            assert ready.json()["detail"] == "not ready"
+            assert "postgres unavailable: " in api.log()
 
             after = await http.get("/account", headers=headers)
             assert after.status_code == 200

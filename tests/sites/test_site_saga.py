@@ -53,9 +53,12 @@ async def test_permanent_failure_rolls_back_in_reverse(
         with pytest.raises(WorkflowFailureError):
             await handle.result()
         assert await undos_run(handle) == expected_undos
+        # The operator's view keeps the cause; the site row, which the customer sees, only the failed step's code.
+        assert "injected permanent fault" in ((await handle.query("progress", result_type=SiteProgress)).error or "")
     state = await site_state(settings, site_id)
     assert state.status == "rolled_back"
-    assert "injected permanent fault" in (state.error or "")
+    step = next(step for step, activity in STEP_ACTIVITIES.items() if activity == failing)
+    assert state.error == f"{step}_failed"
     assert not (state.database or state.role or state.directory)
 
 

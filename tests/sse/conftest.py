@@ -24,7 +24,7 @@ from tests.workers import own_queue
 
 # Short enough that a test sees a keepalive at once, long enough not to crowd the stream.
 KEEPALIVE_SECONDS = 0.3
-# How soon a stream sees what only Temporal knows (a run that closed after its last database write).
+# How often a deletion stream reads by itself, without a wake-up from the hub.
 DELETION_REFRESH_SECONDS = 0.3
 
 

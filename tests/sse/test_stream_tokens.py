@@ -54,13 +54,16 @@ async def test_a_token_opens_its_own_stream_by_cookie_or_query_and_no_other(serv
 
 def test_an_expired_token_or_one_for_another_kind_opens_nothing(served: ServedApi) -> None:
     settings = served.settings
-    site_id, account_id = uuid.uuid4(), uuid.uuid4()
-    grant = mint(settings, StreamKind.SITE, site_id, account_id)
+    site_id, account_id, key_id = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    grant = mint(settings, StreamKind.SITE, site_id, account_id, key_id)
     token = encode(settings, grant)
-    assert verify(settings, token, StreamKind.SITE, site_id) == account_id
+    assert verify(settings, token, StreamKind.SITE, site_id) == grant
     assert verify(settings, token, StreamKind.BOT_DELETION, site_id) is None
-    expired = encode(settings, type(grant)(grant.kind, site_id, account_id, expires=1))
+    expired = encode(settings, type(grant)(grant.kind, site_id, account_id, key_id, expires=1))
     assert verify(settings, expired, StreamKind.SITE, site_id) is None
+    # The key is signed too: a token of the admin token's kind (no key) cannot be made from a key's.
+    account, _, expires, signature = token.split(".")
+    assert verify(settings, f"{account}..{expires}.{signature}", StreamKind.SITE, site_id) is None
 
 
 async def test_an_empty_last_event_id_is_a_fresh_stream_and_a_word_is_refused(served: ServedApi) -> None:

@@ -20,11 +20,13 @@ from enum import StrEnum
 from typing import Any
 
 import httpx
+import pytest
 import pytest_asyncio
 from fastapi import FastAPI
 from fastapi.dependencies.models import Dependant
 from fastapi.params import Depends
 from fastapi.routing import APIRoute, iter_route_contexts
+from sqlalchemy import select
 
 from api.dependencies import PUBLIC, account_key_hash, admin_token, stream_account_key_hash, stream_admin_token
 from api.problems import install_problem_handlers
@@ -71,18 +73,13 @@ class Operation:
 
 
 def operations(app: FastAPI) -> list[Operation]:
-    """Every operation of the OpenAPI schema, with the route that serves it."""
-    routes = {
-        (method, context.path): context.original_route
+    """Every operation the app serves, those its OpenAPI schema leaves out (`/metrics`) included."""
+    return [
+        Operation(method, path, context.original_route)
         for context in iter_route_contexts(app.routes)
-        if isinstance(context.original_route, APIRoute)
-        for method in context.original_route.methods or ()
-    }
-    found = []
-    for path, item in app.openapi()["paths"].items():
-        for method in item:
-            found.append(Operation(method.upper(), path, routes[(method.upper(), path)]))
-    return found
+        if isinstance(context.original_route, APIRoute) and (path := context.path) is not None
+        for method in sorted(context.original_route.methods or ())
+    ]
 
 
 @dataclass(frozen=True)
@@ -129,6 +126,7 @@ async def callers(api: httpx.AsyncClient, app: FastAPI, account: ApiAccount) -> 
             ]
         )
         await session.commit()
+        owner_key = await session.scalar(select(ApiKey.id).where(ApiKey.key_hash == hash_api_key(account.api_key)))
     return Callers(
         owner=account,
         stranger=_bearer(stranger.json()["api_key"]),
@@ -138,6 +136,7 @@ async def callers(api: httpx.AsyncClient, app: FastAPI, account: ApiAccount) -> 
             "site_id": str(site.id),
             "export_id": str(export.id),
             "account_id": account.id,
+            "key_id": str(owner_key),
         },
     )
 
@@ -227,6 +226,9 @@ async def test_every_operation_answers_every_caller_as_its_credential_requires(
     print(*(f"{operation}: {kind}" for operation, kind in kinds.items()), sep="\n")
     # Both kinds of protected operation are present, so neither half of the matrix is empty.
     assert {Credential.ACCOUNT_KEY, Credential.ADMIN_TOKEN} <= set(kinds.values())
+    # The receipts' keys answer anyone: a receipt outlives the account whose key could have fetched them.
+    for path in ("/deletion-receipts/public-key", "/deletion-receipts/public-keys"):
+        assert kinds[f"GET {path}"] == Credential.NONE
     failures = await matrix_failures(app, api, callers)
     assert not failures, "\n".join(failures)
 
@@ -281,10 +283,13 @@ async def _failures_of(app: FastAPI, callers: Callers) -> list[str]:
         return await matrix_failures(app, api, callers)
 
 
-async def test_the_matrix_fails_when_an_admin_check_is_removed(app: FastAPI, callers: Callers) -> None:
-    target = "/accounts/{account_id}/restore"
+# An operation of the schema, and one it leaves out.
+@pytest.mark.parametrize(("method", "target"), [("POST", "/accounts/{account_id}/restore"), ("GET", "/metrics")])
+async def test_the_matrix_fails_when_an_admin_check_is_removed(
+    app: FastAPI, callers: Callers, method: str, target: str
+) -> None:
     # The control: the copy with every check in place passes, so what fails below is the removal alone.
     assert await _failures_of(_throwaway_app(app, None), callers) == []
     failures = await _failures_of(_throwaway_app(app, target), callers)
     print(*failures, sep="\n")
-    assert failures == [f"POST {target} takes no credential and does not say it is public"]
+    assert failures == [f"{method} {target} takes no credential and does not say it is public"]

@@ -69,13 +69,19 @@ headers = {{ Authorization = {admin} }}
 
 # A deletion is asynchronous (202 Accepted): what it deletes stays readable, as the deletion's status, until the
 # work is done. A site shows `deleting`, then `deleted`, and its stream says so; a bot's deletion status and
-# stream exist once its deletion was requested, and not before (so not right after POST /bots either).
+# stream (and a token for it) exist once its deletion was requested, and not before (so not right after
+# POST /bots either); its receipt once the deletion finished.
 [[operations]]
 include-name = ["GET /sites/{{site_id}}", "GET /sites/{{site_id}}/events"]
 checks.use_after_free.enabled = false
 
 [[operations]]
-include-name = ["GET /bots/{{bot_id}}/deletion", "GET /bots/{{bot_id}}/deletion/events"]
+include-name = [
+    "GET /bots/{{bot_id}}/deletion",
+    "GET /bots/{{bot_id}}/deletion/events",
+    "POST /bots/{{bot_id}}/deletion/events/token",
+    "GET /bots/{{bot_id}}/deletion/receipt",
+]
 checks.use_after_free.enabled = false
 checks.ensure_resource_availability.enabled = false
 

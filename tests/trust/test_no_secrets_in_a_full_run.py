@@ -1,0 +1,145 @@
+"""No secret reaches a log line or a span in a full run: the API (`python -m api`) and a worker (`worker.py`) as
+child processes at the default level, tracing to their output, through a day's work: an account, a bot whose
+deletion hits a poison pill and alerts a webhook whose URL holds a secret, a site built while a browser follows
+it with a stream token. Every secret the run used is then looked for in every line either process wrote."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from httpx_sse import aconnect_sse
+from sqlalchemy.engine import make_url
+from temporalio.client import Client
+
+from activities import site_files
+from lifecycle.settings import Settings
+from lifecycle.statuses import SiteStatus
+from lifecycle.workflow_ids import bot_deletion_id
+from tests.deletion.test_alerts import Webhook, webhook  # noqa: F401 (a fixture)
+from tests.eventually import eventually
+from tests.processes import ApiProcess, ChildProcess, worker_process
+from tests.workers import own_queue
+
+SITE_BUILT_WITHIN_SECONDS = 120
+
+
+def _with_password(url: str, password: str) -> str:
+    # The test server trusts loopback, so the password opens nothing; what matters is that the processes hold it.
+    return make_url(url).set(password=password).render_as_string(hide_password=False)
+
+
+@dataclass
+class Run:
+    api: ApiProcess
+    worker: ChildProcess
+    settings: Settings
+    webhook: Webhook
+    secrets: dict[str, str]  # what it is -> its value; the run adds the ones it is handed
+
+    def logs(self) -> dict[str, str]:
+        return {path.name: path.read_text(errors="replace") for path in (self.api.log_path, self.worker.log_path)}
+
+
+@pytest.fixture
+def run(settings: Settings, webhook: Webhook, tmp_path: Path) -> Iterator[Run]:  # noqa: F811
+    webhook.statuses = [204]
+    known = {
+        "admin token": secrets.token_hex(24),
+        "export signing key": secrets.token_hex(24),
+        "receipt signing key": secrets.token_hex(24),
+        "database password": secrets.token_hex(24),
+        "site provisioner password": secrets.token_hex(24),
+        # Slack's and Teams' incoming webhooks carry their secret in the path.
+        "webhook secret": secrets.token_hex(24),
+    }
+    port = webhook.server.server_address[1]
+    own = own_queue(settings).model_copy(
+        update={"alert_webhook_url": f"http://127.0.0.1:{port}/services/T0/B0/{known['webhook secret']}"}
+    )
+    environment = {
+        "ADMIN_TOKEN": known["admin token"],
+        "EXPORT_SIGNING_KEY": known["export signing key"],
+        "RECEIPT_SIGNING_KEY": known["receipt signing key"],
+        "DATABASE_URL": _with_password(settings.database_url, known["database password"]),
+        "SITE_DATABASE_URL": _with_password(settings.database_url, known["site provisioner password"]),
+        "LOG_LEVEL": "INFO",
+        "LOG_FORMAT": "json",
+        # Every span of both processes, printed among their log lines.
+        "OTEL_TRACES_EXPORTER": "console",
+        # The bot's deletion meets a poison pill: it waits for an operator and posts an alert.
+        "FAULT_INJECTION": "delete_bot_service=permanent",
+    }
+    worker = worker_process(own, tmp_path / "worker.log", **environment)
+    worker.start()
+    api = ApiProcess(own, tmp_path / "api.log", **environment)
+    try:
+        api.start()
+        yield Run(api, worker, own, webhook, known)
+    finally:
+        api.kill()
+        worker.kill()
+
+
+async def _follow_site(http: httpx.AsyncClient, site_id: str, token: str) -> str:
+    """The site's stream as a browser's fallback opens it (token in the URL), until the build settles."""
+    status = ""
+    async with aconnect_sse(http, "GET", f"/sites/{site_id}/events", params={"access_token": token}) as source:
+        assert source.response.status_code == 200, await source.response.aread()
+        async for event in source.aiter_sse():
+            if event.data:
+                status = event.json()["status"]
+    return status
+
+
+async def test_no_secret_of_a_full_run_appears_in_any_log_line_or_span(run: Run, temporal_client: Client) -> None:
+    admin = {"Authorization": f"Bearer {run.secrets['admin token']}"}
+    async with httpx.AsyncClient(base_url=run.api.url, timeout=SITE_BUILT_WITHIN_SECONDS) as http:
+        created = await http.post("/accounts", json={"name": "Full run", "email": "full@example.com"}, headers=admin)
+        assert created.status_code == 201, created.text
+        key = created.json()["api_key"]
+        run.secrets["API key"] = key
+        auth = {"Authorization": f"Bearer {key}"}
+
+        bot = await http.post("/bots", json={"name": "doomed"}, headers=auth)
+        assert bot.status_code == 201, bot.text
+        deleting = await http.delete(f"/bots/{bot.json()['id']}", headers=auth)
+        assert deleting.status_code == 202, deleting.text
+
+        domain = f"full-{uuid.uuid4().hex[:8]}.example.com"
+        site = await http.post("/sites", json={"name": "Full", "tagline": "", "domain": domain}, headers=auth)
+        assert site.status_code == 202, site.text
+        site_id = site.json()["id"]
+        minted = await http.post(f"/sites/{site_id}/events/token", headers=auth)
+        assert minted.status_code == 201, minted.text
+        run.secrets["stream token"] = minted.json()["token"]
+        http.cookies.clear()  # the token travels in the stream's URL only
+        assert await _follow_site(http, site_id, run.secrets["stream token"]) == SiteStatus.ACTIVE
+        run.secrets["site database password"] = site_files.site_password(run.settings.sites_path, site_id)
+
+        await eventually(lambda: run.webhook.received, "the poison pill's alert reaches the webhook")
+        assert (await http.get("/metrics", headers=admin)).status_code == 200
+        assert (await http.get("/readyz")).status_code == 200
+    await temporal_client.get_workflow_handle(bot_deletion_id(bot.json()["id"])).terminate("the test is over")
+    run.api.terminate()
+    run.worker.terminate()
+
+    logs = run.logs()
+    # The lines looked at are real ones: the requests, the alert, the spans of both processes.
+    assert f"/sites/{site_id}/events?access_token=[redacted]" in logs["api.log"]
+    assert "ALERT bot-deletion-" in logs["worker.log"]
+    assert '"name": "POST /sites"' in logs["api.log"]
+    assert '"name": "RunActivity:raise_alert"' in logs["worker.log"]
+    leaks = [
+        f"{what} in {name}: {line[:300]}"
+        for what, secret in run.secrets.items()
+        for name, log in logs.items()
+        for line in log.splitlines()
+        if secret in line
+    ]
+    assert not leaks, "\n".join(leaks)
