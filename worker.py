@@ -27,8 +27,8 @@ from activities.registry import build_activities
 from activities.resources import ActivityResources
 from activities.short_failures import ShortFailuresInterceptor
 from lifecycle.db.engine import POOL_CAPACITY
+from lifecycle.deletion.receipt_keys import ReceiptKey, ReceiptKeyError, ReceiptSigner, publish_at_start
 from lifecycle.logging_setup import configure_logging
-from lifecycle.receipt_keys import ReceiptKey, ReceiptKeyError, ReceiptSigner, publish_at_start
 from lifecycle.schedules import ensure_reconciler_schedule
 from lifecycle.settings import Settings, get_settings
 from lifecycle.tracing import configure_tracing, stop_tracing, temporal_interceptors

@@ -61,7 +61,7 @@ async def _post(url: str, body: dict[str, str]) -> tuple[AlertDelivery, int, str
 async def record_alert(resources: ActivityResources, alert: AlertInput) -> None:
     """Record the alert once per raising activity, log it, then try the webhook; only the database can fail it.
 
-    Called by raise_alert, and by an activity that alerts about what it found itself (activities/account_export.py).
+    Called by raise_alert, and by an activity that alerts about what it found itself (activities/exports/steps.py).
     """
     body = {"workflow_id": alert.workflow_id, "subject": alert.subject, "reason": alert.reason}
     info = activity.info()

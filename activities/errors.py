@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from temporalio.exceptions import ApplicationError
 
-from lifecycle.contracts import TRANSIENT_ERROR
+from lifecycle.deletion.contracts import TRANSIENT_ERROR
 
 
 def is_transient(exc: BaseException) -> bool:

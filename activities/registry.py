@@ -5,20 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from activities.account_export import AccountExportActivities
-from activities.account_sites import AccountSites
 from activities.alerts import Alerts
-from activities.deleters import BotDataDeleters
-from activities.deletion_grace import DeletionGrace
-from activities.deletion_records import DeletionRecords
-from activities.export_reconciler import ExportReconciler
-from activities.notifications import Notifications
-from activities.receipts import DeletionReceipts
-from activities.reconcile import Reconciler
+from activities.deletion.account_sites import AccountSites
+from activities.deletion.deleters import BotDataDeleters
+from activities.deletion.grace import DeletionGrace
+from activities.deletion.notifications import Notifications
+from activities.deletion.receipts import DeletionReceipts
+from activities.deletion.reconciler import Reconciler
+from activities.deletion.records import DeletionRecords
+from activities.exports.reconciler import ExportReconciler
+from activities.exports.steps import AccountExportActivities
 from activities.resources import ActivityResources
-from activities.site_reconciler import SiteReconciler
-from activities.sites import SiteActivities
-from lifecycle.receipt_keys import ReceiptSigner
+from activities.sites.reconciler import SiteReconciler
+from activities.sites.steps import SiteActivities
+from lifecycle.deletion.receipt_keys import ReceiptSigner
 
 
 def build_activities(resources: ActivityResources, signer: ReceiptSigner) -> list[Callable[..., Any]]:

@@ -10,29 +10,27 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from temporalio.client import Client
 
+from api import health
+from api.accounts import keys_router as account_keys
+from api.accounts import router as accounts
 from api.body_limit import BodySizeLimit
+from api.bots import router as bots
 from api.browser import install_browser_support
+from api.deletion import budget_router as deletion_budget
+from api.deletion import receipts_router as receipts
+from api.deletion import restore_router as account_restore
+from api.deletion import router as account_deletion
+from api.deletion import status_router as deletion_status
 from api.dependencies import TemporalConnection
+from api.exports import router as account_exports
 from api.metrics import install_metrics
 from api.problems import document_problems, install_problem_handlers
-from api.routers import (
-    account_deletion,
-    account_exports,
-    account_keys,
-    account_restore,
-    accounts,
-    bots,
-    deletion_budget,
-    deletion_status,
-    events,
-    health,
-    receipts,
-    sites,
-    stream_tokens,
-)
-from api.stream_credentials import StreamCredentials
+from api.sites import router as sites
+from api.streams import router as events
+from api.streams import tokens_router as stream_tokens
+from api.streams.credentials import StreamCredentials
+from api.streams.hub import EventHub
 from lifecycle.db.engine import POOL_CAPACITY, make_engine, make_sessionmaker
-from lifecycle.events_hub import EventHub
 from lifecycle.settings import Settings, get_settings
 from lifecycle.tracing import flush_tracing, instrument_app
 
@@ -75,7 +73,7 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
             prune_interval=settings.events_prune_interval,
         )
         await app.state.events.start()
-        # Ends the streams whose key was revoked meanwhile (api/stream_credentials.py).
+        # Ends the streams whose key was revoked meanwhile (api/streams/credentials.py).
         app.state.stream_credentials = StreamCredentials(engine, recheck=settings.stream_credentials_recheck)
         await app.state.stream_credentials.start()
         try:

@@ -16,11 +16,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from api.accounts.keys import account_of_key_sql
 from api.problems import ProblemError
 from api.security import hash_api_key, tokens_equal
-from lifecycle.api_keys import account_of_key_sql
+from api.temporal_client import TemporalUnavailable, connect
 from lifecycle.settings import Settings
-from lifecycle.temporal_client import TemporalUnavailable, connect
 
 _bearer = HTTPBearer(auto_error=False, description="An account API key, or the admin token for admin endpoints.")
 
@@ -114,7 +114,7 @@ PUBLIC: Final[dict[str, Any]] = {"security": []}
 @dataclass(frozen=True)
 class Caller:
     account_id: uuid.UUID
-    # The key it called with: what a stream token minted by this call depends on (api/stream_credentials.py).
+    # The key it called with: what a stream token minted by this call depends on (api/streams/credentials.py).
     key_id: uuid.UUID
 
 
@@ -145,7 +145,7 @@ AdminTokenDep = Annotated[str, Depends(admin_token)]
 
 
 async def stream_account_key_hash(credentials: Credentials) -> str | None:
-    """An event stream's account key, which a stream token (api/stream_tokens.py) may stand in for, since a
+    """An event stream's account key, which a stream token (api/streams/tokens.py) may stand in for, since a
     browser's EventSource cannot send `Authorization`: None when no key is sent. With neither, the stream answers
     401 as account_key_hash does; the authorization matrix counts this as an account key."""
     return None if credentials is None else hash_api_key(credentials.credentials)

@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 from temporalio.service import RPCError, RPCStatusCode
 
-from lifecycle.temporal_client import TemporalUnavailable
+from api.temporal_client import TemporalUnavailable
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 logger = logging.getLogger(__name__)

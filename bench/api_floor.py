@@ -3,7 +3,7 @@
 Serves the route as a bare ASGI app on the API's own server settings (uvicorn, httptools, uvloop, no access
 log), without FastAPI, middleware or SQLAlchemy, in three steps: answering only; plus the deletion's one
 statement on an asyncpg pool; plus the run's start through the SDK, as the API starts it, once the connection is
-back in the pool (`lifecycle.deletion_starts.start_bot_deletion`: no lock or transaction held). Load and
+back in the pool (`lifecycle.deletion.starts.start_bot_deletion`: no lock or transaction held). Load and
 CPU reading as in `bench.api` (50 DELETE/s from `bench.load`, the server's own CPU times). Not the API: a floor
 under it, to judge what any change to the API's stack can still win (docs/benchmarks.md, the API start path).
 """
@@ -26,13 +26,13 @@ import psutil
 from starlette.types import Receive, Scope, Send
 from temporalio.client import Client
 
+from api.deletion.requests import _AUTHORIZE_MARK_RECORD
 from api.security import hash_api_key
 from bench.processes import PROJECT_ROOT, cpu_by_thread_name, load_phase, settings_env
 from devstack.ports import free_port
 from devstack.seed import asyncpg_dsn, seed
 from devstack.throwaway import throwaway_stack
-from lifecycle.deletion_requests import _AUTHORIZE_MARK_RECORD
-from lifecycle.deletion_starts import RowCheck, start_bot_deletion
+from lifecycle.deletion.starts import RowCheck, start_bot_deletion
 from lifecycle.settings import Settings, get_settings
 from lifecycle.workflow_ids import bot_deletion_id
 

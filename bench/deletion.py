@@ -25,12 +25,12 @@ import psutil
 from sqlalchemy.ext.asyncio import create_async_engine
 from temporalio.client import Client
 
-from activities.deleters import DELETION_SERVICES as SERVICES
+from activities.deletion.deleters import DELETION_SERVICES as SERVICES
 from api.app import create_app
 from bench.processes import worker_process
 from devstack.seed import asyncpg_dsn, seed
 from devstack.throwaway import throwaway_stack
-from lifecycle.deletion_budget import set_budget
+from lifecycle.deletion.budget import set_budget
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 

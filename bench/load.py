@@ -24,7 +24,7 @@ from typing import Any
 import aiohttp
 from temporalio.client import Client
 
-from lifecycle.deletion_starts import start_bot_deletion
+from lifecycle.deletion.starts import start_bot_deletion
 
 
 async def _open_loop(rate: float, calls: list[Callable[[], Awaitable[None]]]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from api.app import create_app
 from bench.processes import worker_process
 from devstack.seed import Seeded, asyncpg_dsn, seed
 from devstack.throwaway import throwaway_stack
-from lifecycle.deletion_budget import DEFAULT_ROWS_PER_SECOND
+from lifecycle.deletion.budget import DEFAULT_ROWS_PER_SECOND
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 

@@ -26,11 +26,11 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from activities.resources import ActivityResources
-from activities.sites import SiteActivities
+from activities.sites.steps import SiteActivities
 from bench.cpu import StackCpu, temporal_dev_server
 from bench.processes import STOP_TIMEOUT, served_api, worker_process
 from devstack.throwaway import throwaway_stack
-from lifecycle.contracts import SITE_STEPS, SiteRef
+from lifecycle.sites.contracts import SITE_STEPS, SiteRef
 from lifecycle.workflow_ids import site_creation_id
 
 ROUNDS = 30

@@ -30,12 +30,12 @@ import asyncpg
 import httpx
 from temporalio.client import Client
 
-from activities.deleters import DELETION_SERVICES as SERVICES
+from activities.deletion.deleters import DELETION_SERVICES as SERVICES
+from api.accounts.keys import account_of_key_sql
 from api.security import hash_api_key
 from bench.processes import Served, cpu_seconds, served_api
 from devstack.seed import asyncpg_dsn, seed
 from devstack.throwaway import throwaway_stack
-from lifecycle.api_keys import account_of_key_sql
 from lifecycle.search_attributes import deletion_search_attributes
 from lifecycle.statuses import DeletionState
 from lifecycle.workflow_ids import bot_deletion_id

@@ -45,7 +45,7 @@ SQL
 #   which then grant the other two SELECT, INSERT, UPDATE and DELETE on every table (lifecycle/migrate.py);
 # - lifecycle_api, the API: those rows, nothing more;
 # - lifecycle_worker, the workers: the same, and pg_read_all_stats, because the deleters slow down on other
-#   sessions' lock waits, autovacuum and replica lag (lifecycle/deletion_budget.py), which the statistics
+#   sessions' lock waits, autovacuum and replica lag (lifecycle/deletion/budget.py), which the statistics
 #   views show only to their own role without it. Site databases they make as site_provisioner.
 psql -v ON_ERROR_STOP=1 -v owner_password="$OWNER_DB_PASSWORD" -v api_password="$API_DB_PASSWORD" \
     -v worker_password="$WORKER_DB_PASSWORD" <<'SQL'

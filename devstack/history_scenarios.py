@@ -16,17 +16,12 @@ from temporalio.api.errordetails.v1 import WorkflowNotReadyFailure
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from api.deletion.requests import request_account_deletion
 from devstack.seed import seed
-from lifecycle.contracts import (
-    AccountDeletionInput,
-    BotDeletionInput,
-    BotDeletionResult,
-    DeletionStatus,
-    SiteProgress,
-)
 from lifecycle.db.engine import make_engine, make_sessionmaker
-from lifecycle.deletion_requests import request_account_deletion
+from lifecycle.deletion.contracts import AccountDeletionInput, BotDeletionInput, BotDeletionResult, DeletionStatus
 from lifecycle.settings import Settings
+from lifecycle.sites.contracts import SiteProgress
 from lifecycle.start_options import account_deletion_options, bot_deletion_options
 from lifecycle.statuses import DeletionState
 from lifecycle.workflow_ids import (

@@ -29,7 +29,7 @@ def _package_dir() -> Path:
 BIN_DIR = _package_dir() / "pginstall" / "bin"
 SERVICE_USER = "lifecycle-pg"
 SUPERUSER = "postgres"
-# Site roles (activities/site_database.py names them) sign in with their password, checked by SCRAM as in a
+# Site roles (activities/sites/database.py names them) sign in with their password, checked by SCRAM as in a
 # deployment, so the local stack and the tests exercise the verifier the provisioner sends; every other role
 # is trusted on this loopback-only, single-user server. pg_hba.conf takes the first line that matches.
 SITE_ROLES_BY_PASSWORD = (

@@ -101,7 +101,7 @@ class Settings(BaseSettings):
     # API process): a stream ends this soon after its key is revoked or its account deleted.
     stream_credentials_recheck: float = Field(default=5.0, gt=0)
     # Small deletions answer at once, sparing the client a status to follow. Below this many rows of work,
-    # counted by a bounded estimate (lifecycle/deletion_size.py), DELETE /bots/{id} and DELETE /account wait for
+    # counted by a bounded estimate (api/deletion/size.py), DELETE /bots/{id} and DELETE /account wait for
     # their workflow and answer 200 with the finished deletion; 0 turns the size-based wait off (`Prefer: wait=N`
     # still applies).
     deletion_inline_threshold: int = Field(default=1_000, ge=0)
@@ -118,8 +118,8 @@ class Settings(BaseSettings):
     exports_dir: Path | None = None
     export_signing_key: str | None = Field(default=None, repr=False)
     export_retention: timedelta = timedelta(days=7)
-    # The secret the deletion receipts' Ed25519 key is derived from (lifecycle/receipt_keys.py); only the workers
-    # need it (the API serves the public keys they publish). Unset: made on a worker's first start in DATA_DIR.
+    # The secret the deletion receipts' Ed25519 key is derived from (lifecycle/deletion/receipt_keys.py); only the
+    # workers need it (the API serves the public keys they publish). Unset: made on a worker's first start in DATA_DIR.
     receipt_signing_key: str | None = Field(default=None, repr=False)
     # Rows per keyset batch while writing an export: memory holds one batch of one table at a time.
     export_batch_rows: int = Field(default=5_000, ge=1, le=100_000)
@@ -129,9 +129,9 @@ class Settings(BaseSettings):
     account_deletion_grace: timedelta = Field(default=timedelta(0), ge=timedelta(0))
     # Live progress streams (GET /sites/{id}/events and the deletion ones). A comment every events_keepalive
     # seconds keeps proxies from closing an idle stream; the API's one LISTEN connection is backed by a poll
-    # every events_poll_interval seconds; a deletion stream also looks for a change of its deletion by itself
-    # every events_deletion_refresh seconds; rows of the events table older than events_retention (ISO 8601
-    # duration) are pruned every events_prune_interval.
+    # every events_poll_interval seconds; a deletion's status, part of which only Temporal knows, is asked
+    # again at most every events_deletion_refresh seconds per deletion however many watch it; rows of the
+    # events table older than events_retention (ISO 8601 duration) are pruned every events_prune_interval.
     events_keepalive: float = Field(default=15.0, gt=0)
     events_poll_interval: float = Field(default=5.0, gt=0)
     events_deletion_refresh: float = Field(default=5.0, gt=0)

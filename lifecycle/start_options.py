@@ -43,7 +43,7 @@ ON_CONFLICT = WorkflowIDConflictPolicy.USE_EXISTING
 
 # Bot and account deletion: a closed run may be followed by a new one, whatever way it closed. The gate is the bot
 # or account row, not the run: the row is deleted only once none of its data remains, and a run is started only
-# while it exists (lifecycle/deletion_starts.py). So a repeat after a cancel, a terminate, a failure, a completion
+# while it exists (lifecycle/deletion/starts.py). So a repeat after a cancel, a terminate, a failure, a completion
 # whose services an operator skipped, or a restore starts a run that finishes from wherever the data stands, while
 # a repeat after a real completion finds no row and starts nothing. ALLOW_DUPLICATE_FAILED_ONLY would refuse after
 # an operator's skip, which completes the run with data left.
@@ -179,7 +179,7 @@ def site_deletion_options(site_id: str, account_id: str, *, within_account: bool
 
 
 def account_export_options(export_id: str, account_id: str, workflow_id: str) -> StartOptions:
-    """`workflow_id`: the export's, allocated with its row (lifecycle/export_starts.py)."""
+    """`workflow_id`: the export's, allocated with its row (lifecycle/exports/starts.py)."""
     return StartOptions(
         workflow_type=ACCOUNT_EXPORT_WORKFLOW,
         id=workflow_id,

@@ -32,7 +32,7 @@ class DeletionState(StrEnum):
     RESTORED = "restored"
 
 
-# Open: a run works on the deletion, records each of these as it enters it (workflows/status_recorder.py) and
+# Open: a run works on the deletion, records each of these as it enters it (workflows/deletion/status_recorder.py) and
 # publishes it in its LifecycleStatus search attribute; the reconciler looks at the deletions recorded as open.
 OPEN_DELETION_STATES = frozenset(
     {DeletionState.SCHEDULED, DeletionState.RUNNING, DeletionState.PAUSED, DeletionState.WAITING_FOR_OPERATOR}
@@ -45,7 +45,7 @@ TERMINAL_DELETION_STATES = frozenset(DeletionState) - OPEN_DELETION_STATES
 
 
 class Throttle(StrEnum):
-    """What slows a running deletion below its pace, as `throttled` shows it (lifecycle/deletion_budget.py)."""
+    """What slows a running deletion below its pace, as `throttled` shows it (lifecycle/deletion/budget.py)."""
 
     # Waiting for the shared rows/s budget.
     BUDGET = "budget"

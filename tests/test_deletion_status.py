@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.testing import ActivityEnvironment
     from temporalio.worker import Worker
 
-    from activities.deletion_records import DeletionRecords
+    from activities.deletion.records import DeletionRecords
     from activities.resources import ActivityResources
     from api.app import create_app
     from devstack.ports import free_port

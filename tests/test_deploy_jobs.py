@@ -16,7 +16,7 @@ import pytest
 import yaml
 from alembic import command
 
-from activities.site_database import SiteDatabaseServer, site_database_name
+from activities.sites.database import SiteDatabaseServer, site_database_name
 from devstack.binaries import temporal_cli
 from devstack.ports import free_port, wait_for_port
 from devstack.postgres import BIN_DIR, SUPERUSER, PostgresServer

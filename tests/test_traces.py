@@ -22,15 +22,15 @@ from opentelemetry.trace import SpanKind
 from temporalio.client import Client
 
 from api.app import create_app
-from lifecycle.contracts import SITE_STEPS
+from api.temporal_client import connect
 from lifecycle.settings import Settings
-from lifecycle.temporal_client import connect
+from lifecycle.sites.contracts import SITE_STEPS
 from lifecycle.tracing import stop_tracing, use_tracer_provider
 from tests.conftest import ADMIN_HEADERS
 from tests.in_process_api import served_in_process
 from tests.workers import own_queue, own_worker
 from worker import LifecycleWorkers
-from workflows.site_creation import SiteActivities
+from workflows.sites.creation import SiteActivities
 
 STREAM_SPAN = "GET /sites/{site_id}/events"
 # The activities of one site creation that ends active: its four steps, then the site-ready email.

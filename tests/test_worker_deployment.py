@@ -84,9 +84,9 @@ def test_the_hashed_modules_are_exactly_those_importing_the_workflows_loads(chec
 @pytest.mark.parametrize(
     "module",
     [
-        "workflows/site_deletion.py",  # a workflow
-        "activities/deleters.py",  # read by a workflow: BotDeletion iterates its DELETION_SERVICES
-        "activities/wordpress_schema.py",  # imported by an activity module a workflow imports
+        "workflows/sites/deletion.py",  # a workflow
+        "activities/deletion/deleters.py",  # read by a workflow: BotDeletion iterates its DELETION_SERVICES
+        "activities/sites/wordpress_schema.py",  # imported by an activity module a workflow imports
         "lifecycle/db/models.py",  # imported only through activity modules
         "activities/__init__.py",  # run by importing any activity module
     ],
@@ -102,7 +102,7 @@ def test_a_change_to_a_module_the_workflows_import_gives_a_new_build_id(tmp_path
     "module",
     [
         "api/app.py",
-        "lifecycle/api_keys.py",  # shared code no workflow imports
+        "api/accounts/keys.py",  # shared code no workflow imports
         "lifecycle/worker_deployment.py",
         "activities/registry.py",  # the worker's activity list, not the workflows'
     ],

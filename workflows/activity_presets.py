@@ -16,7 +16,7 @@ from typing import Final, TypedDict
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityCancellationType
 
-from workflows.policies import POISON_PILL_ATTEMPTS
+from workflows.deletion.policies import POISON_PILL_ATTEMPTS
 
 
 class ActivityPreset(TypedDict, total=False):

@@ -7,11 +7,11 @@ from temporalio import workflow
 from temporalio.common import VersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
-    from activities.export_reconciler import ExportReconciler
-    from activities.reconcile import Reconciler
-    from activities.site_reconciler import SiteReconciler
+    from activities.deletion.reconciler import Reconciler
+    from activities.exports.reconciler import ExportReconciler
+    from activities.sites.reconciler import SiteReconciler
     from lifecycle.contracts import ReconcileResult
-    from lifecycle.site_contracts import SiteReconcileInput
+    from lifecycle.sites.contracts import SiteReconcileInput
     from lifecycle.workflow_types import RECONCILER_WORKFLOW
     from workflows import activity_presets as presets
 

@@ -1,11 +1,11 @@
 """Every workflow the worker runs."""
 
-from workflows.account_deletion import AccountDeletionWorkflow
-from workflows.account_export import AccountExportWorkflow
-from workflows.bot_deletion import BotDeletionWorkflow
+from workflows.deletion.account import AccountDeletionWorkflow
+from workflows.deletion.bot import BotDeletionWorkflow
+from workflows.exports.account import AccountExportWorkflow
 from workflows.reconciler import DeletionReconcilerWorkflow
-from workflows.site_creation import SiteCreationWorkflow
-from workflows.site_deletion import SiteDeletionWorkflow
+from workflows.sites.creation import SiteCreationWorkflow
+from workflows.sites.deletion import SiteDeletionWorkflow
 
 WORKFLOWS: list[type] = [
     BotDeletionWorkflow,

@@ -101,8 +101,8 @@ class DeletionRequest(Base):
     deletes_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Where the deletion stands, the one place the API and the streams read it: the API records the request
     # (`running`, or `scheduled` in a grace period), each run records every change it makes
-    # (activities/deletion_records.py), and the reconciler records how a run closed when it could not (a
-    # terminate, say: activities/reconcile.py).
+    # (activities/deletion/records.py), and the reconciler records how a run closed when it could not (a
+    # terminate, say: activities/deletion/reconciler.py).
     status: Mapped[str] = mapped_column(String(30), server_default=DeletionState.RUNNING.value)
     # The run that recorded `status`; null while it is the API's. A run that records nothing after a reset
     # leaves the old run's id here, which is how the reconciler knows the row may be stale.
@@ -122,8 +122,8 @@ class DeletionProgress(Base):
     skipped: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     updated_at: Mapped[datetime] = _now_column()
     files_deleted: Mapped[int] = mapped_column(BigInteger, server_default="0")
-    # Rows per second over the last window of at least RATE_WINDOW (activities/deleters.py), and what is
-    # slowing the service down: None, "budget", or a pressure signal (lifecycle/deletion_budget.py).
+    # Rows per second over the last window of at least RATE_WINDOW (activities/deletion/deleters.py), and what is
+    # slowing the service down: None, "budget", or a pressure signal (lifecycle/deletion/budget.py).
     rows_per_second: Mapped[int] = mapped_column(BigInteger, server_default="0")
     throttled: Mapped[str | None] = mapped_column(String(30))
     rate_since: Mapped[datetime] = _now_column()

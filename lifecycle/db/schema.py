@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from lifecycle import events_log  # noqa: F401  (its model, LifecycleEvent, is on Base.metadata)
+from lifecycle.db import events as events_log  # noqa: F401  (its model, LifecycleEvent, is on Base.metadata)
 from lifecycle.db.models import Base
 
 METADATA: Final = Base.metadata
@@ -13,7 +13,9 @@ METADATA: Final = Base.metadata
 # Tables the migrations create that no model maps, and why: each is read and written by SQL of its own, so a
 # model would be code nothing runs. Every other table must match its model.
 _SERVICE = "a service's rows of a bot: written by the product (devstack/seed.py here), deleted and exported in "
-_SERVICE += "key-range batches by SQL built from DELETERS (activities/deleters.py, activities/account_export.py)"
+_SERVICE += (
+    "key-range batches by SQL built from DELETERS (activities/deletion/deleters.py, activities/exports/steps.py)"
+)
 TABLES_WITHOUT_MODELS: Final = {
     "conversations": _SERVICE,
     "messages": _SERVICE,
@@ -21,9 +23,9 @@ TABLES_WITHOUT_MODELS: Final = {
     "knowledge_documents": _SERVICE,
     "integrations": _SERVICE,
     "alerts": "recorded once per raising activity, and its webhook delivery, by activities/alerts.py",
-    "deletion_budget": "the shared rows/s budget's one row, read and set by lifecycle/deletion_budget.py",
-    "deletion_budget_changes": "the budget's history: appended by lifecycle/deletion_budget.py, read by "
-    "activities/receipts.py",
+    "deletion_budget": "the shared rows/s budget's one row, read and set by lifecycle/deletion/budget.py",
+    "deletion_budget_changes": "the budget's history: appended by lifecycle/deletion/budget.py, read by "
+    "activities/deletion/receipts.py",
     "sent_notifications": "claimed and marked sent around each email by activities/mail.py",
 }
 

@@ -17,8 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from temporalio.client import Client
 
 from api.app import create_app
+from lifecycle.db.events import site_events
 from lifecycle.db.models import Site
-from lifecycle.events_log import site_events
 from lifecycle.settings import Settings
 from tests.browser.cuttable_proxy import CuttableProxy
 from tests.conftest import ADMIN_TOKEN

@@ -13,11 +13,10 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.deleters import DELETE_SERVICE_ACTIVITY
-from lifecycle.contracts import (
-    AlertInput,
+from activities.deletion.deleters import DELETE_SERVICE_ACTIVITY
+from lifecycle.contracts import AlertInput, DeletionStatusChange
+from lifecycle.deletion.contracts import (
     DeleteServiceInput,
-    DeletionStatusChange,
     FinishBotDeletionInput,
     FinishBotDeletionResult,
     ReceiptInput,

@@ -10,9 +10,10 @@ from typing import Any, TypeVar
 import asyncpg
 from temporalio.client import Client, WorkflowHandle
 
-from activities.deleters import DELETION_SERVICES as SERVICES
+from activities.deletion.deleters import DELETION_SERVICES as SERVICES
 from devstack.seed import asyncpg_dsn
-from lifecycle.contracts import AccountDeletionInput, AccountDeletionResult, ReconcileResult
+from lifecycle.contracts import ReconcileResult
+from lifecycle.deletion.contracts import AccountDeletionInput, AccountDeletionResult
 from lifecycle.settings import Settings
 from lifecycle.start_options import account_deletion_options
 from lifecycle.workflow_types import RECONCILER_WORKFLOW

@@ -13,7 +13,7 @@ from temporalio.worker import Replayer
 
 from devstack.seed import rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import DeletionStatus
+from lifecycle.deletion.contracts import DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS

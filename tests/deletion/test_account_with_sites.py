@@ -12,7 +12,7 @@ from sqlalchemy import text
 from temporalio.client import Client
 
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import AccountDeletionResult
+from lifecycle.deletion.contracts import AccountDeletionResult
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id
 from tests.conftest import ApiAccount

@@ -20,13 +20,13 @@ from temporalio.exceptions import CancelledError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.deleters import DELETION_SERVICES as SERVICES
-from lifecycle.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
+from activities.deletion.deleters import DELETION_SERVICES as SERVICES
+from lifecycle.deletion.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
 from lifecycle.worker_deployment import deployment_config
 from tests.conftest import start_time_skipping
 from tests.deletion.fakes import ROWS_PER_SERVICE, FakeBotServices
 from tests.eventually import eventually
-from workflows.bot_deletion import BotDeletionWorkflow
+from workflows.deletion.bot import BotDeletionWorkflow
 
 
 @dataclass

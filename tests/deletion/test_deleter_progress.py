@@ -9,10 +9,10 @@ import asyncio
 import asyncpg
 from temporalio.testing import ActivityEnvironment
 
-from activities.deleters import DELETERS, ESTIMATE_SAMPLE, BotDataDeleters
+from activities.deletion.deleters import DELETERS, ESTIMATE_SAMPLE, BotDataDeleters
 from activities.resources import ActivityResources
 from devstack.seed import seed
-from lifecycle.contracts import DeleteServiceInput, ServiceProgress
+from lifecycle.deletion.contracts import DeleteServiceInput, ServiceProgress
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 

@@ -16,8 +16,8 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
 from devstack.seed import asyncpg_dsn, seed
-from lifecycle.contracts import DeletionStatus
-from lifecycle.deletion_budget import DEFAULT_ROWS_PER_SECOND
+from lifecycle.deletion.budget import DEFAULT_ROWS_PER_SECOND
+from lifecycle.deletion.contracts import DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS

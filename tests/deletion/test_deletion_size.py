@@ -9,9 +9,9 @@ import pytest_asyncio
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from api.deletion.size import account_deletion_size, bot_deletion_size
 from devstack.seed import rows_per_service, seed
 from lifecycle.db.engine import make_engine
-from lifecycle.deletion_size import account_deletion_size, bot_deletion_size
 from lifecycle.settings import Settings
 
 ROWS = 100

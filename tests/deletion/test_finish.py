@@ -9,11 +9,11 @@ import asyncpg
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.deleters import DELETERS
-from activities.deletion_records import DeletionRecords
+from activities.deletion.deleters import DELETERS
+from activities.deletion.records import DeletionRecords
 from activities.resources import ActivityResources
 from devstack.seed import asyncpg_dsn, seed
-from lifecycle.contracts import FinishBotDeletionInput, FinishBotDeletionResult
+from lifecycle.deletion.contracts import FinishBotDeletionInput, FinishBotDeletionResult
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.eventually import eventually

@@ -14,7 +14,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from devstack.seed import asyncpg_dsn, seed
-from lifecycle.contracts import DeletionStatus
+from lifecycle.deletion.contracts import DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.deletion.helpers import start_paused_account_deletion

@@ -21,7 +21,7 @@ from api.app import create_app
 from api.security import hash_api_key
 from devstack.seed import Seeded, asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import AccountDeletionResult
+from lifecycle.deletion.contracts import AccountDeletionResult
 from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id

@@ -1,5 +1,5 @@
 """Receipt signing keys on real servers: a worker refuses to start on an empty or short key file or a short
-secret, and a rotation (`python -m lifecycle.receipt_keys rotate`, run as operators run it) leaves the receipts
+secret, and a rotation (`python -m lifecycle.deletion.receipt_keys rotate`, run as operators run it) leaves the receipts
 signed before it verifiable with the key their `key_id` names in GET /deletion-receipts/public-keys."""
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from api.app import create_app
 from devstack.ports import free_port
 from devstack.postgres import PostgresServer
 from devstack.seed import seed
+from lifecycle.deletion.receipt_keys import ReceiptKeyError
 from lifecycle.migrate import upgrade_async
-from lifecycle.receipt_keys import ReceiptKeyError
 from lifecycle.settings import RECEIPT_SIGNING_KEY_FILE, Settings
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.eventually import eventually
@@ -204,13 +204,13 @@ async def _deleted_with_receipt(api: httpx.AsyncClient, bot_id: str, api_key: st
 
 
 async def _rotate(settings: Settings, **overrides: str) -> subprocess.CompletedProcess[str]:
-    """`python -m lifecycle.receipt_keys rotate`, as an operator runs it."""
+    """`python -m lifecycle.deletion.receipt_keys rotate`, as an operator runs it."""
     env = settings_environment(settings)
     env.pop("RECEIPT_SIGNING_KEY", None)
     env.update(overrides)
     return await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "lifecycle.receipt_keys", "rotate"],
+        [sys.executable, "-m", "lifecycle.deletion.receipt_keys", "rotate"],
         cwd=PROJECT_ROOT,
         env=env,
         capture_output=True,

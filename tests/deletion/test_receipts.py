@@ -22,10 +22,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from temporalio.client import Client
 
-from activities.deleters import DELETION_SERVICES
+from activities.deletion.deleters import DELETION_SERVICES
 from devstack.seed import asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
+from lifecycle.deletion.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.start_options import bot_deletion_options
 from lifecycle.statuses import DeletionState

@@ -12,10 +12,10 @@ import httpx
 from fastapi import FastAPI
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from api.deletion.requests import request_account_deletion
 from devstack.seed import asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import AccountDeletionResult, BotDeletionResult
-from lifecycle.deletion_requests import request_account_deletion
+from lifecycle.deletion.contracts import AccountDeletionResult, BotDeletionResult
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from tests.deletion.helpers import remaining_files, remaining_rows

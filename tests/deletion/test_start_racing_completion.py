@@ -4,7 +4,7 @@ The request checks the bot or account row, then starts the workflow (DELETION_RE
 close, so that a stopped deletion can be driven on). If the run deleted the row and completed between the check
 and the start, the start would begin a second run. The flood drill (200 identical DELETEs) once saw exactly that.
 Here the request is held inside the client's start, by a client interceptor on a real client, while the run is
-resumed and goes as far as it can; then the start is let through (lifecycle/deletion_starts.py says why it joins
+resumed and goes as far as it can; then the start is let through (lifecycle/deletion/starts.py says why it joins
 or starts nothing, with no database lock held meanwhile).
 """
 
@@ -22,12 +22,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from temporalio import client as temporal
 from temporalio.client import Client
 
+from api.deletion.requests import request_account_deletion, request_bot_deletion
 from api.security import hash_api_key
 from devstack.seed import seed
 from devstack.smtp_sink import SmtpSink
-from lifecycle import deletion_starts
 from lifecycle.db.engine import make_engine, make_sessionmaker
-from lifecycle.deletion_requests import request_account_deletion, request_bot_deletion
+from lifecycle.deletion import starts as deletion_starts
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from tests.deletion.helpers import start_paused_account_deletion

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import asyncpg
 
-from activities.deleters import DELETION_SERVICES
-from activities.site_database import site_database_name
-from activities.site_files import CREDENTIALS_DIR, site_key
+from activities.deletion.deleters import DELETION_SERVICES
+from activities.sites.database import site_database_name
+from activities.sites.files import CREDENTIALS_DIR, site_key
 from devstack.seed import asyncpg_dsn
 from devstack.smtp_sink import SmtpSink
 from lifecycle.settings import Settings

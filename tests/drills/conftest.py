@@ -17,7 +17,7 @@ from devstack.ports import free_port
 from devstack.postgres import PostgresServer
 from devstack.smtp_sink import SmtpSink
 from devstack.temporal_server import TemporalDevServer
-from lifecycle.deletion_budget import set_budget
+from lifecycle.deletion.budget import set_budget
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
 from tests.conftest import ADMIN_TOKEN

@@ -10,10 +10,10 @@ from typing import Any
 import asyncpg
 from temporalio.client import Client
 
-from activities.deleters import DELETION_SERVICES as SERVICES
+from activities.deletion.deleters import DELETION_SERVICES as SERVICES
 from devstack.seed import asyncpg_dsn
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import DeletionStatus
+from lifecycle.deletion.contracts import DeletionStatus
 from lifecycle.workflow_ids import bot_deletion_id
 
 

@@ -13,7 +13,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
 from devstack.seed import rows_per_service, seed
-from lifecycle.contracts import MIN_BATCH_SIZE
+from lifecycle.deletion.contracts import MIN_BATCH_SIZE
 from tests.drills import figures
 from tests.drills.conftest import DrillStack
 from tests.drills.probes import rows_left

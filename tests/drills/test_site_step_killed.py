@@ -10,8 +10,8 @@ from email import message_from_bytes
 import httpx
 from temporalio.api.enums.v1 import PendingActivityState
 
-from activities.site_database import site_database_name
-from activities.site_files import site_directory
+from activities.sites.database import site_database_name
+from activities.sites.files import site_directory
 from lifecycle.workflow_ids import site_creation_id
 from tests.conftest import ADMIN_TOKEN
 from tests.drills import figures

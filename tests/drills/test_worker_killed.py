@@ -9,9 +9,9 @@ import uuid
 import httpx
 from temporalio.api.enums.v1 import EventType
 
-from activities.site_database import site_database_name
+from activities.sites.database import site_database_name
 from devstack.seed import rows_per_service, seed
-from lifecycle.contracts import AccountDeletionResult
+from lifecycle.deletion.contracts import AccountDeletionResult
 from lifecycle.workflow_ids import account_deletion_id, site_creation_id
 from tests.conftest import ADMIN_TOKEN
 from tests.deletion.helpers import remaining_files

@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from activities.deleters import DELETION_SERVICES as SERVICES
+from activities.deletion.deleters import DELETION_SERVICES as SERVICES
 from devstack.seed import Seeded, asyncpg_dsn, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.settings import Settings

@@ -11,7 +11,7 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 
 from devstack.seed import asyncpg_dsn
-from lifecycle.contracts import AccountDeletionResult
+from lifecycle.deletion.contracts import AccountDeletionResult
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, account_export_id
 from tests.deletion.helpers import run_reconciler

@@ -14,7 +14,7 @@ from temporalio.client import Client
 
 from devstack.seed import asyncpg_dsn, rows_per_service
 from devstack.smtp_sink import SmtpSink
-from lifecycle.export_links import download_path
+from lifecycle.exports.links import download_path
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id
 from tests.exports.conftest import ApiWith

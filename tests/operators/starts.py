@@ -7,7 +7,7 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
-from lifecycle.contracts import DEFAULT_BATCH_SIZE, BotDeletionInput, BotDeletionResult
+from lifecycle.deletion.contracts import DEFAULT_BATCH_SIZE, BotDeletionInput, BotDeletionResult
 from lifecycle.start_options import bot_deletion_options
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from temporalio.client import Client
 
 from devstack.seed import rows_per_service, seed
-from lifecycle.contracts import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, MIN_BATCH_SIZE
+from lifecycle.deletion.contracts import DEFAULT_BATCH_SIZE, MAX_BATCH_SIZE, MIN_BATCH_SIZE
 from lifecycle.settings import Settings
 from tests.deletion.helpers import remaining_rows
 from tests.eventually import eventually

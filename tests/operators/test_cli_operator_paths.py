@@ -23,10 +23,11 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.alerts import WEBHOOK_ATTEMPTS
+from api.deletion.requests import request_account_deletion
 from devstack.seed import asyncpg_dsn, seed
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import BotDeletionInput, DeletionStatus, ReconcileResult
-from lifecycle.deletion_requests import request_account_deletion
+from lifecycle.contracts import ReconcileResult
+from lifecycle.deletion.contracts import BotDeletionInput, DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.start_options import bot_deletion_options
 from lifecycle.statuses import AlertDelivery, DeletionState

@@ -28,7 +28,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from devstack.seed import asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import DeletionStatus
+from lifecycle.deletion.contracts import DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from tests.conftest import ADMIN_HEADERS

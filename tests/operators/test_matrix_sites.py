@@ -29,12 +29,12 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.testing import ActivityEnvironment
 
 from activities.resources import ActivityResources
-from activities.site_files import CREDENTIALS_DIR, site_key
-from activities.site_reconciler import SiteReconciler
+from activities.sites.files import CREDENTIALS_DIR, site_key
+from activities.sites.reconciler import SiteReconciler
 from api.app import create_app
 from devstack.smtp_sink import SmtpSink
 from lifecycle.settings import Settings
-from lifecycle.site_contracts import SiteReconcileInput
+from lifecycle.sites.contracts import SiteReconcileInput
 from lifecycle.statuses import SiteStatus
 from lifecycle.workflow_ids import site_creation_id, site_deletion_id
 from tests.conftest import ADMIN_HEADERS

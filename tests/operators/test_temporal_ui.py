@@ -15,7 +15,7 @@ from temporalio.client import Client
 from devstack.ports import free_port
 from devstack.seed import seed
 from devstack.temporal_server import TemporalDevServer
-from lifecycle.contracts import DeletionStatus
+from lifecycle.deletion.contracts import DeletionStatus
 from lifecycle.settings import Settings
 from tests.eventually import eventually
 from tests.operators.starts import start_bot_deletion

@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
-import workflows.site_creation
+import workflows.sites.creation
 from workflows.registry import WORKFLOWS
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -43,7 +43,7 @@ def _changed_copy_of_site_creation() -> type:
 
     The workflow keeps its name, so the replayer matches it to the recorded histories.
     """
-    source = Path(workflows.site_creation.__file__).read_text()
+    source = Path(workflows.sites.creation.__file__).read_text()
     anchor = "        site = SiteRef(input.site_id)\n"
     assert anchor in source, "the anchor moved: update this test's edit"
     changed = source.replace(anchor, anchor + "        await workflow.sleep(1)\n", 1)  # a new timer: a changed workflow

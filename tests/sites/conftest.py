@@ -8,9 +8,9 @@ import uuid
 import pytest_asyncio
 from sqlalchemy import text
 
-from lifecycle.contracts import SITE_STEPS
 from lifecycle.db.engine import make_engine
 from lifecycle.settings import Settings
+from lifecycle.sites.contracts import SITE_STEPS
 
 
 @pytest_asyncio.fixture

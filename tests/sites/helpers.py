@@ -13,11 +13,11 @@ from sqlalchemy.engine import make_url
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from activities.site_database import SiteDatabaseServer, site_database_name
-from activities.site_files import site_directory
-from lifecycle.contracts import SITE_STEPS, SiteCreationInput, SiteProgress
+from activities.sites.database import SiteDatabaseServer, site_database_name
+from activities.sites.files import site_directory
 from lifecycle.db.engine import make_engine
 from lifecycle.settings import Settings
+from lifecycle.sites.contracts import SITE_STEPS, SiteCreationInput, SiteProgress
 from lifecycle.start_options import site_creation_options
 
 UNDOS = {"drop_site_tables", "drop_site_database", "remove_site_filesystem", "release_site_domain"}

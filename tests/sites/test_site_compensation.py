@@ -9,8 +9,8 @@ import asyncpg
 import pytest
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 
-from lifecycle.contracts import SiteProgress
 from lifecycle.settings import Settings
+from lifecycle.sites.contracts import SiteProgress
 from lifecycle.statuses import SiteStatus, StepStatus
 from tests.eventually import eventually
 from tests.sites.helpers import settings_database, site_state, start_creation, undos_run

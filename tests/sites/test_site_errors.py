@@ -17,8 +17,8 @@ from temporalio.client import Client
 
 from api.app import create_app
 from devstack.seed import asyncpg_dsn
-from lifecycle.contracts import SiteProgress
 from lifecycle.settings import Settings
+from lifecycle.sites.contracts import SiteProgress
 from lifecycle.workflow_ids import site_creation_id
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually

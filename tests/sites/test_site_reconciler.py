@@ -10,10 +10,9 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from activities.resources import ActivityResources
-from activities.site_reconciler import SiteReconciler
-from lifecycle.contracts import SiteCreationInput
+from activities.sites.reconciler import SiteReconciler
 from lifecycle.settings import Settings
-from lifecycle.site_contracts import SiteReconcileInput
+from lifecycle.sites.contracts import SiteCreationInput, SiteReconcileInput
 from lifecycle.start_options import site_creation_options
 from lifecycle.statuses import SiteStatus
 from lifecycle.workflow_ids import site_creation_id

@@ -7,8 +7,8 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
-from lifecycle.contracts import SiteProgress
 from lifecycle.settings import Settings
+from lifecycle.sites.contracts import SiteProgress
 from tests.eventually import eventually
 from tests.sites.helpers import scheduled_activities, site_state, start_creation, undos_run
 from tests.workers import own_queue, own_worker

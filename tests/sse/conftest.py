@@ -16,8 +16,8 @@ from fastapi import FastAPI
 from temporalio.client import Client
 
 from api.app import create_app
+from api.streams.hub import EventHub
 from devstack.ports import free_port
-from lifecycle.events_hub import EventHub
 from lifecycle.settings import Settings
 from tests.eventually import eventually
 from tests.workers import own_queue

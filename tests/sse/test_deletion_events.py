@@ -13,7 +13,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from devstack.seed import rows_per_service, seed
-from lifecycle.events_log import DELETION, LifecycleEvent, prune_events
+from lifecycle.db.events import DELETION, LifecycleEvent, prune_events
 from lifecycle.settings import Settings
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually

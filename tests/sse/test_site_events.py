@@ -13,7 +13,7 @@ from httpx_sse import ServerSentEvent, aconnect_sse
 from sqlalchemy import event, text
 from temporalio.client import Client
 
-from lifecycle.contracts import SITE_STEPS
+from lifecycle.sites.contracts import SITE_STEPS
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually
 from tests.sse.conftest import ServedApi

@@ -6,7 +6,7 @@ import uuid
 
 import httpx
 
-from api.stream_tokens import StreamKind, encode, mint, verify
+from api.streams.tokens import StreamKind, encode, mint, verify
 from tests.sse.conftest import ServedApi
 from tests.sse.test_site_events import _account, _site
 

@@ -17,7 +17,7 @@ from httpx_sse import aconnect_sse
 from sqlalchemy.engine import make_url
 from temporalio.client import Client
 
-from activities import site_files
+from activities.sites import files as site_files
 from lifecycle.settings import Settings
 from lifecycle.statuses import SiteStatus
 from lifecycle.workflow_ids import bot_deletion_id

@@ -16,9 +16,9 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
-from activities import site_files
-from activities.scram import ScramVerifier
-from activities.site_database import SiteDatabaseServer, site_database_name
+from activities.sites import files as site_files
+from activities.sites.database import SiteDatabaseServer, site_database_name
+from activities.sites.scram import ScramVerifier
 from devstack.local_env import SITE_PROVISIONER, StackPorts, stack_environment
 from devstack.postgres import PostgresServer
 from lifecycle.settings import Settings

@@ -14,7 +14,7 @@ down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Frozen copy of lifecycle.events_log.NOTIFY_CHANNEL at this revision.
+# Frozen copy of lifecycle.db.events.NOTIFY_CHANNEL at this revision.
 _CHANNEL = "lifecycle_events"
 
 # A site's event carries the row as GET /sites/{id} shows it, so a stream replays every step in order even

@@ -15,7 +15,7 @@ down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Frozen copy of lifecycle.deletion_budget.DEFAULT_ROWS_PER_SECOND at this revision.
+# Frozen copy of lifecycle.deletion.budget.DEFAULT_ROWS_PER_SECOND at this revision.
 _DEFAULT_ROWS_PER_SECOND = 20_000
 
 # The progress trigger of revision 0005, now also firing when the measured rate or the throttling changes, so a

@@ -19,7 +19,7 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     op.create_table(
         "receipt_signing_keys",
-        # A fingerprint of the public key (lifecycle/receipt_keys.py), which each receipt names.
+        # A fingerprint of the public key (lifecycle/deletion/receipt_keys.py), which each receipt names.
         sa.Column("key_id", sa.String(length=64), primary_key=True),
         sa.Column("public_key", sa.Text(), nullable=False),
         sa.Column("valid_from", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),

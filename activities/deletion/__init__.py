@@ -1,0 +1,1 @@
+"""The deletion activities: deleters, bookkeeping, pace, grace, receipts, the email."""

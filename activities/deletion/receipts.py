@@ -1,0 +1,230 @@
+"""The deletion receipt: an independent check that the subject is gone, then a signed record of what went.
+
+The check does not trust the deleters' counts: it counts every service's rows of the bot (or of every bot the
+account had) in the tables themselves, and looks for the bot's files on disk. The receipt records what the
+deleters committed per service (deletion_progress), the check's findings, the phases' times, the operator's
+actions and the budget changes meanwhile; it is chained to the receipt before it by that one's SHA-256, so a
+receipt removed from the table breaks the chain. Idempotent: a retry, a reset or a worker killed after the
+insert finds the receipt of its deletion and returns it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import uuid
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+from temporalio import activity
+
+from activities.deletion.deleters import DELETERS
+from activities.heartbeat import heartbeats
+from activities.resources import ActivityResources
+from lifecycle.deletion.contracts import ReceiptInput, ReceiptSubject
+from lifecycle.deletion.receipt_keys import CHAIN_LOCK, ReceiptSigner
+from lifecycle.deletion.receipts import sign
+from lifecycle.stored_paths import StoredRoot
+
+# The receipts' format; a verifier can tell which fields to expect. 2: `key_id` names the signing key.
+RECEIPT_VERSION = 2
+# Receipt ids are derived from the deletion they describe, so every attempt names the same receipt.
+_RECEIPT_IDS = uuid.UUID("6f1d3c52-6d0b-4d1e-9a51-3f0f6b1f2d8e")
+_EXISTING = text("SELECT id FROM deletion_receipts WHERE receipt_key = :key")
+_CHAIN_HEAD = text("SELECT sha256 FROM deletion_receipts ORDER BY seq DESC LIMIT 1")
+_INSERT = text(
+    "INSERT INTO deletion_receipts (id, receipt_key, subject_kind, subject_id, account_id, workflow_id, canonical,"
+    " sha256, signature) VALUES (:id, :key, :kind, :subject, :account, :workflow_id, :canonical, :sha256, :signature)"
+)
+_REQUEST = text("SELECT requested_at, deletes_at FROM deletion_requests WHERE workflow_id = :workflow_id")
+_PROGRESS = text(
+    "SELECT service, sum(deleted), sum(files_deleted), bool_or(skipped), min(started_at),"
+    " max(updated_at) FILTER (WHERE done) FROM deletion_progress WHERE workflow_id = ANY(:workflow_ids)"
+    " GROUP BY service ORDER BY service"
+)
+_BOT_RUNS = text(
+    "SELECT workflow_id, bot_id FROM deletion_requests WHERE account_id = :account AND kind = 'bot' ORDER BY bot_id"
+)
+_BOT_RECEIPTS = text(
+    "SELECT subject_id, canonical FROM deletion_receipts WHERE account_id = :account AND subject_kind = 'bot'"
+    " ORDER BY seq"
+)
+_BUDGET_CHANGES = text(
+    "SELECT rows_per_second, changed_at FROM deletion_budget_changes WHERE changed_at >= :since ORDER BY id"
+)
+
+
+def receipt_key(request: ReceiptInput) -> str:
+    return f"{request.workflow_id}:{request.first_run_id}"
+
+
+def receipt_id(request: ReceiptInput) -> uuid.UUID:
+    return uuid.uuid5(_RECEIPT_IDS, receipt_key(request))
+
+
+def _time(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+class DeletionReceipts:
+    def __init__(self, resources: ActivityResources, signer: ReceiptSigner) -> None:
+        self._resources = resources
+        self._signer = signer
+
+    @activity.defn(name="issue_deletion_receipt")
+    @heartbeats
+    async def issue_deletion_receipt(self, request: ReceiptInput) -> str:
+        """Check, then record and sign; returns the receipt's id."""
+        key = receipt_key(request)
+        async with self._resources.engine.connect() as conn:
+            if (existing := (await conn.execute(_EXISTING, {"key": key})).scalar_one_or_none()) is not None:
+                return str(existing)
+            body = await self._body(conn, request)
+        async with self._resources.engine.begin() as conn:
+            # Serialises the chain (each receipt names the hash of the one before it) and rotations.
+            await conn.execute(CHAIN_LOCK)
+            if (existing := (await conn.execute(_EXISTING, {"key": key})).scalar_one_or_none()) is not None:
+                return str(existing)
+            signing = await self._signer.current(conn)
+            body["key_id"] = signing.key_id
+            body["previous_sha256"] = (await conn.execute(_CHAIN_HEAD)).scalar_one_or_none()
+            signed = sign(body, signing.private)
+            await conn.execute(
+                _INSERT,
+                {
+                    "id": body["id"],
+                    "key": key,
+                    "kind": request.subject_kind,
+                    "subject": request.subject_id,
+                    "account": request.account_id,
+                    "workflow_id": request.workflow_id,
+                    "canonical": signed.canonical,
+                    "sha256": signed.sha256,
+                    "signature": signed.signature,
+                },
+            )
+        return str(body["id"])
+
+    async def _body(self, conn: AsyncConnection, request: ReceiptInput) -> dict[str, Any]:
+        check_started = datetime.now(UTC)
+        # A run started without the API (an operator's `temporal workflow start`) has no request row.
+        requested = (await conn.execute(_REQUEST, {"workflow_id": request.workflow_id})).first()
+        requested_at, deletes_at = requested if requested is not None else (None, None)
+        if request.subject_kind == ReceiptSubject.BOT:
+            bot_ids = [request.subject_id]
+            runs = [request.workflow_id]
+        else:
+            bot_runs = (await conn.execute(_BOT_RUNS, {"account": request.account_id})).all()
+            bot_ids = [str(bot_id) for _, bot_id in bot_runs]
+            runs = [workflow_id for workflow_id, _ in bot_runs]
+        checks = await self._check(conn, request, bot_ids)
+        check_ended = datetime.now(UTC)
+        remaining = {check["service"]: check["found"] for check in checks if "service" in check and check["found"]}
+        services: dict[str, dict[str, int]] = {}
+        phases: list[dict[str, Any]] = []
+        if deletes_at is not None and request.subject_kind == ReceiptSubject.ACCOUNT:
+            phases.append({"name": "grace period", "started_at": _time(requested_at), "ended_at": _time(deletes_at)})
+        skipped = False
+        for service, deleted, files, service_skipped, started, ended in await conn.execute(
+            _PROGRESS, {"workflow_ids": runs}
+        ):
+            services[service] = {
+                "rows_deleted": int(deleted),
+                "files_deleted": int(files),
+                "remaining": remaining.get(service, 0),
+            }
+            skipped = skipped or bool(service_skipped)
+            phases.append({"name": f"delete {service}", "started_at": _time(started), "ended_at": _time(ended)})
+        for service in DELETERS:
+            services.setdefault(
+                service, {"rows_deleted": 0, "files_deleted": 0, "remaining": remaining.get(service, 0)}
+            )
+        phases.append({"name": "independent check", "started_at": _time(check_started), "ended_at": _time(check_ended)})
+        budget_changes = [
+            {"action": "budget", "at": _time(changed_at), "rows_per_second": rate}
+            for rate, changed_at in await conn.execute(_BUDGET_CHANGES, {"since": requested_at or check_started})
+        ]
+        actions = [{k: v for k, v in asdict(action).items() if v is not None} for action in request.operator_actions]
+        if request.subject_kind == ReceiptSubject.ACCOUNT:
+            # An operator's message to the account reaches its bot deletions, whose receipts recorded it.
+            actions += await _bot_actions(conn, request.account_id)
+        body: dict[str, Any] = {
+            "id": str(receipt_id(request)),
+            "version": RECEIPT_VERSION,
+            "subject": {"kind": request.subject_kind, "id": request.subject_id},
+            "workflow_id": request.workflow_id,
+            "first_run_id": request.first_run_id,
+            "run_id": request.run_id,
+            "requested_at": _time(requested_at),
+            "issued_at": _time(check_ended),
+            "services": services,
+            "phases": phases,
+            "checks": checks,
+            "operator_actions": sorted(actions + budget_changes, key=lambda action: str(action["at"])),
+            "complete": not skipped and all(check["passed"] for check in checks),
+            "remaining": remaining,
+        }
+        if request.subject_kind == ReceiptSubject.ACCOUNT:
+            body["bots_deleted"] = len(bot_ids)
+        return body
+
+    async def _check(self, conn: AsyncConnection, request: ReceiptInput, bot_ids: list[str]) -> list[dict[str, Any]]:
+        """Counted in the tables and on disk, not taken from the deleters."""
+        checks: list[dict[str, Any]] = []
+        for service, deleter in DELETERS.items():
+            found = (
+                await conn.execute(
+                    text(f"SELECT count(*) FROM {deleter.table} WHERE bot_id = ANY(CAST(:bots AS uuid[]))"),
+                    {"bots": bot_ids},
+                )
+            ).scalar_one()
+            checks.append(_check(f"rows of {service}", int(found), service=service))
+        files = await asyncio.to_thread(_files_left, self._resources.settings.storage_path, bot_ids)
+        checks.append(_check("files of the bot" if len(bot_ids) == 1 else "files of its bots", files))
+        if request.subject_kind == ReceiptSubject.BOT:
+            bot_rows = (
+                await conn.execute(text("SELECT count(*) FROM bots WHERE id = :bot"), {"bot": request.subject_id})
+            ).scalar_one()
+            checks.append(_check("bot row", int(bot_rows)))
+        else:
+            for name, query in (
+                ("bots of the account", "SELECT count(*) FROM bots WHERE account_id = :account"),
+                ("sites of the account", "SELECT count(*) FROM sites WHERE account_id = :account"),
+                ("API keys of the account", "SELECT count(*) FROM api_keys WHERE account_id = :account"),
+                ("account row", "SELECT count(*) FROM accounts WHERE id = :account"),
+            ):
+                found = (await conn.execute(text(query), {"account": request.account_id})).scalar_one()
+                checks.append(_check(name, int(found)))
+        return checks
+
+
+async def _bot_actions(conn: AsyncConnection, account_id: str) -> list[dict[str, Any]]:
+    actions = []
+    for bot_id, canonical in await conn.execute(_BOT_RECEIPTS, {"account": account_id}):
+        for action in json.loads(canonical)["operator_actions"]:
+            if action["action"] != "budget":  # the account's receipt lists each budget change once, itself
+                actions.append({**action, "bot": str(bot_id)})
+    return actions
+
+
+def _check(name: str, found: int, *, service: str | None = None) -> dict[str, Any]:
+    check: dict[str, Any] = {"name": name, "expected": 0, "found": found, "passed": found == 0}
+    if service is not None:
+        check["service"] = service
+    return check
+
+
+def _files_left(storage: Path, bot_ids: list[str]) -> int:
+    """Entries other than directories left in the bots' directories (a symlink or a FIFO counts as left)."""
+    root = StoredRoot(storage)
+    left = 0
+    for bot_id in bot_ids:
+        for directory, directories, files in os.walk(root.entry(bot_id)):
+            # os.walk lists a symlink to a directory among the directories, and does not enter it.
+            left += len(files) + sum(1 for name in directories if os.path.islink(os.path.join(directory, name)))
+    return left

@@ -1,0 +1,190 @@
+"""Database bookkeeping around deletions: listing an account's bots, recording each status change, removing the
+emptied rows."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+from temporalio import activity
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.exceptions import ApplicationError
+
+from activities.deletion.deleters import DELETERS
+from activities.heartbeat import heartbeats
+from activities.polling import raise_if_running
+from activities.resources import ActivityResources
+from lifecycle.contracts import DeletionStatusChange
+from lifecycle.deletion.contracts import (
+    AwaitBotDeletionInput,
+    BotDeletionResult,
+    FinishAccountDeletionInput,
+    FinishBotDeletionInput,
+    FinishBotDeletionResult,
+)
+from lifecycle.statuses import TOMBSTONE_SITE_STATUSES
+from lifecycle.stored_paths import StoredPathRefused, StoredRoot
+from lifecycle.workflow_ids import bot_deletion_id
+
+# The ApplicationError type await_bot_deletion raises when the run it waited for closed without completing
+# (cancelled, terminated, failed): the account deletion then re-drives the bot's deletion.
+BOT_DELETION_NOT_COMPLETED = "BotDeletionNotCompleted"
+
+# Idempotent: a retry or a reset keeps the first completion time.
+_MARK_COMPLETED = text(
+    "UPDATE deletion_requests SET completed_at = coalesce(completed_at, now()) WHERE workflow_id = :workflow_id"
+)
+# One statement, so its own transaction with the event the trigger appends (migration 0009) when the status
+# changes. Idempotent: a retry, or a replay after a reset, that finds the status already recorded by this run
+# changes nothing and appends no event; a new run recording the status its predecessor left takes it over.
+_RECORD_STATUS = text(
+    "UPDATE deletion_requests SET status = :status, status_run_id = :run_id WHERE workflow_id = :workflow_id"
+    " AND (status <> :status OR status_run_id IS DISTINCT FROM :run_id)"
+)
+_RECORD_SKIP = text(
+    "INSERT INTO deletion_progress (workflow_id, service, done, skipped) VALUES (:workflow_id, :service, true, true)"
+    " ON CONFLICT (workflow_id, service) DO UPDATE SET done = true, skipped = true, updated_at = now()"
+)
+
+
+async def _services_with_rows(conn: AsyncConnection, bot_id: str) -> list[str]:
+    """The services that still hold a row of the bot: a writer may have raced the deleters."""
+    found = []
+    for service, deleter in DELETERS.items():
+        row = await conn.execute(
+            text(f"SELECT EXISTS (SELECT FROM {deleter.table} WHERE bot_id = :bot)"), {"bot": bot_id}
+        )
+        if row.scalar_one():
+            found.append(service)
+    return found
+
+
+class DeletionRecords:
+    def __init__(self, resources: ActivityResources) -> None:
+        self._resources = resources
+
+    @activity.defn(name="list_account_bots")
+    @heartbeats
+    async def list_account_bots(self, account_id: str) -> list[str]:
+        """The account's bots, each recorded as a requested deletion, so the account's status adds them up."""
+        async with self._resources.engine.begin() as conn:
+            rows = await conn.execute(
+                text("SELECT id FROM bots WHERE account_id = :account ORDER BY id"), {"account": account_id}
+            )
+            bot_ids = [str(bot_id) for (bot_id,) in rows]
+            if bot_ids:
+                await conn.execute(
+                    text(
+                        "INSERT INTO deletion_requests (workflow_id, kind, account_id, bot_id)"
+                        " VALUES (:workflow_id, 'bot', :account, :bot) ON CONFLICT (workflow_id) DO NOTHING"
+                    ),
+                    [{"workflow_id": bot_deletion_id(bot), "account": account_id, "bot": bot} for bot in bot_ids],
+                )
+            return bot_ids
+
+    @activity.defn(name="record_deletion_status")
+    async def record_deletion_status(self, change: DeletionStatusChange) -> None:
+        """Record the status a run entered: the API and the streams read it from here, never from Temporal.
+
+        A deletion with no record (a run started by hand, without the API) has nothing to update.
+        """
+        async with self._resources.engine.connect() as conn:
+            autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await autocommit.execute(
+                _RECORD_STATUS,
+                {
+                    "workflow_id": change.workflow_id,
+                    "status": str(change.status),
+                    "run_id": activity.info().workflow_run_id,
+                },
+            )
+
+    @activity.defn(name="finish_bot_deletion")
+    @heartbeats
+    async def finish_bot_deletion(self, request: FinishBotDeletionInput) -> FinishBotDeletionResult:
+        """Remove the bot row and record completion, unless a service still holds a row of the bot.
+
+        Idempotent. Every service's table references the bot row (tests/deletion/test_finish.py checks that each
+        deleter's table does), so the DELETE's own foreign-key checks are the proof that nothing remains: they
+        also see rows a writer has not committed yet, since its insert holds a lock on the bot row. A separate
+        "anything left?" pass walked every table's index over the rows just deleted a second time (230 ms of a
+        1M-row bot, bench.deletion). When the DELETE fails, the services that still hold rows are returned, and
+        the workflow deletes them again: a racing writer is a reason to go around again, never to retry in
+        silence.
+        """
+        async with self._resources.engine.begin() as conn:
+            for service in request.skipped_services:
+                await conn.execute(_RECORD_SKIP, {"workflow_id": request.workflow_id, "service": service})
+        if not request.delete_bot_row:
+            return FinishBotDeletionResult()
+        try:
+            async with self._resources.engine.begin() as conn:
+                await conn.execute(text("DELETE FROM bots WHERE id = :bot"), {"bot": request.bot_id})
+                await conn.execute(_MARK_COMPLETED, {"workflow_id": request.workflow_id})
+        except IntegrityError:
+            async with self._resources.engine.connect() as conn:
+                remaining = await _services_with_rows(conn, request.bot_id)
+            activity.logger.warning("rows of bot %s remain after deleting: %s", request.bot_id, remaining)
+            return FinishBotDeletionResult(remaining_services=remaining or list(DELETERS))
+        # The documents' files are gone by now; their directory goes too (kept if anything is left in it).
+        storage = StoredRoot(self._resources.settings.storage_path)
+        with contextlib.suppress(OSError, StoredPathRefused):
+            await asyncio.to_thread(lambda: os.rmdir(storage.entry(request.bot_id)))
+        return FinishBotDeletionResult(bot_row_deleted=True)
+
+    @activity.defn(name="finish_account_deletion")
+    @heartbeats
+    async def finish_account_deletion(self, request: FinishAccountDeletionInput) -> bool:
+        """Delete the keys and the account row once no bot or site remains; return whether it is gone.
+
+        Only then is the deletion recorded as completed: the caller sends the confirmation only on True.
+        """
+        async with self._resources.engine.begin() as conn:
+            # Sites leave tombstones once torn down or rolled back; those go with the account.
+            await conn.execute(
+                text("DELETE FROM sites WHERE account_id = :account AND status = ANY(:tombstones)"),
+                {"account": request.account_id, "tombstones": [status.value for status in TOMBSTONE_SITE_STATUSES]},
+            )
+            # Locks the account row first, so a bot inserted meanwhile (its foreign key takes a share lock
+            # on the row) either commits before the count below or fails.
+            account = await conn.execute(
+                text("SELECT id FROM accounts WHERE id = :account FOR UPDATE"), {"account": request.account_id}
+            )
+            exists = account.first() is not None
+            remaining = await conn.execute(
+                text(
+                    "SELECT (SELECT count(*) FROM bots WHERE account_id = :account)"
+                    " + (SELECT count(*) FROM sites WHERE account_id = :account)"
+                ),
+                {"account": request.account_id},
+            )
+            if remaining.scalar_one() > 0:
+                return False
+            if exists:
+                await conn.execute(
+                    text("DELETE FROM api_keys WHERE account_id = :account"), {"account": request.account_id}
+                )
+                await conn.execute(text("DELETE FROM accounts WHERE id = :account"), {"account": request.account_id})
+            await conn.execute(_MARK_COMPLETED, {"workflow_id": request.workflow_id})
+            return True
+
+    @activity.defn(name="await_bot_deletion")
+    @heartbeats
+    async def await_bot_deletion(self, request: AwaitBotDeletionInput) -> BotDeletionResult:
+        """The result of a bot deletion another request started, once it closes; workflows cannot await a
+        non-child. Each attempt looks once and fails as StillRunning while the run is open (activities/polling.py).
+        A run that closed without completing raises BotDeletionNotCompleted, and the account re-drives it."""
+        client = self._resources.client
+        description = await raise_if_running(client, request.workflow_id)
+        if description is None or description.status != WorkflowExecutionStatus.COMPLETED:
+            closing = "never started" if description is None else str(description.status)
+            raise ApplicationError(
+                f"{request.workflow_id} closed without completing: {closing}",
+                type=BOT_DELETION_NOT_COMPLETED,
+                non_retryable=True,
+            )
+        return await client.get_workflow_handle(request.workflow_id, result_type=BotDeletionResult).result()

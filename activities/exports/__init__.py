@@ -1,0 +1,1 @@
+"""The account export's activities: steps, archive, reconciler."""

@@ -1,0 +1,167 @@
+"""The account export's files: parts written whole then renamed into place, and the ZIP assembled from them.
+
+Everything here is blocking file I/O, run in a thread by activities/exports/steps.py. Two rules make a crash
+at any point harmless:
+- a file is only ever created under a `.partial` name (truncated on every attempt) and renamed into place
+  once complete and fsynced, so a final name always holds a complete file, and the API never serves a
+  partial one;
+- the ZIP is assembled from immutable parts and document files, so assembling it again from the start after
+  a crash yields an equally complete archive (no entry twice: every attempt starts from an empty file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+from typing import Any
+from zipfile import ZIP_DEFLATED, ZipFile
+
+from lifecycle.exports.contracts import DOCUMENTS_TABLE, ArchiveFacts, ExportPart
+from lifecycle.stored_paths import StoredPathRefused, StoredRoot, status
+
+CHUNK = 1024 * 1024
+PARTIAL = ".partial"
+
+
+def archive_name(export_id: str) -> str:
+    return f"{export_id}.zip"
+
+
+def archive_path(exports: Path, export_id: str) -> Path:
+    # The export id comes from workflow input: checked to stay in the exports directory like any stored value.
+    return StoredRoot(exports).entry(archive_name(export_id))
+
+
+def parts_dir(exports: Path, export_id: str) -> Path:
+    return StoredRoot(exports).entry(f"{export_id}.parts")
+
+
+def part_path(exports: Path, export_id: str, index: int) -> Path:
+    return parts_dir(exports, export_id) / f"{index:05d}.jsonl"
+
+
+def partial(path: Path) -> Path:
+    return path.with_name(path.name + PARTIAL)
+
+
+def fsync_and_rename(source: Path, target: Path) -> None:
+    """Make `source` durable, then give it its final name atomically (and make the rename durable)."""
+    with source.open("rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(source, target)
+    directory = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def _copy_counting_lines(source: Path, target: Any) -> int:
+    lines = 0
+    with source.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            target.write(chunk)
+            lines += chunk.count(b"\n")
+    return lines
+
+
+def _document_file(root: StoredRoot, storage_key: str) -> Path:
+    """The document's file to read: a regular file inside the storage directory, symlinks followed.
+
+    Anything else is refused rather than opened: a directory would fail every attempt again, and a FIFO would
+    block the read for ever.
+    """
+    path = root.target(storage_key)
+    if (found := status(path, follow_symlinks=True)) is None:
+        raise FileNotFoundError(storage_key)
+    if not stat.S_ISREG(found.st_mode):
+        raise StoredPathRefused("it names something other than a file")
+    return path
+
+
+def _add_documents(
+    archive: ZipFile, storage: StoredRoot, part: ExportPart, rows_file: Path, manifest: dict[str, Any]
+) -> int:
+    """Add the file of every document listed in `rows_file`; return how many were added.
+
+    A missing file is listed in the manifest's `missing_documents`, a refused one in `refused_documents`.
+    """
+    added = 0
+    with rows_file.open("rb") as rows:
+        for line in rows:
+            row = json.loads(line)
+            name = f"bots/{part.bot_id}/documents/{row['id']}/{PurePosixPath(str(row['storage_key'])).name}"
+            try:
+                source = _document_file(storage, str(row["storage_key"]))
+                with source.open("rb") as document, archive.open(name, "w", force_zip64=True) as entry:
+                    shutil.copyfileobj(document, entry, CHUNK)
+                added += 1
+            except FileNotFoundError:
+                manifest["missing_documents"].append(int(row["id"]))
+            except StoredPathRefused as refused:
+                manifest["refused_documents"].append({"id": int(row["id"]), "reason": str(refused)})
+    return added
+
+
+def sha256_of(path: Path) -> str:
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def assemble(
+    exports: Path, storage: Path, export_id: str, parts: list[ExportPart], on_entry: Callable[[int], None]
+) -> ArchiveFacts:
+    """Build the ZIP from the written parts (unless a previous attempt already renamed it into place)."""
+    final = archive_path(exports, export_id)
+    entries = 0
+    if not final.exists():
+        building = partial(final)
+        manifest: dict[str, Any] = {
+            "export_id": export_id,
+            "rows": {},
+            "document_files": 0,
+            "missing_documents": [],
+            "refused_documents": [],
+        }
+        documents = StoredRoot(storage)
+        # A seekable file: entries get their sizes written back into their headers; ZIP64 for any size.
+        with ZipFile(building, "w", compression=ZIP_DEFLATED, allowZip64=True) as archive:
+            for index, part in enumerate(parts):
+                source = part_path(exports, export_id, index)
+                with archive.open(part.name, "w", force_zip64=True) as entry:
+                    manifest["rows"][part.name] = _copy_counting_lines(source, entry)
+                entries += 1
+                if part.table == DOCUMENTS_TABLE:
+                    added = _add_documents(archive, documents, part, source, manifest)
+                    manifest["document_files"] += added
+                    entries += added
+                on_entry(entries)
+            archive.writestr("manifest.json", json.dumps(manifest, indent=1, sort_keys=True))
+            entries += 1
+        fsync_and_rename(building, final)
+    else:
+        with ZipFile(final) as archive:
+            entries = len(archive.infolist())
+    return ArchiveFacts(
+        archive_name=final.name, size_bytes=final.stat().st_size, sha256=sha256_of(final), entries=entries
+    )
+
+
+def refused_documents(exports: Path, export_id: str) -> list[dict[str, Any]]:
+    """The documents the archive's manifest lists as refused, read back from the archive itself."""
+    with ZipFile(archive_path(exports, export_id)) as archive:
+        refused: list[dict[str, Any]] = json.loads(archive.read("manifest.json")).get("refused_documents", [])
+    return refused
+
+
+def remove_export_files(exports: Path, export_id: str) -> None:
+    """Delete the archive, a half-built one and the parts; whatever is already gone is fine."""
+    final = archive_path(exports, export_id)
+    for path in (final, partial(final)):
+        path.unlink(missing_ok=True)
+    shutil.rmtree(parts_dir(exports, export_id), ignore_errors=True)

@@ -1,0 +1,315 @@
+"""The account export's activities: plan, write the parts, assemble the ZIP, mark it ready, mail the link,
+expire it; and the look-once wait an account deletion makes for an export requested with `export_first`.
+
+The export holds every row of the account (`account`, `bots`) and every service's rows of each bot (one
+JSON-lines file per bot and table, rendered by PostgreSQL's `to_jsonb`), plus every knowledge document file.
+Rows are read in keyset batches of `export_batch_rows` and written straight to disk, so memory holds one
+batch whatever the account's size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from dataclasses import asdict, replace
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+from temporalio import activity
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+
+from activities.alerts import record_alert
+from activities.deletion.deleters import DELETERS
+from activities.exports.archive import (
+    assemble,
+    fsync_and_rename,
+    part_path,
+    partial,
+    parts_dir,
+    refused_documents,
+    remove_export_files,
+)
+from activities.heartbeat import heartbeating, heartbeats
+from activities.mail import send_once
+from activities.resources import ActivityResources
+from lifecycle.contracts import AlertInput
+from lifecycle.exports.contracts import (
+    AccountExportInput,
+    AccountExportResult,
+    ArchiveFacts,
+    AssembleInput,
+    ExportPart,
+    ExportPlan,
+    ExportRef,
+    MarkReadyInput,
+    PartsProgress,
+    WritePartsInput,
+)
+from lifecycle.exports.links import download_url
+from lifecycle.statuses import OPEN_EXPORT_STATUSES, ExportStatus
+
+EXPORT_NOT_READY = "ExportNotReady"
+
+_EXPORT_STATUS = text("SELECT status FROM account_exports WHERE id = :id")
+_ACCOUNT_EXISTS = text("SELECT EXISTS (SELECT FROM accounts WHERE id = :account)")
+_BOTS = text("SELECT id FROM bots WHERE account_id = :account ORDER BY id")
+_SET_STATUS = text("UPDATE account_exports SET status = :to WHERE id = :id AND status = ANY(:from_statuses)")
+_MARK_READY = text(
+    "UPDATE account_exports SET status = :ready, archive_name = :archive_name, size_bytes = :size, sha256 = :sha256,"
+    " ready_at = coalesce(ready_at, now()), expires_at = to_timestamp(:expires_at)"
+    " WHERE id = :id AND status IN (:writing, :ready)"
+)
+_MARK_MAILED = text("UPDATE account_exports SET mailed_at = coalesce(mailed_at, now()) WHERE id = :id")
+_MARK_EXPIRED = text(
+    "UPDATE account_exports SET status = :expired, expired_at = coalesce(expired_at, now())"
+    " WHERE id = :id AND status <> :failed"
+)
+_MAIL_FACTS = text(
+    "SELECT a.email, e.expires_at, e.size_bytes FROM account_exports e JOIN accounts a ON a.id = e.account_id"
+    " WHERE e.id = :id"
+)
+# Exports an account deletion must wait for: requested with export_first, and not yet ready and mailed.
+_OPEN = [status.value for status in OPEN_EXPORT_STATUSES]
+_BLOCKING_EXPORTS = text(
+    "SELECT workflow_id FROM account_exports WHERE account_id = :account AND deletion_waits"
+    " AND (status = ANY(:open) OR (status = :ready AND mailed_at IS NULL)) ORDER BY sequence LIMIT 1"
+)
+
+# Which rows each part holds, and the column its keyset walk filters on.
+_ACCOUNT_PART = ExportPart(name="account.jsonl", table="accounts")
+_BOTS_PART = ExportPart(name="bots.jsonl", table="bots")
+_FILTER_COLUMN = {"accounts": "id", "bots": "account_id"}
+
+
+def _batch_query(table: str, filter_column: str, *, after_cursor: bool) -> str:
+    cursor = " AND id > :cursor" if after_cursor else ""
+    return (
+        f"SELECT id, to_jsonb(t)::text FROM {table} t WHERE {filter_column} = :owner{cursor} ORDER BY id LIMIT :limit"
+    )
+
+
+def plan_parts(bot_ids: list[str]) -> list[ExportPart]:
+    parts = [_ACCOUNT_PART, _BOTS_PART]
+    for bot_id in bot_ids:
+        for service, deleter in DELETERS.items():
+            parts.append(ExportPart(name=f"bots/{bot_id}/{service}.jsonl", table=deleter.table, bot_id=bot_id))
+    return parts
+
+
+def export_ready_key(export_id: str) -> str:
+    """One notification per export: retries, resets and new runs of it share the Message-ID."""
+    return f"account-export-ready:{export_id}"
+
+
+def _write_lines(handle: object, lines: list[str]) -> None:
+    handle.write("".join(line + "\n" for line in lines).encode())  # type: ignore[attr-defined]
+
+
+async def expire_export(resources: ActivityResources, export_id: str) -> None:
+    """Delete the archive (whatever of it exists) and mark the export expired. Idempotent."""
+    await asyncio.to_thread(remove_export_files, resources.settings.exports_path, export_id)
+    async with resources.engine.begin() as conn:
+        await conn.execute(
+            _MARK_EXPIRED, {"id": export_id, "expired": ExportStatus.EXPIRED, "failed": ExportStatus.FAILED}
+        )
+
+
+def _refused_alert(export_id: str, refused: list[dict[str, Any]]) -> AlertInput:
+    """The archive is complete but for these documents' files, whose storage keys an operator should look at."""
+    listed = "; ".join(f"document {document['id']}: {document['reason']}" for document in refused[:10])
+    more = f"; and {len(refused) - 10} more" if len(refused) > 10 else ""
+    return AlertInput(
+        workflow_id=activity.info().workflow_id or export_id,
+        subject="account export: document files refused",
+        reason=f"export {export_id} lists {len(refused)} document(s) as refused: {listed}{more}",
+    )
+
+
+class AccountExportActivities:
+    def __init__(self, resources: ActivityResources) -> None:
+        self._resources = resources
+
+    @property
+    def _exports(self) -> Path:
+        return self._resources.settings.exports_path
+
+    @activity.defn(name="begin_account_export")
+    @heartbeats
+    async def begin_account_export(self, request: AccountExportInput) -> ExportPlan:
+        """Mark the export `writing` and list its parts; an account already gone fails the export."""
+        async with self._resources.engine.begin() as conn:
+            status = (await conn.execute(_EXPORT_STATUS, {"id": request.export_id})).scalar_one()
+            if status in (ExportStatus.EXPIRED, ExportStatus.FAILED):
+                return ExportPlan(found=True, settled=status)
+            if not (await conn.execute(_ACCOUNT_EXISTS, {"account": request.account_id})).scalar_one():
+                return ExportPlan(found=False)
+            bot_ids = [str(bot_id) for (bot_id,) in await conn.execute(_BOTS, {"account": request.account_id})]
+            await conn.execute(
+                _SET_STATUS,
+                {"id": request.export_id, "to": ExportStatus.WRITING, "from_statuses": [ExportStatus.PENDING.value]},
+            )
+        return ExportPlan(found=True, parts=plan_parts(bot_ids))
+
+    @activity.defn(name="write_export_parts")
+    async def write_export_parts(self, request: WritePartsInput) -> PartsProgress:
+        """Write every part not yet on disk, in order, each under a temporary name renamed when complete.
+
+        Heartbeats carry how many parts are done; after a crash the next attempt starts there, and any later
+        part that a file already holds (finished after the last heartbeat) is skipped too. A part cut off
+        mid-write is written again from its start: its partial file is truncated, never appended to.
+        """
+        details = activity.info().heartbeat_details
+        progress = PartsProgress(**details[0]) if details else PartsProgress()
+        await asyncio.to_thread(parts_dir(self._exports, request.export_id).mkdir, parents=True, exist_ok=True)
+        async with heartbeating(lambda: asdict(progress)):
+            for index in range(progress.parts_done, len(request.parts)):
+                target = part_path(self._exports, request.export_id, index)
+                if not await asyncio.to_thread(target.exists):
+                    written = await self._write_part(request, request.parts[index], target)
+                    progress = replace(progress, rows=progress.rows + written)
+                progress = replace(progress, parts_done=index + 1)
+        return progress
+
+    async def _write_part(self, request: WritePartsInput, part: ExportPart, target: Path) -> int:
+        owner = part.bot_id or request.account_id
+        column = _FILTER_COLUMN.get(part.table, "bot_id")
+        limit = self._resources.settings.export_batch_rows
+        building = partial(target)
+        rows = 0
+        handle = await asyncio.to_thread(building.open, "wb")
+        try:
+            async with self._resources.engine.connect() as connection:
+                # One snapshot per part: its rows are consistent with each other however long the walk takes.
+                conn = await connection.execution_options(isolation_level="REPEATABLE READ")
+                async with conn.begin():
+                    rows = await self._walk(conn, part.table, column, owner, limit, handle)
+        finally:
+            await asyncio.to_thread(handle.close)
+        await asyncio.to_thread(fsync_and_rename, building, target)
+        return rows
+
+    @staticmethod
+    async def _walk(conn: AsyncConnection, table: str, column: str, owner: str, limit: int, handle: object) -> int:
+        first, following = (
+            text(_batch_query(table, column, after_cursor=False)),
+            text(_batch_query(table, column, after_cursor=True)),
+        )
+        rows, cursor = 0, None
+        while True:
+            params = {"owner": owner, "limit": limit, "cursor": cursor}
+            batch = (await conn.execute(first if cursor is None else following, params)).all()
+            if not batch:
+                return rows
+            await asyncio.to_thread(_write_lines, handle, [line for _, line in batch])
+            rows += len(batch)
+            cursor = batch[-1][0]
+            if len(batch) < limit:
+                return rows
+
+    @activity.defn(name="assemble_export_archive")
+    async def assemble_export_archive(self, request: AssembleInput) -> ArchiveFacts:
+        """Build the ZIP (in a thread) from the parts and the document files; checksum it."""
+        progress = {"entries": 0}
+
+        def on_entry(entries: int) -> None:
+            progress["entries"] = entries
+
+        async with heartbeating(lambda: dict(progress)):
+            facts = await asyncio.to_thread(
+                assemble,
+                self._exports,
+                self._resources.settings.storage_path,
+                request.export_id,
+                request.parts,
+                on_entry,
+            )
+            # Read back from the archive, so an attempt that finds it already built alerts all the same.
+            if refused := await asyncio.to_thread(refused_documents, self._exports, request.export_id):
+                await record_alert(self._resources, _refused_alert(request.export_id, refused))
+        return facts
+
+    @activity.defn(name="mark_export_ready")
+    @heartbeats
+    async def mark_export_ready(self, request: MarkReadyInput) -> None:
+        async with self._resources.engine.begin() as conn:
+            await conn.execute(
+                _MARK_READY,
+                {
+                    "id": request.export_id,
+                    "ready": ExportStatus.READY,
+                    "writing": ExportStatus.WRITING,
+                    "archive_name": request.facts.archive_name,
+                    "size": request.facts.size_bytes,
+                    "sha256": request.facts.sha256,
+                    "expires_at": request.expires_at,
+                },
+            )
+        # The archive holds everything now; the parts were only the way there.
+        await asyncio.to_thread(shutil.rmtree, parts_dir(self._exports, request.export_id), True)
+
+    @activity.defn(name="send_export_ready_email")
+    @heartbeats
+    async def send_export_ready_email(self, request: ExportRef) -> bool:
+        """Mail the signed link once (stable Message-ID); the address is read here, never carried in history."""
+        settings = self._resources.settings
+        engine = self._resources.engine
+
+        async def compose() -> EmailMessage | None:
+            async with engine.connect() as conn:
+                found = (await conn.execute(_MAIL_FACTS, {"id": request.export_id})).first()
+            if found is None:
+                activity.logger.warning("export %s: the account is gone, no link mailed", request.export_id)
+                return None
+            email, expires_at, size = found
+            message = EmailMessage()
+            message["To"] = email
+            message["Subject"] = "Your data export is ready"
+            message.set_content(
+                f"Your data export ({size:,} bytes, ZIP) is ready. Download it here until "
+                f"{expires_at:%Y-%m-%d %H:%M} UTC; no sign-in is needed:\n\n"
+                f"{download_url(settings, request.export_id, int(expires_at.timestamp()))}\n"
+            )
+            return message
+
+        sent = await send_once(engine, settings, export_ready_key(request.export_id), compose)
+        async with engine.begin() as conn:
+            await conn.execute(_MARK_MAILED, {"id": request.export_id})
+        return sent
+
+    @activity.defn(name="expire_account_export")
+    @heartbeats
+    async def expire_account_export(self, request: ExportRef) -> None:
+        await expire_export(self._resources, request.export_id)
+
+    @activity.defn(name="mark_export_failed")
+    @heartbeats
+    async def mark_export_failed(self, request: ExportRef) -> AccountExportResult:
+        async with self._resources.engine.begin() as conn:
+            await conn.execute(
+                _SET_STATUS,
+                {"id": request.export_id, "to": ExportStatus.FAILED, "from_statuses": _OPEN},
+            )
+        await asyncio.to_thread(remove_export_files, self._exports, request.export_id)
+        return AccountExportResult(export_id=request.export_id, status=ExportStatus.FAILED)
+
+    @activity.defn(name="await_account_exports")
+    @heartbeats
+    async def await_account_exports(self, account_id: str) -> None:
+        """Look once: fail (benign, retried by the server) while an export the deletion waits for is not yet
+        ready and mailed. No worker slot is held while waiting (activities/polling.py)."""
+        async with self._resources.engine.connect() as conn:
+            blocking = (
+                await conn.execute(
+                    _BLOCKING_EXPORTS,
+                    {"account": account_id, "open": _OPEN, "ready": ExportStatus.READY.value},
+                )
+            ).scalar_one_or_none()
+        if blocking is not None:
+            raise ApplicationError(
+                f"{blocking} is not ready and mailed yet; looking again later",
+                type=EXPORT_NOT_READY,
+                category=ApplicationErrorCategory.BENIGN,
+            )

@@ -1,0 +1,1 @@
+"""The site activities: the saga's steps and undos, files, database, reconciler."""

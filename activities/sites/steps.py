@@ -1,0 +1,384 @@
+"""The site activities: each forward step, its undo, and the status bookkeeping the API reads.
+
+Every activity is idempotent, since Temporal retries them and an operator may reset a run. Each records
+its own step status in `sites.steps`, so the API shows progress without asking Temporal.
+
+The site's status guards every change, so that a reset run (which replays from any point) cannot break a
+settled site: a forward step works only while the site is `provisioning` and otherwise answers the status it
+found; an undo works only while the site is `rolling_back` (or, for the teardown steps, `deleting`).
+Every step heartbeats from a background task, so a worker killed mid-step is noticed within the heartbeat
+timeout instead of the start-to-close timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from email.message import EmailMessage
+from typing import Any
+
+from sqlalchemy import text
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities import mail
+from activities.heartbeat import heartbeating, heartbeats
+from activities.polling import raise_if_running
+from activities.resources import ActivityResources
+from activities.sites import files as site_files
+from activities.sites import wordpress_schema
+from activities.sites.database import SiteDatabaseServer, site_database_name
+from lifecycle.sites.contracts import SiteDeletionInput, SiteRef, SiteRollbackFailure, SiteRollbackInput, SiteStep
+from lifecycle.sites.errors import SiteErrorCode
+from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteStatus, StepStatus
+from lifecycle.workflow_ids import site_creation_id
+
+# The files and the database go while the creation undoes them or the teardown removes them, never otherwise.
+_TEARDOWN_STATUSES = (SiteStatus.ROLLING_BACK, SiteStatus.DELETING)
+
+
+class SiteNotFoundError(ApplicationError):
+    def __init__(self, site_id: str) -> None:
+        super().__init__(f"site {site_id} does not exist", type="SiteNotFound", non_retryable=True)
+
+
+class SiteActivities:
+    def __init__(self, resources: ActivityResources) -> None:
+        self._resources = resources
+        self._sites_root = resources.settings.sites_path
+        self._server = SiteDatabaseServer(resources.settings.site_admin_database_url)
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [
+            self.save_site_metadata,
+            self.release_site_domain,
+            self.create_site_filesystem,
+            self.remove_site_filesystem,
+            self.create_site_database,
+            self.drop_site_database,
+            self.bootstrap_site,
+            self.drop_site_tables,
+            self.activate_site,
+            self.send_site_ready_email,
+            self.begin_site_rollback,
+            self.mark_site_rollback_failed,
+            self.await_site_creation_closed,
+            self.begin_site_deletion,
+            self.delete_site_metadata,
+        ]
+
+    # --- Bookkeeping
+
+    async def _execute(self, sql: str, **params: Any) -> int:
+        # One statement is its own transaction: autocommit spares the BEGIN and COMMIT round trips.
+        async with self._resources.engine.connect() as connection:
+            autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
+            result = await autocommit.execute(text(sql), params)
+            return int(result.rowcount)
+
+    async def _set_step(self, site_id: str, step: SiteStep, status: StepStatus) -> None:
+        updated = await self._execute(
+            "UPDATE sites SET updated_at = now(),"
+            " steps = steps || jsonb_build_object(CAST(:step AS text), CAST(:status AS text))"
+            " WHERE id = :id",
+            id=uuid.UUID(site_id),
+            step=step,
+            status=status,
+        )
+        if not updated:
+            raise SiteNotFoundError(site_id)
+
+    async def _site_row(self, site_id: str) -> Any:
+        async with self._resources.sessionmaker() as session:
+            row = (
+                await session.execute(
+                    text(
+                        "SELECT s.name, s.tagline, s.domain, s.status, a.email FROM sites s"
+                        " LEFT JOIN accounts a ON a.id = s.account_id WHERE s.id = :id"
+                    ),
+                    {"id": uuid.UUID(site_id)},
+                )
+            ).one_or_none()
+        if row is None:
+            raise SiteNotFoundError(site_id)
+        return row
+
+    async def _status(self, site_id: str) -> SiteStatus:
+        try:
+            return SiteStatus((await self._site_row(site_id)).status)
+        except SiteNotFoundError:
+            # The row went with its account: for every guard here, that is a deleted site.
+            return SiteStatus.DELETED
+
+    async def _forward(self, site_id: str, step: SiteStep, work: Callable[[], Awaitable[None]]) -> SiteStatus:
+        """Run a forward step while the site is provisioning; otherwise do nothing and say what it is."""
+        async with heartbeating():
+            # Check and record in one statement; only a refusal reads the row, to say what the site is.
+            started = await self._execute(
+                "UPDATE sites SET updated_at = now(),"
+                " steps = steps || jsonb_build_object(CAST(:step AS text), CAST(:running AS text))"
+                " WHERE id = :id AND status = :provisioning",
+                id=uuid.UUID(site_id),
+                step=step,
+                running=StepStatus.RUNNING,
+                provisioning=SiteStatus.PROVISIONING,
+            )
+            if not started:
+                status = await self._status(site_id)
+                if status == SiteStatus.PROVISIONING:
+                    # Refused, yet provisioning when read: it changed in between; a retry looks again.
+                    raise ApplicationError(f"site {site_id} changed while {step} started", type="SiteChanged")
+                activity.logger.info("site %s is %s: %s step does nothing", site_id, status, step)
+                return status
+            await work()
+            await self._set_step(site_id, step, StepStatus.DONE)
+            return SiteStatus.PROVISIONING
+
+    async def _undo(
+        self, site_id: str, step: SiteStep, work: Callable[[], Awaitable[None]], allowed: tuple[SiteStatus, ...]
+    ) -> bool:
+        """Run an undo only while the site is being undone (or torn down); False when it did nothing."""
+        async with heartbeating():
+            status = await self._status(site_id)
+            if status not in allowed:
+                activity.logger.info("site %s is %s: %s undo does nothing", site_id, status, step)
+                return False
+            await self._set_step(site_id, step, StepStatus.COMPENSATING)
+            await work()
+            await self._set_step(site_id, step, StepStatus.COMPENSATED)
+            return True
+
+    # --- Step 1: metadata. The API recorded the row; this step confirms it still holds its domain.
+
+    @activity.defn(name="save_site_metadata")
+    async def save_site_metadata(self, site: SiteRef) -> SiteStatus:
+        """The site's status: `provisioning` means carry on; anything else means this site is settled."""
+        async with heartbeating():
+            # Check and record in one statement; only a refusal reads the row again, to say what it is.
+            confirmed = await self._execute(
+                "UPDATE sites SET updated_at = now(),"
+                " steps = steps || jsonb_build_object(CAST(:step AS text), CAST(:done AS text))"
+                " WHERE id = :id AND status = :provisioning",
+                id=uuid.UUID(site.site_id),
+                step=SiteStep.METADATA,
+                done=StepStatus.DONE,
+                provisioning=SiteStatus.PROVISIONING,
+            )
+            return SiteStatus.PROVISIONING if confirmed else await self._status(site.site_id)
+
+    @activity.defn(name="release_site_domain")
+    async def release_site_domain(self, site: SiteRef) -> SiteStatus:
+        """The metadata undo: a rolling-back site ends rolled back, and the partial unique index frees its
+        domain. Only from `rolling_back`: an active, deleted or already rolled-back site is left as it is.
+        Answers the status the site is in afterwards."""
+        async with heartbeating():
+            released = await self._execute(
+                "UPDATE sites SET status = :rolled_back, updated_at = now(),"
+                " steps = steps || jsonb_build_object(CAST(:step AS text), CAST(:compensated AS text))"
+                " WHERE id = :id AND status = :rolling_back",
+                id=uuid.UUID(site.site_id),
+                step=SiteStep.METADATA,
+                rolled_back=SiteStatus.ROLLED_BACK,
+                rolling_back=SiteStatus.ROLLING_BACK,
+                compensated=StepStatus.COMPENSATED,
+            )
+            return SiteStatus.ROLLED_BACK if released else await self._status(site.site_id)
+
+    # --- Step 2a: files
+
+    @activity.defn(name="create_site_filesystem")
+    async def create_site_filesystem(self, site: SiteRef) -> SiteStatus:
+        async def work() -> None:
+            await asyncio.to_thread(
+                site_files.create_site_tree,
+                self._sites_root,
+                site.site_id,
+                site_database_name(site.site_id),
+                self._server.host,
+                self._server.port,
+            )
+
+        return await self._forward(site.site_id, SiteStep.FILESYSTEM, work)
+
+    @activity.defn(name="remove_site_filesystem")
+    async def remove_site_filesystem(self, site: SiteRef) -> bool:
+        async def work() -> None:
+            await asyncio.to_thread(site_files.remove_site_tree, self._sites_root, site.site_id)
+
+        return await self._undo(site.site_id, SiteStep.FILESYSTEM, work, _TEARDOWN_STATUSES)
+
+    # --- Step 2b: database and role
+
+    @activity.defn(name="create_site_database")
+    async def create_site_database(self, site: SiteRef) -> SiteStatus:
+        async def work() -> None:
+            password = await asyncio.to_thread(site_files.site_password, self._sites_root, site.site_id)
+            limit = self._resources.settings.site_role_connection_limit
+            await self._server.create(site_database_name(site.site_id), password, limit)
+
+        return await self._forward(site.site_id, SiteStep.DATABASE, work)
+
+    @activity.defn(name="drop_site_database")
+    async def drop_site_database(self, site: SiteRef) -> bool:
+        """Drop the database and its role; the password has nothing left to open, so it goes too."""
+
+        async def work() -> None:
+            await self._server.drop(site_database_name(site.site_id))
+            await asyncio.to_thread(site_files.forget_site_password, self._sites_root, site.site_id)
+
+        return await self._undo(site.site_id, SiteStep.DATABASE, work, _TEARDOWN_STATUSES)
+
+    # --- Step 3: WordPress
+
+    @activity.defn(name="bootstrap_site")
+    async def bootstrap_site(self, site: SiteRef) -> SiteStatus:
+        async def work() -> None:
+            row = await self._site_row(site.site_id)
+            name = site_database_name(site.site_id)
+            install = wordpress_schema.Install(
+                name=row.name, tagline=row.tagline, domain=row.domain, admin_email=row.email
+            )
+            async with self._server.connect(name) as connection:
+                await wordpress_schema.install(connection, name, install)
+
+        return await self._forward(site.site_id, SiteStep.BOOTSTRAP, work)
+
+    @activity.defn(name="drop_site_tables")
+    async def drop_site_tables(self, site: SiteRef) -> bool:
+        """The bootstrap undo: empty the database again, if it still exists."""
+
+        async def work() -> None:
+            name = site_database_name(site.site_id)
+            if await self._server.exists(name):
+                async with self._server.connect(name) as connection:
+                    tables = ", ".join(wordpress_schema.CORE_TABLES)
+                    await connection.execute(f"DROP TABLE IF EXISTS {tables}")
+
+        return await self._undo(site.site_id, SiteStep.BOOTSTRAP, work, (SiteStatus.ROLLING_BACK,))
+
+    # --- Steps 4 and 5
+
+    @activity.defn(name="activate_site")
+    async def activate_site(self, site: SiteRef) -> SiteStatus:
+        """Provisioning becomes active; an active site stays so. Answers the status the site ends in."""
+        async with heartbeating():
+            await self._execute(
+                "UPDATE sites SET status = :active, error = NULL, updated_at = now()"
+                " WHERE id = :id AND status = :provisioning",
+                id=uuid.UUID(site.site_id),
+                active=SiteStatus.ACTIVE,
+                provisioning=SiteStatus.PROVISIONING,
+            )
+            return await self._status(site.site_id)
+
+    @activity.defn(name="send_site_ready_email")
+    async def send_site_ready_email(self, site: SiteRef) -> bool:
+        """Send once per site, across retries, resets and new runs; False when it was already sent.
+
+        Only an active site gets it: a reset run that finds the site deleted sends nothing.
+        """
+
+        async def compose() -> EmailMessage | None:
+            row = await self._site_row(site.site_id)
+            if row.status != SiteStatus.ACTIVE or not row.email:
+                return None
+            message = EmailMessage()
+            message["To"] = row.email
+            message["Subject"] = f"Your site {row.domain} is ready"
+            message.set_content(f"Your site https://{row.domain} is ready. Log in as admin to start writing.\n")
+            return message
+
+        async with heartbeating():
+            settings = self._resources.settings
+            return await mail.send_once(self._resources.engine, settings, site_ready_key(site.site_id), compose)
+
+    # --- Rollback and deletion bookkeeping
+
+    @activity.defn(name="begin_site_rollback")
+    async def begin_site_rollback(self, rollback: SiteRollbackInput) -> SiteStatus:
+        """Compare-and-set to `rolling_back`, from provisioning, rolling_back or rollback_failed (an operator's
+        retry). Answers the status after the call: anything but `rolling_back` means "undo nothing"."""
+        steps = {rollback.failed_step: StepStatus.FAILED} if rollback.failed_step else {}
+        async with heartbeating():
+            updated = await self._execute(
+                "UPDATE sites SET status = :rolling_back, error = :code, updated_at = now(),"
+                " steps = steps || CAST(:steps AS jsonb)"
+                " WHERE id = :id AND status = ANY(:from_statuses)",
+                id=uuid.UUID(rollback.site_id),
+                code=rollback.code,
+                steps=json.dumps(steps),
+                rolling_back=SiteStatus.ROLLING_BACK,
+                from_statuses=[SiteStatus.PROVISIONING, SiteStatus.ROLLING_BACK, SiteStatus.ROLLBACK_FAILED],
+            )
+            if not updated:
+                return await self._status(rollback.site_id)
+            # The customer sees the code; the cause, a driver's error say, is the operator's.
+            activity.logger.warning("site %s rolls back (%s): %s", rollback.site_id, rollback.code, rollback.reason)
+            return SiteStatus.ROLLING_BACK
+
+    @activity.defn(name="mark_site_rollback_failed")
+    async def mark_site_rollback_failed(self, failure: SiteRollbackFailure) -> SiteStatus:
+        """Undos failed for good: the site keeps its domain (and whatever is left) until an operator retries."""
+        steps = dict.fromkeys(failure.failed_steps, StepStatus.COMPENSATION_FAILED)
+        async with heartbeating():
+            updated = await self._execute(
+                "UPDATE sites SET status = :failed, error = :code, updated_at = now(),"
+                " steps = steps || CAST(:steps AS jsonb) WHERE id = :id AND status = :rolling_back",
+                id=uuid.UUID(failure.site_id),
+                code=SiteErrorCode.ROLLBACK_FAILED,
+                steps=json.dumps(steps),
+                failed=SiteStatus.ROLLBACK_FAILED,
+                rolling_back=SiteStatus.ROLLING_BACK,
+            )
+            if updated:
+                activity.logger.warning("site %s waits for an operator: %s", failure.site_id, failure.reason)
+            return await self._status(failure.site_id)
+
+    @activity.defn(name="await_site_creation_closed")
+    @heartbeats
+    async def await_site_creation_closed(self, deletion: SiteDeletionInput) -> None:
+        """Creation and deletion of one site never overlap: wait until the creation run has closed.
+
+        Each attempt looks once and fails as StillRunning while the creation is open (activities/polling.py),
+        so a deletion waiting on a creation never holds the site slot that creation needs.
+        """
+        await raise_if_running(self._resources.client, site_creation_id(deletion.site_id))
+
+    @activity.defn(name="begin_site_deletion")
+    async def begin_site_deletion(self, deletion: SiteDeletionInput) -> SiteStatus:
+        """Whatever the creation left (active, half-built, half-undone, rollback failed) becomes `deleting`.
+
+        A rolled-back or deleted site is not moved: it no longer holds its domain, which another site may hold
+        now, so it must not return to a domain-holding status. Answers the status after the call.
+        """
+        async with heartbeating():
+            await self._execute(
+                "UPDATE sites SET status = :deleting, updated_at = now() WHERE id = :id AND status = ANY(:holding)",
+                id=uuid.UUID(deletion.site_id),
+                deleting=SiteStatus.DELETING,
+                holding=list(DOMAIN_HOLDING_SITE_STATUSES),
+            )
+            return await self._status(deletion.site_id)
+
+    @activity.defn(name="delete_site_metadata")
+    async def delete_site_metadata(self, deletion: SiteDeletionInput) -> None:
+        """Keep a tombstone row (id, status `deleted`) so the API can answer; the domain is free again."""
+        async with heartbeating():
+            await self._execute(
+                "UPDATE sites SET status = :deleted, updated_at = now(),"
+                " steps = steps || jsonb_build_object(CAST(:step AS text), CAST(:compensated AS text))"
+                " WHERE id = :id AND status IN (:deleting, :rolled_back)",
+                id=uuid.UUID(deletion.site_id),
+                step=SiteStep.METADATA,
+                deleted=SiteStatus.DELETED,
+                deleting=SiteStatus.DELETING,
+                rolled_back=SiteStatus.ROLLED_BACK,
+                compensated=StepStatus.COMPENSATED,
+            )
+
+
+def site_ready_key(site_id: str) -> str:
+    """One site-ready email per site, whichever run (first, reset, reconciler-started) gets there."""
+    return f"site-ready:{site_id}"

@@ -1,0 +1,1 @@
+"""Bots: create, list, read, and delete in the background."""

@@ -1,0 +1,1 @@
+"""Deleting bots and accounts: requests, status, the shared budget, receipts, the grace period."""

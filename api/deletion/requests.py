@@ -1,0 +1,292 @@
+"""Accepting deletion requests: record them in the database first, then start the workflow.
+
+The database write comes first so that a crash between the two leaves a marked row, which the reconciler
+turns into a workflow; the other order could leave a deletion nobody remembers asking for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Literal, cast
+
+import asyncpg
+from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import CancelledError, TerminatedError
+from temporalio.service import RPCError
+
+from api.accounts.keys import account_of_key_sql
+from lifecycle.db.models import Account, ApiKey, DeletionRequest
+from lifecycle.deletion.contracts import AccountDeletionResult, BotDeletionResult, ServiceProgress
+from lifecycle.deletion.starts import row_check, start_account_deletion, start_bot_deletion
+from lifecycle.search_attributes import LIFECYCLE_STATUS
+from lifecycle.settings import Settings
+from lifecycle.statuses import OPEN_DELETION_STATES, DeletionState
+from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
+
+log = logging.getLogger(__name__)
+
+# A wait that ran out asks Temporal how the run stands (`describe`, answered by the server from its own store in a
+# few milliseconds); past this it answers `running`, so a struggling Temporal server never holds a request long.
+DESCRIBE_TIMEOUT = timedelta(milliseconds=250)
+
+
+@dataclass(frozen=True)
+class Accepted:
+    workflow_id: str
+    finished: bool
+    # The end of the deletion's grace period, if it has one (ACCOUNT_DELETION_GRACE).
+    deletes_at: datetime | None = None
+
+
+# The caller's key check, the bot's mark and the request record in one statement: one round trip and one
+# implicit transaction instead of four, on the API's busiest write path (bench.api). The key is still checked
+# against the database on every request, and the record still commits before the workflow starts.
+# Written for the driver ($n parameters): request_bot_deletion runs it on the pooled connection's asyncpg
+# connection, which spares SQLAlchemy's statement and result handling on every DELETE /bots/{id}.
+_AUTHORIZE_MARK_RECORD = f"""
+    WITH caller AS ({account_of_key_sql("$1::text")}), marked AS (
+        UPDATE bots SET deletion_requested_at = coalesce(deletion_requested_at, now())
+        WHERE id = $2::uuid AND account_id = (SELECT account_id FROM caller)
+        RETURNING account_id
+    ), recorded AS (
+        INSERT INTO deletion_requests (workflow_id, kind, account_id, bot_id)
+        SELECT $3::text, 'bot', account_id, $2::uuid FROM marked
+        ON CONFLICT (workflow_id) DO NOTHING
+    )
+    SELECT (SELECT account_id FROM caller) AS account_id, EXISTS (SELECT FROM marked) AS marked,
+        (SELECT account_id FROM deletion_requests WHERE workflow_id = $3::text) AS recorded_for,
+        (SELECT completed_at IS NOT NULL FROM deletion_requests WHERE workflow_id = $3::text) AS finished
+    """
+
+
+async def _driver_connection(conn: AsyncConnection) -> asyncpg.Connection:
+    """`conn`'s asyncpg connection. Use it only while SQLAlchemy has run nothing in `conn`'s transaction: then
+    SQLAlchemy has sent no BEGIN (its asyncpg adapter begins lazily, at the first statement it runs)."""
+    raw = await conn.get_raw_connection()
+    driver = raw.driver_connection
+    assert driver is not None, "a pooled connection always has its driver connection"
+    return cast(asyncpg.Connection, driver)
+
+
+class Unauthorized(Exception):
+    """The API key is unknown or revoked, or its account is being deleted."""
+
+
+async def request_bot_deletion(
+    engine: AsyncEngine, client: Client, task_queue: str, *, key_hash: str, bot_id: uuid.UUID
+) -> Accepted | None:
+    """Authorize, mark, record and start the bot's deletion; None if the account has no such bot (nor had).
+
+    Raises Unauthorized for a key that does not (or no longer) open an account.
+    """
+    workflow_id = bot_deletion_id(bot_id)
+    # A single statement outside a transaction commits on its own (no BEGIN and COMMIT round trips), and the
+    # record is still committed before the workflow starts. The connection comes from the engine's pool, so
+    # the process keeps one pool and its limits.
+    async with engine.connect() as connection:
+        driver = await _driver_connection(connection)
+        row = await driver.fetchrow(_AUTHORIZE_MARK_RECORD, key_hash, bot_id, workflow_id)
+    assert row is not None, "the statement always answers one row"
+    if row["account_id"] is None:
+        raise Unauthorized
+    if not row["marked"]:
+        # The bot row goes when its deletion completes; the request record says whether it was ours.
+        if row["recorded_for"] != row["account_id"]:
+            return None
+        return Accepted(workflow_id, finished=bool(row["finished"]))
+    # The bot row still existed, so its data may too: start a run, or join the open one. The connection went back
+    # to the pool first: nothing of the database is held while Temporal answers (lifecycle/deletion/starts.py).
+    started = await start_bot_deletion(
+        client,
+        task_queue,
+        bot_id=str(bot_id),
+        account_id=str(row["account_id"]),
+        row_exists=row_check(engine, "bots", bot_id),
+    )
+    # Not started: the run completed (and deleted the row) since the statement above.
+    return Accepted(workflow_id, finished=not started)
+
+
+async def request_account_deletion(
+    session: AsyncSession, client: Client, settings: Settings, *, account_id: uuid.UUID
+) -> Accepted:
+    """Sign the account out (revoke every key), mark and record it, then start its deletion.
+
+    Also the admin's re-drive: repeating it while the account row exists starts a new run after one that
+    closed without completing, or joins the open one.
+    """
+    workflow_id = account_deletion_id(account_id)
+    found = (
+        await session.execute(select(Account.email, Account.deletion_requested_at).where(Account.id == account_id))
+    ).one_or_none()
+    if found is None:
+        # Gone since the caller found it: only a completing deletion deletes an account row (and records that).
+        return Accepted(workflow_id, finished=True)
+    email, already_requested = found
+    await session.execute(
+        update(ApiKey).where(ApiKey.account_id == account_id, ApiKey.revoked_at.is_(None)).values(revoked_at=func.now())
+    )
+    await session.execute(
+        update(Account)
+        .where(Account.id == account_id)
+        .values(deletion_requested_at=func.coalesce(Account.deletion_requested_at, func.now()))
+    )
+    grace = settings.account_deletion_grace
+    deletes_at = datetime.now(UTC) + grace if grace else None
+    # As the request stands until its run records otherwise (api/deletion/status.py).
+    status = DeletionState.SCHEDULED if deletes_at is not None else DeletionState.RUNNING
+    record = insert(DeletionRequest).values(
+        workflow_id=workflow_id,
+        kind="account",
+        account_id=account_id,
+        notify_email=email,
+        deletes_at=deletes_at,
+        status=status,
+    )
+    if already_requested is None:
+        # A new request (the first, or one after a restore): its own grace period, from now, and its own status
+        # (not the restored run's).
+        record = record.on_conflict_do_update(
+            index_elements=[DeletionRequest.workflow_id],
+            set_={
+                "deletes_at": deletes_at,
+                "requested_at": func.now(),
+                "notify_email": email,
+                "status": status,
+                "status_run_id": None,
+            },
+        )
+    else:
+        # A re-drive keeps the grace period asked for first: what is left of it, or none once it ended.
+        record = record.on_conflict_do_nothing(index_elements=[DeletionRequest.workflow_id])
+    await session.execute(record)
+    deletes_at = await session.scalar(
+        select(DeletionRequest.deletes_at).where(DeletionRequest.workflow_id == workflow_id)
+    )
+    await session.commit()
+
+    async def account_row_exists() -> bool:
+        found = await session.scalar(select(Account.id).where(Account.id == account_id))
+        await session.commit()  # ends the read's transaction: nothing stays held
+        return found is not None
+
+    # Nothing of the database is held while Temporal answers (lifecycle/deletion/starts.py).
+    started = await start_account_deletion(
+        client,
+        settings.task_queue,
+        account_id=str(account_id),
+        site_task_queue=settings.site_task_queue,
+        row_exists=account_row_exists,
+        deletes_at=deletes_at,
+    )
+    if not started:
+        # The run completed (and deleted the row) since the commit above: an admin's re-drive racing its end.
+        return Accepted(workflow_id, finished=True)
+    # A grace already over (ran out, or expedited) is none: the run deletes at once.
+    still_scheduled = deletes_at is not None and deletes_at > datetime.now(UTC)
+    return Accepted(workflow_id, finished=False, deletes_at=deletes_at if still_scheduled else None)
+
+
+async def redrive_account_deletion(
+    session: AsyncSession, client: Client, settings: Settings, *, account_id: uuid.UUID
+) -> Accepted | None:
+    """The admin's start-or-join of an account deletion; None if the account neither exists nor was deleted.
+
+    The account's own keys are revoked once its deletion is requested, so this is how a run that closed
+    without completing (cancelled, terminated, failed, or ended `incomplete` by an operator) is driven on.
+    """
+    if await session.get(Account, account_id) is not None:
+        return await request_account_deletion(session, client, settings, account_id=account_id)
+    record = await session.get(DeletionRequest, account_deletion_id(account_id))
+    if record is None:
+        return None
+    # The row goes only when nothing of the account remains: that deletion is done.
+    return Accepted(record.workflow_id, finished=True)
+
+
+# Waiting for a deletion to finish, so a small one can answer 200. Only Temporal is asked: the
+# caller has released its database connection before it waits.
+
+
+FinishedState = Literal[DeletionState.COMPLETED, DeletionState.INCOMPLETE]
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A run that ended while the request waited. `incomplete`: an operator skipped a service, data remains."""
+
+    status: FinishedState
+    deleted: dict[str, int]
+    bots_deleted: int | None = None
+
+
+@dataclass(frozen=True)
+class NotFinished:
+    """How the run stood when the wait ended without a result: open (running, paused, waiting for an
+    operator), or closed without completing (cancelled, terminated, failed: a repeat or the reconciler
+    finishes it)."""
+
+    status: DeletionState
+
+
+async def await_deletion(client: Client, workflow_id: str, seconds: float, *, account: bool) -> Finished | NotFinished:
+    """The run's result if it comes within `seconds`; otherwise how it stands. Never raises for the run or
+    for Temporal: whatever goes wrong while waiting, the caller answers 202 as it would have without a wait.
+    """
+    try:
+        # follow_runs (the default): a bot deletion continues as new on long runs; its last run's result counts.
+        if account:
+            ended = await asyncio.wait_for(
+                client.get_workflow_handle(workflow_id, result_type=AccountDeletionResult).result(), seconds
+            )
+            return _finished(ended.status, ended.services, bots_deleted=ended.bots_deleted)
+        bot = await asyncio.wait_for(
+            client.get_workflow_handle(workflow_id, result_type=BotDeletionResult).result(), seconds
+        )
+        return _finished(bot.status, bot.services, bots_deleted=None)
+    except TimeoutError:
+        return NotFinished(await _open_status(client, workflow_id))
+    except WorkflowFailureError as failure:
+        return NotFinished(_closed_status(failure))
+    except (RPCError, RuntimeError, OSError, TypeError, ValueError) as err:
+        # Temporal unreachable, the history gone after retention, or a result this API cannot read.
+        log.warning("waiting for %s failed, answering 202: %s", workflow_id, err)
+        return NotFinished(DeletionState.RUNNING)
+
+
+def _finished(status: str, services: dict[str, ServiceProgress], *, bots_deleted: int | None) -> Finished | NotFinished:
+    deleted = {service: progress.deleted for service, progress in services.items()}
+    state = DeletionState(status)
+    if state is DeletionState.COMPLETED:
+        return Finished(DeletionState.COMPLETED, deleted, bots_deleted)
+    if state is DeletionState.INCOMPLETE:
+        return Finished(DeletionState.INCOMPLETE, deleted, bots_deleted)
+    # Not a status a finished run returns: say what it says, and claim nothing.
+    return NotFinished(state)
+
+
+def _closed_status(failure: WorkflowFailureError) -> DeletionState:
+    if isinstance(failure.cause, CancelledError):
+        return DeletionState.CANCELLED
+    if isinstance(failure.cause, TerminatedError):
+        return DeletionState.TERMINATED
+    return DeletionState.FAILED
+
+
+async def _open_status(client: Client, workflow_id: str) -> DeletionState:
+    """What the still-open run publishes (say, `waiting_for_operator`); `running` if the server is slow."""
+    try:
+        # The RPC deadline bounds the server; wait_for also bounds a connection that is itself stuck.
+        describing = client.get_workflow_handle(workflow_id).describe(rpc_timeout=DESCRIBE_TIMEOUT)
+        description = await asyncio.wait_for(describing, DESCRIBE_TIMEOUT.total_seconds() * 2)
+    except (RPCError, TimeoutError, RuntimeError, OSError):
+        return DeletionState.RUNNING
+    published = description.typed_search_attributes.get(LIFECYCLE_STATUS)
+    return DeletionState(published) if published in OPEN_DELETION_STATES else DeletionState.RUNNING

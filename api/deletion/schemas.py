@@ -1,0 +1,92 @@
+"""Request and response bodies of the deletion endpoints."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from lifecycle.statuses import DeletionState, Throttle
+
+
+class DeletionAccepted(BaseModel):
+    workflow_id: str
+    status: str = Field(
+        description="`running`, or `completed` when a previous request already finished it. After a wait that "
+        "ran out, how the run stands: `running`, `paused` or `waiting_for_operator`; or `cancelled`, "
+        "`terminated` or `failed` if it closed without completing (a repeated request finishes it). "
+        "`scheduled`: an account deletion in its grace period (ACCOUNT_DELETION_GRACE), see `deletes_at`."
+    )
+    status_url: str | None = Field(description="Where to follow the deletion; none once the caller is gone.")
+    deletes_at: datetime | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Only while `scheduled`: when the grace period ends and deleting begins. Until then nothing "
+        "is deleted, and an admin can restore the account (POST /accounts/{id}/restore).",
+    )
+
+
+class DeletionFinished(BaseModel):
+    """A deletion that ended while the request waited for it."""
+
+    workflow_id: str
+    status: Literal[DeletionState.COMPLETED, DeletionState.INCOMPLETE] = Field(
+        description="`completed`: everything is gone. `incomplete`: an operator skipped a service, so its data "
+        "and the bot or account row remain."
+    )
+    deleted: dict[str, int] = Field(
+        description="Rows deleted per service; each knowledge document's file went with its row. An account's "
+        "also counts the sites it tore down, as `sites`."
+    )
+    status_url: str | None = Field(description="Where the deletion stays readable; none once the caller is gone.")
+
+
+class AccountDeletionFinished(DeletionFinished):
+    bots_deleted: int
+
+
+class ServiceCount(BaseModel):
+    deleted: int
+    total: int
+
+
+class DeletionOut(BaseModel):
+    """A deletion as PostgreSQL records it; neither a worker nor the Temporal server is asked."""
+
+    workflow_id: str
+    status: DeletionState = Field(
+        description=(
+            "`scheduled` (an account deletion in its grace period, see `deletes_at`), `restored` (an admin "
+            "restored the account during it; nothing was deleted), "
+            "`running`, `paused`, `waiting_for_operator`, `completed`, `incomplete` (an operator skipped a "
+            "service, so some data remains), `cancelled`, `terminated` or `failed`. The run records each change "
+            "as it makes it; a closing it could not record (a terminate, a failure, an account deletion's cancel) "
+            "the reconciler records, every 5 minutes, and the status before it shows until then."
+        )
+    )
+    progress: dict[str, ServiceCount] = Field(description="Rows deleted and found, per service, as committed.")
+    requested_at: datetime
+    completed_at: datetime | None
+    resume: str | None = Field(
+        description="How to resume a deletion that closed without completing; null otherwise.",
+        examples=["Repeat DELETE /bots/{id} with the account's API key."],
+    )
+    deletes_at: datetime | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Only while `scheduled` (an account deletion in its grace period): when deleting begins.",
+    )
+    rows_per_second: int = Field(
+        description="Rows deleted per second, measured by the deleters over their last window of at least a "
+        "second; 0 while not deleting (not started, paused, waiting, or closed)."
+    )
+    estimated_completion: datetime | None = Field(
+        description="When the deletion should finish at the current rate (RFC 3339); null while unknown. An "
+        "account's counts only the bots whose deletion has begun."
+    )
+    throttled: Throttle | None = Field(
+        description="What slows the deletion now: null, `budget` (the shared rows/s budget, "
+        "GET /deletion-budget), or the database pressure signal that slows it (`lock_waits`, `autovacuum`, "
+        "`replica_lag`)."
+    )

@@ -1,0 +1,1 @@
+"""Account exports: request one, follow it, download it."""

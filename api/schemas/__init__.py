@@ -1,1 +1,0 @@
-"""Request and response bodies, one module per resource."""

@@ -1,0 +1,1 @@
+"""Sites: create, list, read, delete."""

@@ -1,0 +1,1 @@
+"""Deleting bots and accounts: what the API, the workflows and the activities share."""

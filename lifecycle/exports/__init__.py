@@ -1,0 +1,1 @@
+"""Account exports: what the API, the workflows and the activities share."""

@@ -1,0 +1,1 @@
+"""Bot and account deletion workflows, their operator gate, receipt step and policies."""

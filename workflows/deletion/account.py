@@ -1,0 +1,500 @@
+"""Deleting an account: every bot as a child deletion (bounded concurrency), its sites, then, only once
+nothing of it remains, the account row and one email."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import NoReturn
+
+from temporalio import workflow
+from temporalio.common import VersioningBehavior
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from activities.deletion.account_sites import AccountSites
+    from activities.deletion.grace import DeletionGrace
+    from activities.deletion.notifications import Notifications
+    from activities.deletion.records import BOT_DELETION_NOT_COMPLETED, DeletionRecords
+    from activities.exports.steps import AccountExportActivities
+    from lifecycle.contracts import AlertInput
+    from lifecycle.deletion.contracts import (
+        AccountDeletionInput,
+        AccountDeletionResult,
+        AwaitBotDeletionInput,
+        BotDeletionInput,
+        BotDeletionResult,
+        DeletionEmailInput,
+        DeletionStatus,
+        FinishAccountDeletionInput,
+        ReceiptSubject,
+        ServiceProgress,
+    )
+    from lifecycle.search_attributes import LIFECYCLE_STATUS
+    from lifecycle.sites.contracts import SiteDeletionInput
+    from lifecycle.start_options import bot_deletion_options, site_deletion_options
+    from lifecycle.statuses import DeletionState
+    from lifecycle.workflow_ids import bot_deletion_id, site_deletion_id
+    from lifecycle.workflow_types import (
+        ACCOUNT_DELETION_WORKFLOW,
+    )
+    from workflows import activity_presets as presets
+    from workflows.deletion import policies
+    from workflows.deletion.operator_gate import Decision, OperatorGate
+    from workflows.deletion.receipt_step import issue_receipt
+    from workflows.deletion.status_recorder import StatusRecorder
+
+from workflows.deletion.bot import BotDeletionWorkflow
+from workflows.sites.deletion import SiteDeletionWorkflow
+
+
+def _add(totals: dict[str, ServiceProgress], services: dict[str, ServiceProgress], sign: int = 1) -> None:
+    for name, progress in services.items():
+        total = totals.setdefault(name, ServiceProgress())
+        total.deleted += sign * progress.deleted
+        total.total += sign * progress.total
+
+
+def _redrive_backoff(attempt: int) -> timedelta:
+    backoff = policies.CHILD_REDRIVE_BACKOFF * 2 ** (attempt - 1)
+    return min(backoff, policies.CHILD_REDRIVE_BACKOFF_CAP)
+
+
+# Pinned: a run never meets new code mid-history; it runs for hours or days (grace, waves of bot deletions), so
+# it moves to a new current version at its next continue-as-new instead (_continue_as_new).
+@workflow.defn(name=ACCOUNT_DELETION_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
+class AccountDeletionWorkflow:
+    @workflow.init
+    def __init__(self, request: AccountDeletionInput) -> None:
+        self._finished = list(request.finished_bot_ids)
+        self._totals = {name: replace(p) for name, p in request.totals.items()}
+        self._bots_total = len(self._finished)
+        # An operator's pause outlives continue-as-new (AccountDeletionInput.paused).
+        self._paused = request.paused
+        self._status = DeletionState.PAUSED if self._paused else DeletionState.RUNNING
+        self._recorder = StatusRecorder()
+        # Bot deletions in flight (children, or runs a DELETE /bots started that we wait for): the operator's
+        # messages to the account reach them.
+        self._bot_runs: set[str] = set()
+        # What each bot deletion of this run counted, so a bot deleted again is not counted twice.
+        self._counted: dict[str, dict[str, ServiceProgress]] = {}
+        self._gate = OperatorGate()
+        # Held while a message is forwarded to the bot deletions: messages go out one at a time, each once the
+        # previous one was delivered, so a `resume` never overtakes the `pause` sent before it.
+        self._forwarding = asyncio.Lock()
+        # The grace period: true while nothing may be deleted yet and the account can still be restored.
+        self._in_grace = False
+        self._deletes_at = request.deletes_at
+        self._expedited = False
+        self._restored = False
+
+    @workflow.run
+    async def run(self, request: AccountDeletionInput) -> AccountDeletionResult:
+        grace = _grace_left(request)
+        if grace is not None:
+            self._in_grace = True
+            self._status = DeletionState.SCHEDULED
+        workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(self._status.value)])
+        self._recorder.set(self._status)
+        self._publish_details()
+        if self._in_grace and grace is not None:
+            if not await self._wait_out_grace(request, grace):
+                return await self._close(request, DeletionState.RESTORED, row_deleted=False)
+            if workflow.info().is_target_worker_deployment_version_changed():
+                # A new version became current during the grace: delete with its code, not this run's.
+                await self._continue_as_new(request)
+        # The exports requested with `DELETE /account {"export_first": true}` are ready and mailed first.
+        await self._await_exports(request)
+        listed = await self._list_bots(request)
+        await self._delete_bots(request, [bot_id for bot_id in listed if bot_id not in set(self._finished)])
+        await self._delete_sites(request)
+
+        if not (row_deleted := await self._finish_once_empty(request)):
+            # An operator chose to stop with data left: the account stays, and nobody is told it is gone; the
+            # receipt says what remains.
+            await issue_receipt(ReceiptSubject.ACCOUNT, request.account_id, request.account_id)
+            return await self._close(request, DeletionState.INCOMPLETE, row_deleted=False)
+        receipt_id = await issue_receipt(ReceiptSubject.ACCOUNT, request.account_id, request.account_id)
+        await workflow.execute_activity_method(
+            Notifications.send_deletion_confirmation,
+            DeletionEmailInput(
+                workflow_id=workflow.info().workflow_id,
+                deleted_per_service={name: p.deleted for name, p in self._totals.items()},
+                receipt_id=receipt_id,
+            ),
+            **presets.STEP,
+            summary="email the deletion confirmation (once)",
+        )
+        return await self._close(request, DeletionState.COMPLETED, row_deleted=row_deleted)
+
+    async def _wait_out_grace(self, request: AccountDeletionInput, grace: timedelta) -> bool:
+        """False if an admin restored the account during its grace; True once deleting may begin."""
+        # A timeout is the grace running out: deleting begins.
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                lambda: self._expedited or self._restored,
+                timeout=grace,
+                timeout_summary=f"grace period of account {request.account_id}: nothing deleted until "
+                f"{request.deletes_at} (admin restore or operator expedite end it)",
+            )
+        # Decided here, in the same workflow task as the timer or the update that ended the wait: from now on
+        # a `restore` is refused, so an accepted one always means nothing was deleted.
+        self._in_grace = False
+        if self._restored:
+            return False
+        self._set_status(DeletionState.PAUSED if self._paused else DeletionState.RUNNING)
+        await workflow.execute_activity_method(
+            DeletionGrace.end_account_deletion_grace,
+            workflow.info().workflow_id,
+            **presets.STEP,
+            summary=f"record that the grace period of account {request.account_id} is over",
+        )
+        return True
+
+    async def _await_exports(self, request: AccountDeletionInput) -> None:
+        await workflow.execute_activity_method(
+            AccountExportActivities.await_account_exports,
+            request.account_id,
+            **presets.AWAIT_RUN,
+            summary=f"wait for the exports of account {request.account_id} requested before its deletion",
+        )
+
+    async def _close(
+        self, request: AccountDeletionInput, status: DeletionState, *, row_deleted: bool
+    ) -> AccountDeletionResult:
+        self._set_status(status)
+        await self._recorder.recorded()
+        return AccountDeletionResult(
+            account_id=request.account_id,
+            bots_deleted=len(self._finished),
+            services=self._totals,
+            account_row_deleted=row_deleted,
+            status=status,
+        )
+
+    async def _finish(self, request: AccountDeletionInput) -> bool:
+        return await workflow.execute_activity_method(
+            DeletionRecords.finish_account_deletion,
+            FinishAccountDeletionInput(workflow_id=workflow.info().workflow_id, account_id=request.account_id),
+            **presets.STEP,
+            summary=f"delete the keys and row of account {request.account_id} if nothing of it remains",
+        )
+
+    async def _finish_once_empty(self, request: AccountDeletionInput) -> bool:
+        """True once the account row is gone; False if an operator skipped with something left."""
+        rounds = 0
+        while not await self._finish(request):
+            # Something remains: a bot an operator skipped, a bot created while the keys were being revoked,
+            # a leftover site. List again and delete again; after a few rounds, an operator decides.
+            rounds += 1
+            if rounds >= policies.FINISH_ROUNDS:
+                rounds = 0
+                if await self._ask_operator(request) == Decision.SKIP:
+                    return False
+            await self._delete_bots(request, await self._list_bots(request))
+            await self._delete_sites(request)
+        return True
+
+    async def _ask_operator(self, request: AccountDeletionInput) -> Decision:
+        alert = AlertInput(
+            workflow_id=workflow.info().workflow_id,
+            subject="account deletion: data remains",
+            reason=f"bots or sites of account {request.account_id} remained after "
+            f"{policies.FINISH_ROUNDS} rounds of deleting; `retry` goes around again, `skip` ends it incomplete",
+        )
+        decision = await self._gate.ask(
+            "remaining bots or sites", alert, lambda: self._set_status(DeletionState.WAITING_FOR_OPERATOR)
+        )
+        self._set_status(DeletionState.PAUSED if self._paused else DeletionState.RUNNING)
+        return decision
+
+    async def _list_bots(self, request: AccountDeletionInput) -> list[str]:
+        return await workflow.execute_activity_method(
+            DeletionRecords.list_account_bots,
+            request.account_id,
+            **presets.STEP,
+            summary=f"list the bots of account {request.account_id}",
+        )
+
+    async def _delete_bots(self, request: AccountDeletionInput, pending: list[str]) -> None:
+        self._bots_total = len(set(self._finished) | set(pending))
+        self._publish_details()
+        for start in range(0, len(pending), request.max_concurrent_bots):
+            wave = pending[start : start + request.max_concurrent_bots]
+            for result in await asyncio.gather(*(self._delete_bot(request, bot_id) for bot_id in wave)):
+                if result.bot_id in self._counted:
+                    _add(self._totals, self._counted[result.bot_id], sign=-1)
+                _add(self._totals, result.services)
+                self._counted[result.bot_id] = result.services
+                if result.bot_id not in self._finished:
+                    self._finished.append(result.bot_id)
+            self._publish_details()
+            more = start + request.max_concurrent_bots < len(pending)
+            # After a wave, never before one, and once every message handler has finished, so no message
+            # waiting its turn is lost with this run.
+            if more and self._time_to_continue_as_new(request):
+                await self._continue_as_new(request)
+
+    async def _delete_bot(self, request: AccountDeletionInput, bot_id: str) -> BotDeletionResult:
+        """The bot's deletion to its end: one that closes without completing is started again after a backoff."""
+        workflow_id = bot_deletion_id(bot_id)
+        self._bot_runs.add(workflow_id)
+        attempt = 0
+        try:
+            while True:
+                try:
+                    return await self._run_bot_deletion(request, bot_id)
+                except (ChildWorkflowError, ActivityError) as err:
+                    if workflow.cancellation_reason() is not None or not _closed_without_completing(err):
+                        raise
+                    attempt += 1
+                    workflow.logger.warning("%s closed without completing (%s); starting it again", workflow_id, err)
+                    await workflow.sleep(_redrive_backoff(attempt), summary=f"before deleting bot {bot_id} again")
+        finally:
+            self._bot_runs.discard(workflow_id)
+
+    async def _run_bot_deletion(self, request: AccountDeletionInput, bot_id: str) -> BotDeletionResult:
+        workflow_id = bot_deletion_id(bot_id)
+        try:
+            return await workflow.execute_child_workflow(
+                BotDeletionWorkflow.run,
+                BotDeletionInput(bot_id=bot_id, account_id=request.account_id, paused=self._paused),
+                # Cancelling the account deletion cancels its bots; the deleters are safe to stop anywhere.
+                **bot_deletion_options(bot_id, request.account_id, within_account=True).child(
+                    parent_close_policy=ParentClosePolicy.REQUEST_CANCEL
+                ),
+            )
+        except WorkflowAlreadyStartedError:
+            # A DELETE /bots (or an earlier run of ours) already started it: wait for that one instead.
+            # It follows the account's pause state from here on, as the account's own children do: a reset
+            # leaves the old run's children running, paused if the account was, and a `resume` sent to the
+            # reset run before it took them over would otherwise never reach them.
+            await self._forward(only=workflow_id)
+            return await workflow.execute_activity_method(
+                DeletionRecords.await_bot_deletion,
+                AwaitBotDeletionInput(workflow_id=workflow_id),
+                **presets.AWAIT_RUN,
+                summary=f"wait for the running deletion of bot {bot_id}",
+            )
+
+    async def _delete_sites(self, request: AccountDeletionInput) -> None:
+        """Creations in flight are cancelled (they roll back); every remaining site is torn down."""
+        await workflow.execute_activity_method(
+            AccountSites.stop_account_site_creations,
+            request.account_id,
+            **presets.AWAIT_RUN,
+            summary=f"cancel the site creations of account {request.account_id}",
+        )
+        site_ids = await workflow.execute_activity_method(
+            AccountSites.list_account_sites,
+            request.account_id,
+            **presets.STEP,
+            summary=f"list the sites of account {request.account_id}",
+        )
+        for start in range(0, len(site_ids), request.max_concurrent_bots):
+            wave = site_ids[start : start + request.max_concurrent_bots]
+            await asyncio.gather(*(self._delete_site(request, site_id) for site_id in wave))
+        sites = self._totals.get("sites", ServiceProgress(done=True))
+        self._totals["sites"] = ServiceProgress(
+            deleted=sites.deleted + len(site_ids), total=sites.total + len(site_ids), done=True
+        )
+        self._publish_details()
+
+    async def _delete_site(self, request: AccountDeletionInput, site_id: str) -> None:
+        workflow_id = site_deletion_id(site_id)
+        try:
+            await workflow.execute_child_workflow(
+                SiteDeletionWorkflow.run,
+                SiteDeletionInput(site_id=site_id),
+                **site_deletion_options(site_id, request.account_id, within_account=True).child(
+                    parent_close_policy=ParentClosePolicy.ABANDON,
+                    # Customer-facing queue (with its own slots); none given: the account deletion's own queue.
+                    task_queue=request.site_task_queue or None,
+                ),
+            )
+        except WorkflowAlreadyStartedError:
+            await workflow.execute_activity_method(
+                AccountSites.await_site_deletion,
+                workflow_id,
+                **presets.AWAIT_RUN,
+                summary=f"wait for the running deletion of site {site_id}",
+            )
+
+    @staticmethod
+    def _time_to_continue_as_new(request: AccountDeletionInput) -> bool:
+        """The history is long, or a new version became current (the next run starts on it)."""
+        info = workflow.info()
+        return (
+            info.get_current_history_length() >= request.continue_as_new_after_events
+            or info.is_continue_as_new_suggested()
+            or info.is_target_worker_deployment_version_changed()
+        )
+
+    async def _continue_as_new(self, request: AccountDeletionInput) -> NoReturn:
+        # Once every message handler has finished, so no message waiting its turn is lost with this run, and its
+        # last status change is recorded (the next run records its own, never before this one's).
+        await workflow.wait_condition(lambda: workflow.all_handlers_finished() and self._recorder.is_recorded())
+        # Past its grace (if it had one): the next run deletes on at once, even if the grace was expedited.
+        workflow.continue_as_new(
+            replace(
+                request, finished_bot_ids=self._finished, totals=self._totals, deletes_at=None, paused=self._paused
+            ),
+            # The next run starts on the current version, not pinned to this one: how a long deletion upgrades.
+            initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE,
+        )
+
+    def _set_status(self, status: DeletionState) -> None:
+        if status != self._status:
+            self._status = status
+            workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(status.value)])
+            self._recorder.set(status)
+        self._publish_details()
+
+    def _publish_details(self) -> None:
+        deleted = sum(p.deleted for p in self._totals.values())
+        line = f"bots: {len(self._finished)} of {self._bots_total} deleted ({deleted:,} rows); {self._status}"
+        if self._in_grace:
+            line = f"scheduled: deletes at {self._deletes_at}; an admin may restore the account until then"
+        workflow.set_current_details(f"{line}; {self._gate.ignored}" if self._gate.ignored else line)
+
+    async def _forward(self, decision: Decision | None = None, *, only: str | None = None) -> int:
+        """Send `decision`, or else the account's pause state, to every bot deletion in flight (or to `only`);
+        one that closed meanwhile is skipped."""
+        async with self._forwarding:
+            return await self._send(decision, only)
+
+    async def _send(self, decision: Decision | None, only: str | None) -> int:
+        message = decision or ("pause" if self._paused else "resume")
+        runs = [only] if only is not None else sorted(self._bot_runs)
+        for workflow_id in runs:
+            await self._signal_bot(workflow_id, message)
+        return len(runs)
+
+    @staticmethod
+    async def _signal_bot(workflow_id: str, message: str) -> None:
+        try:
+            await workflow.get_external_workflow_handle(workflow_id).signal(message)
+        except Exception as err:  # a bot deletion that closed meanwhile needs no message
+            workflow.logger.info("%s not forwarded to %s: %s", message, workflow_id, err)
+
+    @workflow.signal
+    async def pause(self) -> None:
+        """The bot deletions in flight pause after their current slice, and new ones start paused."""
+        self._paused = True
+        # During the grace it stays `scheduled`: nothing runs to pause yet; deleting then starts paused.
+        if self._gate.waiting_on is None and not self._in_grace:
+            self._set_status(DeletionState.PAUSED)
+        await self._forward()
+
+    @workflow.signal
+    async def resume(self) -> None:
+        self._paused = False
+        if self._gate.waiting_on is None and not self._in_grace:
+            self._set_status(DeletionState.RUNNING)
+        await self._forward()
+
+    async def _decide(self, decision: Decision) -> str:
+        """The account's own question if one waits, else the bot deletions' (each takes or ignores it)."""
+        if self._gate.waiting_on is not None:
+            waiting_on = self._gate.waiting_on
+            self._gate.deliver(decision)
+            self._publish_details()
+            return f"{decision}: {waiting_on}"
+        forwarded = await self._forward(decision)
+        if not forwarded:
+            self._gate.deliver(decision)  # nothing waits anywhere: logged and shown as ignored
+            self._publish_details()
+        return f"{decision} sent to {forwarded} bot deletions"
+
+    def _refusal(self, decision: Decision) -> str | None:
+        if self._bot_runs:
+            return None
+        return self._gate.refusal(decision)
+
+    @workflow.signal
+    async def retry(self) -> None:
+        await self._decide(Decision.RETRY)
+
+    @workflow.signal
+    async def skip(self) -> None:
+        await self._decide(Decision.SKIP)
+
+    @workflow.update(name="retry")
+    async def retry_update(self) -> str:
+        """`retry` that answers; refused while neither the account nor any of its bot deletions can take it."""
+        return await self._decide(Decision.RETRY)
+
+    @retry_update.validator
+    def _validate_retry(self) -> None:
+        if (refused := self._refusal(Decision.RETRY)) is not None:
+            raise ValueError(refused)
+
+    @workflow.update(name="skip")
+    async def skip_update(self) -> str:
+        """`skip` that answers: on the account's own question, it ends the run `incomplete`, account kept."""
+        return await self._decide(Decision.SKIP)
+
+    @skip_update.validator
+    def _validate_skip(self) -> None:
+        if (refused := self._refusal(Decision.SKIP)) is not None:
+            raise ValueError(refused)
+
+    @workflow.update
+    def restore(self) -> str:
+        """An admin's restore (POST /accounts/{id}/restore): the run ends `restored`, having deleted nothing."""
+        self._restored = True
+        return "restored: the deletion was cancelled during its grace period; nothing was deleted"
+
+    @restore.validator
+    def _validate_restore(self) -> None:
+        if (refused := self._grace_refusal()) is not None:
+            raise ValueError(refused)
+
+    @workflow.update
+    def expedite(self) -> str:
+        """An operator's expedite: the grace period ends now and the deletion proceeds as it would after it."""
+        self._expedited = True
+        return "expedited: the grace period ended; deleting"
+
+    @expedite.validator
+    def _validate_expedite(self) -> None:
+        if (refused := self._grace_refusal()) is not None:
+            raise ValueError(refused)
+
+    def _grace_refusal(self) -> str | None:
+        if self._restored:
+            return "the account was already restored; this deletion is ending"
+        if self._expedited:
+            return "the grace period was expedited: the deletion has begun"
+        if not self._in_grace:
+            return f"not in a grace period: the deletion is {self._status}"
+        return None
+
+    @workflow.query
+    def progress(self) -> DeletionStatus:
+        return DeletionStatus(
+            status=self._status,
+            services=self._totals,
+            batch_size=0,
+            waiting_on=self._gate.waiting_on,
+            ignored_message=self._gate.ignored,
+        )
+
+
+def _grace_left(request: AccountDeletionInput) -> timedelta | None:
+    """What remains of the grace period, if any: a run started after it ended deletes at once."""
+    if request.deletes_at is None:
+        return None
+    left = datetime.fromisoformat(request.deletes_at) - workflow.now()
+    return left if left > timedelta(0) else None
+
+
+def _closed_without_completing(err: ChildWorkflowError | ActivityError) -> bool:
+    """A bot deletion cancelled, terminated or failed (not this workflow's own activity failing)."""
+    if isinstance(err, ChildWorkflowError):
+        return True
+    cause = err.cause
+    return isinstance(cause, ApplicationError) and cause.type == BOT_DELETION_NOT_COMPLETED

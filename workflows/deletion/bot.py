@@ -1,0 +1,362 @@
+"""Deleting one bot: every service's rows at once, each in slices of batches, pausable, with an operator path."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+from temporalio import workflow
+from temporalio.common import VersioningBehavior
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import TimeoutError as ActivityTimeoutError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.deletion.deleters import DELETION_SERVICES, BotDataDeleters
+    from activities.deletion.records import DeletionRecords
+    from lifecycle.contracts import AlertInput
+    from lifecycle.deletion.contracts import (
+        MAX_BATCH_SIZE,
+        MIN_BATCH_SIZE,
+        TRANSIENT_ERROR,
+        BotDeletionInput,
+        BotDeletionResult,
+        DeleteServiceInput,
+        DeletionStatus,
+        FinishBotDeletionInput,
+        FinishBotDeletionResult,
+        OperatorAction,
+        ReceiptSubject,
+        ServiceProgress,
+    )
+    from lifecycle.deletion.pace import Pace
+    from lifecycle.search_attributes import LIFECYCLE_STATUS
+    from lifecycle.statuses import DeletionState, strongest_throttle
+    from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
+    from workflows import activity_presets as presets
+    from workflows.deletion import policies
+    from workflows.deletion.operator_gate import Decision, OperatorGate
+    from workflows.deletion.receipt_step import issue_receipt
+    from workflows.deletion.status_recorder import StatusRecorder
+    from workflows.sites.shield import uninterruptible
+
+
+def is_transient(err: ActivityError) -> bool:
+    """Infrastructure, not the data: a database outage, or a worker that died or stalled mid-call (a timeout).
+
+    A run of worker kills exhausts a call's attempts with heartbeat timeouts; that is no poison pill, so the
+    workflow calls again, from the progress the deleter committed, instead of asking an operator.
+    """
+    cause = err.cause
+    if isinstance(cause, ActivityTimeoutError):
+        return True
+    return isinstance(cause, ApplicationError) and cause.type == TRANSIENT_ERROR and not cause.non_retryable
+
+
+def _progress_carried_by(err: ActivityError, known: ServiceProgress) -> ServiceProgress:
+    """A deleter that failed transiently reports how far it got; never step back from what is known."""
+    cause = err.cause
+    if not isinstance(cause, ApplicationError) or not cause.details:
+        return known
+    reported = cause.details[0]
+    if isinstance(reported, dict):
+        reported = ServiceProgress(**reported)
+    if not isinstance(reported, ServiceProgress) or reported.deleted < known.deleted:
+        return known
+    return reported
+
+
+def describe_progress(services: dict[str, ServiceProgress], status: str, ignored: str | None = None) -> str:
+    """One line for the UI's current details, e.g.
+    'messages: 420,000 of 1,000,000 deleted; running; 20,000 rows/s, throttled: budget, done by 12:04:10Z'."""
+    current = next((name for name, p in services.items() if not p.done), None)
+    if current is None:
+        done = sum(p.deleted for p in services.values())
+        line = f"all services: {done:,} rows deleted; {status}"
+    else:
+        p = services[current]
+        line = f"{current}: {p.deleted:,} of {p.total:,} deleted; {status}"
+        if status == DeletionState.RUNNING and (pace := _pace(services)).rows_per_second:
+            throttled = f", throttled: {pace.throttled}" if pace.throttled else ""
+            line += f"; {pace.rows_per_second:,} rows/s{throttled}"
+            if (eta := pace.estimated_completion(workflow.now())) is not None:
+                line += f", done by {eta:%H:%M:%S}Z"
+    return f"{line}; {ignored}" if ignored else line
+
+
+def _pace(services: dict[str, ServiceProgress]) -> Pace:
+    """The pace of the services under way, as their last deleter calls measured it."""
+    under_way = [p for p in services.values() if not p.done]
+    return Pace(
+        rows_per_second=sum(p.rows_per_second for p in under_way),
+        remaining=sum(max(p.total - p.deleted, 0) for p in under_way),
+        throttled=strongest_throttle(p.throttled for p in under_way),
+    )
+
+
+# Pinned: a run never meets new code mid-history; it runs for hours and continues as new at slice boundaries,
+# where it moves to a new current version (_continue_as_new).
+@workflow.defn(name=BOT_DELETION_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
+class BotDeletionWorkflow:
+    @workflow.init
+    def __init__(self, request: BotDeletionInput) -> None:
+        self._progress = {s: replace(request.progress.get(s, ServiceProgress())) for s in DELETION_SERVICES}
+        self._paused = request.paused
+        self._batch_size = request.batch_size
+        # Set by run's first step, which also publishes it as the search attribute and records it.
+        self._status: DeletionState | None = None
+        self._recorder = StatusRecorder()
+        self._operator_actions = list(request.operator_actions)
+        self._gate = OperatorGate()
+        # One operator question at a time: the messages act on the single thing in `waiting_on`.
+        self._operator = asyncio.Lock()
+
+    @workflow.run
+    async def run(self, request: BotDeletionInput) -> BotDeletionResult:
+        self._set_status(self._running_or_paused())
+        try:
+            rounds = 0
+            while True:
+                await self._delete_every_service(request)
+                # Finishing checks that no rows remain, and the services go around again if some do.
+                remaining = (await self._finish(request)).remaining_services
+                if not remaining:
+                    break
+                # A writer raced the deleters: delete those services again, a bounded number of times.
+                rounds += 1
+                workflow.logger.warning("rows remain after deleting, round %d: %s", rounds, remaining)
+                if rounds >= policies.FINISH_ROUNDS:
+                    rounds = 0
+                    if await self._ask_about_remaining(remaining) == Decision.SKIP:
+                        self._skip(remaining)
+                        continue
+                for service in remaining:
+                    # From the bottom, not the cursor: a row that remained may lie below it (a writer took its id
+                    # before the cursor passed and committed after); walking the deleted rows' entries again is
+                    # the price, on this rare path only.
+                    self._progress[service] = replace(self._progress[service], done=False, cursor=0)
+        except asyncio.CancelledError:
+            self._set_status(DeletionState.CANCELLED)
+            await uninterruptible(self._recorder.recorded())
+            raise
+        final = DeletionState.INCOMPLETE if self._skipped() else DeletionState.COMPLETED
+        await issue_receipt(ReceiptSubject.BOT, request.bot_id, request.account_id, self._operator_actions)
+        self._set_status(final)
+        await self._recorder.recorded()
+        return BotDeletionResult(bot_id=request.bot_id, services=self._progress, status=final)
+
+    async def _delete_every_service(self, request: BotDeletionInput) -> None:
+        # The services share nothing, so they are deleted side by side: one service's file unlinks
+        # and another's DELETEs use the machine at once.
+        await asyncio.gather(*(self._delete_service(request, service) for service in DELETION_SERVICES))
+        if not all(p.done for p in self._progress.values()):
+            await self._continue_as_new(request)
+
+    def _skipped(self) -> list[str]:
+        return [name for name, p in self._progress.items() if p.skipped]
+
+    def _finish_input(self, request: BotDeletionInput) -> FinishBotDeletionInput:
+        return FinishBotDeletionInput(
+            workflow_id=workflow.info().workflow_id,
+            bot_id=request.bot_id,
+            delete_bot_row=not self._skipped(),
+            skipped_services=self._skipped(),
+        )
+
+    async def _finish(self, request: BotDeletionInput) -> FinishBotDeletionResult:
+        return await workflow.execute_activity_method(
+            DeletionRecords.finish_bot_deletion,
+            self._finish_input(request),
+            **presets.STEP,
+            summary=f"check nothing remains, remove bot row {request.bot_id}, record completion",
+        )
+
+    async def _delete_service(self, request: BotDeletionInput, service: str) -> None:
+        """Slices until the service is done, or until it is time to continue as new."""
+        while not self._progress[service].done:
+            await workflow.wait_condition(lambda: not self._paused)
+            if self._time_to_continue_as_new(request):
+                return
+            await self._delete_slice(request, service)
+
+    async def _delete_slice(self, request: BotDeletionInput, service: str) -> None:
+        try:
+            self._progress[service] = await workflow.execute_activity_method(
+                BotDataDeleters.delete_bot_service,
+                DeleteServiceInput(
+                    workflow_id=workflow.info().workflow_id,
+                    bot_id=request.bot_id,
+                    service=service,
+                    batch_size=self._batch_size,
+                    progress=self._progress[service],
+                ),
+                **presets.DELETER,
+                summary=f"delete {service} of bot {request.bot_id}",
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                # The workflow itself is being cancelled: end as cancelled, not as a poison pill.
+                raise asyncio.CancelledError() from err
+            if is_transient(err):
+                # Another round of backoff: transient failures retry without end, from where the call got to.
+                workflow.logger.warning("transient failure deleting %s; retrying: %s", service, err.cause)
+                self._progress[service] = _progress_carried_by(err, self._progress[service])
+                return
+            alert = AlertInput(
+                workflow_id=workflow.info().workflow_id,
+                subject=f"bot deletion stuck on {service}",
+                reason=str(err.cause or err),
+            )
+            async with self._operator:
+                if await self._ask(service, alert) == Decision.SKIP:
+                    self._skip([service])
+        self._publish_details()
+
+    async def _ask_about_remaining(self, remaining: list[str]) -> Decision:
+        services = ", ".join(remaining)
+        alert = AlertInput(
+            workflow_id=workflow.info().workflow_id,
+            subject="bot deletion: rows keep arriving",
+            reason=f"rows of {services} remained after {policies.FINISH_ROUNDS} rounds of deleting",
+        )
+        async with self._operator:
+            return await self._ask(services, alert)
+
+    async def _ask(self, waiting_on: str, alert: AlertInput) -> Decision:
+        def announce() -> None:
+            self._set_status(DeletionState.WAITING_FOR_OPERATOR)
+
+        decision = await self._gate.ask(waiting_on, alert, announce)
+        self._set_status(self._running_or_paused())
+        return decision
+
+    def _skip(self, services: list[str]) -> None:
+        for service in services:
+            self._progress[service] = replace(self._progress[service], done=True, skipped=True)
+
+    @staticmethod
+    def _time_to_continue_as_new(request: BotDeletionInput) -> bool:
+        """The history is long, or a new version became current (the next run starts on it)."""
+        info = workflow.info()
+        return (
+            info.get_current_history_length() >= request.continue_as_new_after_events
+            or info.is_continue_as_new_suggested()
+            or info.is_target_worker_deployment_version_changed()
+        )
+
+    async def _continue_as_new(self, request: BotDeletionInput) -> None:
+        """Called once every service has stopped at a slice boundary, so no deleter call is in flight."""
+        # The next run records its own status; this one's last change goes in first, never after it.
+        await self._recorder.recorded()
+        workflow.continue_as_new(
+            replace(
+                request,
+                batch_size=self._batch_size,
+                progress=self._progress,
+                paused=self._paused,
+                operator_actions=self._operator_actions,
+            ),
+            # The next run starts on the current version, not pinned to this one: how a long deletion upgrades.
+            initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE,
+        )
+
+    def _running_or_paused(self) -> DeletionState:
+        return DeletionState.PAUSED if self._paused else DeletionState.RUNNING
+
+    def _set_status(self, status: DeletionState) -> None:
+        if status != self._status:
+            self._status = status
+            workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(status.value)])
+            self._recorder.set(status)
+        self._publish_details()
+
+    def _publish_details(self) -> None:
+        workflow.set_current_details(
+            describe_progress(self._progress, self._status or self._running_or_paused(), self._gate.ignored)
+        )
+
+    def _record(self, action: str, target: str | None = None) -> None:
+        """An operator's message the run acts on, for the receipt."""
+        self._operator_actions.append(OperatorAction(action, workflow.now().isoformat(), target))
+
+    @workflow.signal
+    def pause(self) -> None:
+        """Stop after the current slice of batches (at most DELETER_SLICE)."""
+        self._record("pause")
+        self._paused = True
+        if self._gate.waiting_on is None:
+            self._set_status(DeletionState.PAUSED)
+
+    @workflow.signal
+    def resume(self) -> None:
+        self._record("resume")
+        self._paused = False
+        if self._gate.waiting_on is None:
+            self._set_status(DeletionState.RUNNING)
+
+    @workflow.signal
+    def retry(self) -> None:
+        """Operator: call the stuck service's deleter again (ignored, logged and shown if nothing waits)."""
+        if self._gate.waiting_on is not None:
+            self._record("retry", self._gate.waiting_on)
+        self._gate.deliver(Decision.RETRY)
+        self._publish_details()
+
+    @workflow.signal
+    def skip(self) -> None:
+        """Operator: leave the stuck service's rows (and so the bot row) in place and go on."""
+        if self._gate.waiting_on is not None:
+            self._record("skip", self._gate.waiting_on)
+        self._gate.deliver(Decision.SKIP)
+        self._publish_details()
+
+    @workflow.update(name="retry")
+    def retry_update(self) -> str:
+        """`retry` that answers: refused by the validator while nothing waits."""
+        waiting_on = self._gate.waiting_on
+        self._record("retry", waiting_on)
+        self._gate.deliver(Decision.RETRY)
+        return f"retrying {waiting_on}"
+
+    @retry_update.validator
+    def _validate_retry(self) -> None:
+        if (refused := self._gate.refusal(Decision.RETRY)) is not None:
+            raise ValueError(refused)
+
+    @workflow.update(name="skip")
+    def skip_update(self) -> str:
+        """`skip` that answers: refused by the validator while nothing waits."""
+        waiting_on = self._gate.waiting_on
+        self._record("skip", waiting_on)
+        self._gate.deliver(Decision.SKIP)
+        return f"skipping {waiting_on}; its rows and the bot row stay"
+
+    @skip_update.validator
+    def _validate_skip(self) -> None:
+        if (refused := self._gate.refusal(Decision.SKIP)) is not None:
+            raise ValueError(refused)
+
+    @workflow.query
+    def progress(self) -> DeletionStatus:
+        pace = _pace(self._progress) if self._status == DeletionState.RUNNING else Pace()
+        eta = pace.estimated_completion(workflow.now())
+        return DeletionStatus(
+            status=self._status or self._running_or_paused(),
+            services=self._progress,
+            batch_size=self._batch_size,
+            waiting_on=self._gate.waiting_on,
+            ignored_message=self._gate.ignored,
+            rows_per_second=pace.rows_per_second,
+            throttled=pace.throttled,
+            estimated_completion=None if eta is None else eta.isoformat(),
+        )
+
+    @workflow.update
+    def set_batch_size(self, size: int) -> int:
+        """Rows per DELETE from the next slice on; allowed at any time, typically while paused."""
+        self._batch_size = size
+        return size
+
+    @set_batch_size.validator
+    def _validate_batch_size(self, size: int) -> None:
+        if not MIN_BATCH_SIZE <= size <= MAX_BATCH_SIZE:
+            raise ValueError(f"batch size must be between {MIN_BATCH_SIZE} and {MAX_BATCH_SIZE}, got {size}")

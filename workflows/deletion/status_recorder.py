@@ -1,0 +1,52 @@
+"""A deletion run records each status it enters in PostgreSQL (deletion_requests.status), where the API and the
+streams read it: scheduled, running, paused, waiting for an operator, and how it ends.
+
+Changes are recorded one at a time, in the order the run made them, from a task of its own: a signal handler
+changes the status without waiting, and a pause and a resume that arrive together cost one write, or none. A
+run waits for the record before it ends or continues as new, so a closed run's status is always recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.deletion.records import DeletionRecords
+    from lifecycle.contracts import DeletionStatusChange
+    from lifecycle.statuses import DeletionState
+    from workflows import activity_presets as presets
+
+
+class StatusRecorder:
+    def __init__(self) -> None:
+        self._wanted: DeletionState | None = None
+        self._recorded: DeletionState | None = None
+        self._writer: asyncio.Task[None] | None = None
+
+    def set(self, status: DeletionState) -> None:
+        """Record `status` soon; only the latest of several changes in a row is written."""
+        self._wanted = status
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write())
+
+    def is_recorded(self) -> bool:
+        return self._recorded == self._wanted
+
+    async def recorded(self) -> None:
+        """Until the latest status is in the database."""
+        await workflow.wait_condition(self.is_recorded)
+
+    async def _write(self) -> None:
+        while True:
+            await workflow.wait_condition(lambda: self._recorded != self._wanted)
+            status = self._wanted
+            assert status is not None
+            await workflow.execute_local_activity_method(
+                DeletionRecords.record_deletion_status,
+                DeletionStatusChange(workflow_id=workflow.info().workflow_id, status=status),
+                **presets.DELETION_STATUS,
+                summary=f"record status {status}",
+            )
+            self._recorded = status

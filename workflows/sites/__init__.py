@@ -1,0 +1,1 @@
+"""Site creation (a saga) and site teardown."""
