@@ -145,12 +145,18 @@ class LifecycleWorkers:
 
 
 def build_worker(
-    client: Client, resources: ActivityResources, settings: Settings, signer: ReceiptSigner | None = None
+    client: Client,
+    resources: ActivityResources,
+    settings: Settings,
+    signer: ReceiptSigner | None = None,
+    *,
+    graceful_shutdown: timedelta = GRACEFUL_SHUTDOWN,
 ) -> LifecycleWorkers:
     """Versioned workers (deployment_version): a run started on these queues goes to the current version.
 
     The receipt signing key is loaded here unless given (an unusable key file raises ReceiptKeyError), and
-    published, or checked against the published current key, before the workers poll.
+    published, or checked against the published current key, before the workers poll. `graceful_shutdown`: how
+    long running activities may go on once the workers stop (tests swap workers at once).
     """
     signer = signer or ReceiptSigner(settings)
     activities = build_activities(resources, signer)
@@ -163,7 +169,7 @@ def build_worker(
                 workflows=WORKFLOWS,
                 activities=activities,
                 interceptors=interceptors_for(settings),
-                graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+                graceful_shutdown_timeout=graceful_shutdown,
                 sticky_queue_schedule_to_start_timeout=STICKY_SCHEDULE_TO_START,
                 max_concurrent_workflow_tasks=slots_for(queue, settings).workflow_tasks,
                 max_concurrent_activities=slots_for(queue, settings).activities,

@@ -115,10 +115,12 @@ def deployment_config(version: WorkerDeploymentVersion) -> WorkerDeploymentConfi
     return WorkerDeploymentConfig(version=version, use_worker_versioning=True)
 
 
-# The server knows a version only once one of its workers has polled, and refuses to make it current until it
-# polls every queue the current version polled (the other role's process may start a moment later); Temporal
-# itself may be restarting. Each is retried.
-MAKE_CURRENT_RETRY_SECONDS = 1.0
+# The server knows a version only once one of its workers has polled, a fraction of a second after the worker
+# starts, and refuses to make it current until it polls every queue the current version polled (the other
+# role's process may start a moment later); Temporal itself may be restarting. Each is retried: soon at first,
+# since the first poll is usually moments away, then less often, up to the longest wait.
+MAKE_CURRENT_FIRST_RETRY_SECONDS = 0.05
+MAKE_CURRENT_MAX_RETRY_SECONDS = 1.0
 
 
 async def make_current(client: Client, version: WorkerDeploymentVersion) -> None:
@@ -129,6 +131,7 @@ async def make_current(client: Client, version: WorkerDeploymentVersion) -> None
         build_id=version.build_id,
         identity=client.identity,
     )
+    wait = MAKE_CURRENT_FIRST_RETRY_SECONDS
     while True:
         try:
             await client.workflow_service.set_worker_deployment_current_version(request)
@@ -137,8 +140,11 @@ async def make_current(client: Client, version: WorkerDeploymentVersion) -> None
                 # Temporal's time-skipping test server has no deployments: it dispatches to any worker.
                 logger.warning("this Temporal server has no worker deployments; version %s not made current", version)
                 return
-            logger.info("version %s not accepted as current yet (%s); retrying", version.build_id, err.message)
-            await asyncio.sleep(MAKE_CURRENT_RETRY_SECONDS)
+            logger.info(
+                "version %s not accepted as current yet (%s); retrying in %.2f s", version.build_id, err.message, wait
+            )
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, MAKE_CURRENT_MAX_RETRY_SECONDS)
         else:
             logger.info("version %s is current", version.build_id)
             return

@@ -12,10 +12,11 @@ import httpx
 import pytest
 import pytest_asyncio
 from fastapi import FastAPI
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.resources import ActivityResources
 from api.app import create_app
 from devstack.binaries import temporal_cli, temporal_test_server
 from devstack.ports import free_port
@@ -25,7 +26,8 @@ from devstack.temporal_server import DEV_SERVER_TUNING
 from lifecycle import search_attributes
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
-from worker import LifecycleWorkers, build_worker
+from tests.workers import own_worker
+from worker import LifecycleWorkers
 
 ADMIN_TOKEN = "test-admin-token-at-least-32-bytes-long"
 EXPORT_SIGNING_KEY = "test-export-signing-key-of-32-bytes-or-more"
@@ -58,9 +60,29 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
-@pytest_asyncio.fixture
-async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+async def start_time_skipping() -> WorkflowEnvironment:
+    """The time-skipping test server, with the custom search attributes the workflows upsert added directly: it
+    lacks ListSearchAttributes, so `search_attributes.register` cannot run there."""
     env = await WorkflowEnvironment.start_time_skipping(test_server_existing_path=temporal_test_server())
+    await env.client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=env.client.namespace,
+            search_attributes={key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for key in search_attributes.ALL},
+        )
+    )
+    return env
+
+
+@pytest_asyncio.fixture(scope="session")
+async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    """One time-skipping server for the session's tests: each uses queues and workflow ids of its own, and none
+    depends on where the clock starts (it only moves forward).
+
+    A test that closes a run while one of its activities still runs needs a server of its own (start_time_skipping):
+    the activity's cancellation then reaches a closed run, and the server never releases the time lock the activity
+    took, so every later test would wait out its timers and backoffs in real time.
+    """
+    env = await start_time_skipping()
     yield env
     await env.shutdown()
 
@@ -107,12 +129,9 @@ def settings(
 
 @pytest_asyncio.fixture(scope="session")
 async def worker(settings: Settings, temporal_client: Client) -> AsyncIterator[LifecycleWorkers]:
-    """A real worker on the session's task queue, polling the dev server for the whole session."""
-    resources = ActivityResources.create(settings, temporal_client)
-    running = build_worker(temporal_client, resources, settings)
-    async with running:
+    """A real worker on the session's task queues, polling the dev server for the whole session."""
+    async with own_worker(settings, temporal_client) as running:
         yield running
-    await resources.engine.dispose()
 
 
 @pytest_asyncio.fixture(scope="session")
@@ -162,17 +181,31 @@ def project_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+# The fault drills in two groups, each run one drill at a time on one xdist worker, the two side by side. A drill
+# kills, stops or floods servers of its own: each worker process has its own drill stack (tests/drills/conftest.py),
+# so drills of different groups break nothing of each other's. The backlog drill compares timings within its run
+# (idle against busy, its control against the deletion beside it) and the chaos drill is the heaviest: they share
+# a group, so neither runs beside the other. The groups take about as long as each other.
+DRILL_GROUPS = dict.fromkeys(
+    ["test_backlog.py", "test_chaos.py", "test_postgres_outage_api.py", "test_worker_killed.py"], "drills-a"
+)
+OTHER_DRILLS = "drills-b"
+
+
+def drill_group(nodeid: str) -> str | None:
+    if not nodeid.startswith("tests/drills/"):
+        return None
+    return DRILL_GROUPS.get(nodeid.split("::")[0].rsplit("/", 1)[-1], OTHER_DRILLS)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """`make test` runs the suite on two xdist workers; the fault drills share one of them, one at a time.
-
-    Each drill kills, stops or floods servers of its own and some compare timings within their run, so two
-    drills side by side would measure each other. Everything else is spread over both workers. The marks go on
-    first: xdist's own hook reads them to name the group.
-    """
+    """Everything but the drills is spread over the xdist workers. The marks go on first: xdist's own hook reads
+    them to name the group."""
     for item in items:
-        if "tests/drills/" in item.nodeid:
-            item.add_marker(pytest.mark.xdist_group("drills"))
+        group = drill_group(item.nodeid)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
@@ -181,6 +214,6 @@ def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
     time."""
     if node.config.getvalue("dist") != "loadgroup":
         return
-    ungrouped = [nodeid for nodeid in ids if "tests/drills/" in nodeid and not nodeid.endswith("@drills")]
+    ungrouped = [nodeid for nodeid in ids if (group := drill_group(nodeid)) and not nodeid.endswith(f"@{group}")]
     if ungrouped:
-        pytest.exit(f"xdist did not put the drills in their group, e.g. {ungrouped[0]}", returncode=3)
+        pytest.exit(f"xdist did not put the drills in their groups, e.g. {ungrouped[0]}", returncode=3)

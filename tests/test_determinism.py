@@ -17,9 +17,9 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.client import Client, WorkflowExecutionStatus
 
     import worker as worker_module
-    from activities.resources import ActivityResources
     from lifecycle.settings import Settings
     from tests.eventually import eventually
+    from tests.workers import own_queue, own_worker
     from workflows.registry import WORKFLOWS
 
 
@@ -35,28 +35,22 @@ class ClockReadingWorkflow:
 async def test_datetime_now_fails_the_workflow_task_on_the_real_worker(
     settings: Settings, temporal_client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The worker exactly as worker.py builds it (same runner, interceptors, queues), plus the faulty workflow.
+    # The worker exactly as worker.py builds it (same runner and interceptors), plus the faulty workflow.
     monkeypatch.setattr(worker_module, "WORKFLOWS", [*WORKFLOWS, ClockReadingWorkflow])
-    queues = {"task_queue": f"determinism-{uuid.uuid4().hex[:8]}", "site_task_queue": f"det-s-{uuid.uuid4().hex[:8]}"}
-    own_settings = settings.model_copy(update=queues)
-    resources = ActivityResources.create(own_settings, temporal_client)
-    try:
-        async with worker_module.build_worker(temporal_client, resources, own_settings) as running:
-            handle = await temporal_client.start_workflow(
-                "ClockReadingWorkflow", id=f"clock-{uuid.uuid4()}", task_queue=running.task_queue
-            )
+    async with own_worker(own_queue(settings), temporal_client) as running:
+        handle = await temporal_client.start_workflow(
+            "ClockReadingWorkflow", id=f"clock-{uuid.uuid4()}", task_queue=running.task_queue
+        )
 
-            async def task_failure() -> str | None:
-                async for event in handle.fetch_history_events():
-                    if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-                        return str(event.workflow_task_failed_event_attributes.failure.message)
-                return None
+        async def task_failure() -> str | None:
+            async for event in handle.fetch_history_events():
+                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                    return str(event.workflow_task_failed_event_attributes.failure.message)
+            return None
 
-            message = await eventually(task_failure, "the workflow task fails")
-            description = await handle.describe()
-            await handle.terminate("test over")
-    finally:
-        await resources.engine.dispose()
+        message = await eventually(task_failure, "the workflow task fails")
+        description = await handle.describe()
+        await handle.terminate("test over")
 
     assert "Cannot access datetime.datetime.now" in message, message
     # The task fails and is retried; the run itself neither completes nor fails.

@@ -21,16 +21,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 from temporalio.client import Client
 
-from activities.resources import ActivityResources
 from api.app import create_app
 from api.temporal_client import connect
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SITE_STEPS
 from lifecycle.tracing import stop_tracing, use_tracer_provider
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import own_queue
 from tests.in_process_api import served_in_process
-from worker import LifecycleWorkers, build_worker
+from tests.workers import own_queue, own_worker
+from worker import LifecycleWorkers
 from workflows.sites.creation import SiteActivities
 
 STREAM_SPAN = "GET /sites/{site_id}/events"
@@ -76,12 +75,8 @@ async def traced(settings: Settings) -> AsyncIterator[Traced]:
 
 @pytest_asyncio.fixture
 async def traced_worker(traced: Traced) -> AsyncIterator[LifecycleWorkers]:
-    resources = ActivityResources.create(traced.settings, traced.client)
-    try:
-        async with build_worker(traced.client, resources, traced.settings) as running:
-            yield running
-    finally:
-        await resources.engine.dispose()
+    async with own_worker(traced.settings, traced.client) as running:
+        yield running
 
 
 async def _account_headers(http: httpx.AsyncClient) -> dict[str, str]:
@@ -173,16 +168,12 @@ async def test_each_stream_has_a_span_of_its_own_that_lasts_as_long_as_the_strea
             assert [span for span in traced.spans() if span.name == STREAM_SPAN] == []
             both_open_at = time.time_ns()
             # No worker polls the queue until now; with one, both sites become active and both streams end.
-            resources = ActivityResources.create(traced.settings, traced.client)
-            try:
-                async with build_worker(traced.client, resources, traced.settings):
-                    for lines in streams:
-                        async for _ in lines:
-                            pass
-                    for site_id in sites:
-                        await _until_closed(traced.client, site_id)
-            finally:
-                await resources.engine.dispose()
+            async with own_worker(traced.settings, traced.client):
+                for lines in streams:
+                    async for _ in lines:
+                        pass
+                for site_id in sites:
+                    await _until_closed(traced.client, site_id)
 
     spans = traced.spans()
     stream_spans = [span for span in spans if span.name == STREAM_SPAN]

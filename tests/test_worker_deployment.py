@@ -1,20 +1,36 @@
-"""The build id a worker reports: a hash of the project modules the workflow code imports, nothing else."""
+"""The build id a worker reports (a hash of the project modules the workflow code imports, nothing else), and
+how soon a new version is made current."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import re
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
+from temporalio.api.workflowservice.v1 import DescribeWorkerDeploymentRequest
+from temporalio.client import Client
+from temporalio.common import WorkerDeploymentVersion
+from temporalio.worker import Worker
 
 from lifecycle.settings import Settings
-from lifecycle.worker_deployment import code_build_id, deployment_version, workflow_modules
+from lifecycle.worker_deployment import (
+    code_build_id,
+    deployment_config,
+    deployment_version,
+    make_current,
+    workflow_modules,
+)
+from tests.eventually import eventually
 from tests.processes import PROJECT_ROOT
+from workflows.registry import WORKFLOWS
 
 # The packages the image ships (Dockerfile): a copy of them is a checkout as the worker sees it.
 APP_PACKAGES = ("workflows", "activities", "lifecycle", "api")
@@ -119,3 +135,31 @@ def test_the_deployment_is_named_after_the_task_queue_unless_set() -> None:
     assert deployment_version(Settings(task_queue="q1")).deployment_name == "q1"
     named = deployment_version(Settings(task_queue="q1", worker_deployment="lifecycle", worker_build_id="rev42"))
     assert (named.deployment_name, named.build_id) == ("lifecycle", "rev42")
+
+
+def _retry_waits(caplog: pytest.LogCaptureFixture) -> list[float]:
+    """The waits make_current logged before each retry."""
+    found = (re.search(r"retrying in ([0-9.]+) s", record.getMessage()) for record in caplog.records)
+    return [float(match[1]) for match in found if match]
+
+
+async def test_a_new_version_is_made_current_moments_after_its_worker_first_polls(
+    temporal_client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server knows a version only once a worker of it has polled, which happens moments after the worker
+    starts: make_current asks again after 50 ms, then twice as long each time up to a second, rather than a
+    second each time (most test workers waited that second before their version was current)."""
+    queue = f"current-{uuid.uuid4().hex[:8]}"
+    version = WorkerDeploymentVersion(queue, "v1")
+    with caplog.at_level(logging.INFO, logger="worker"):
+        promoting = asyncio.create_task(make_current(temporal_client, version))
+        # No worker of the version polls yet: the server refuses it, and make_current keeps asking.
+        await eventually(lambda: len(_retry_waits(caplog)) >= 6, "make_current retried six times", within=30)
+        versioned = deployment_config(version)
+        async with Worker(temporal_client, task_queue=queue, workflows=WORKFLOWS, deployment_config=versioned):
+            await asyncio.wait_for(promoting, 60)
+    assert _retry_waits(caplog)[:6] == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0]
+    described = await temporal_client.workflow_service.describe_worker_deployment(
+        DescribeWorkerDeploymentRequest(namespace=temporal_client.namespace, deployment_name=queue)
+    )
+    assert described.worker_deployment_info.routing_config.current_deployment_version.build_id == "v1"

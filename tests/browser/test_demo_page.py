@@ -22,10 +22,10 @@ from lifecycle.db.models import Site
 from lifecycle.settings import Settings
 from tests.browser.cuttable_proxy import CuttableProxy
 from tests.conftest import ADMIN_TOKEN
-from tests.deletion.helpers import own_queue, own_worker
 from tests.eventually import eventually
 from tests.in_process_api import served_in_process
 from tests.operators.test_temporal_ui import CHROMIUM, CHROMIUM_ARGS
+from tests.workers import own_queue, own_worker
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "test-artifacts" / "demo-page.png"
 PAGE_TIMEOUT_MS = 60_000

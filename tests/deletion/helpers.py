@@ -1,11 +1,9 @@
-"""Shared by the deletion tests: counting what a bot still owns, waiting on a condition, starting a paused
-account deletion, and running the reconciler once."""
+"""Shared by the deletion tests: counting what a bot still owns, starting a paused account deletion, and running
+the reconciler once."""
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -13,14 +11,12 @@ import asyncpg
 from temporalio.client import Client, WorkflowHandle
 
 from activities.deletion.deleters import DELETION_SERVICES as SERVICES
-from activities.resources import ActivityResources
 from devstack.seed import asyncpg_dsn
 from lifecycle.contracts import ReconcileResult
 from lifecycle.deletion.contracts import AccountDeletionInput, AccountDeletionResult
 from lifecycle.settings import Settings
 from lifecycle.start_options import account_deletion_options
 from lifecycle.workflow_types import RECONCILER_WORKFLOW
-from worker import build_worker
 
 T = TypeVar("T")
 
@@ -39,24 +35,6 @@ async def remaining_rows(database_url: str, bot_id: str) -> dict[str, int]:
 def remaining_files(storage: Path, bot_id: str) -> int:
     directory = storage / bot_id
     return sum(1 for _ in directory.iterdir()) if directory.exists() else 0
-
-
-@contextlib.asynccontextmanager
-async def own_worker(settings: Settings, client: Client, faults: str | None = None) -> AsyncIterator[Settings]:
-    """A real worker polling the queues of `settings` (see own_queue), optionally with FAULT_INJECTION."""
-    own = settings.model_copy(update={"fault_injection": faults})
-    resources = ActivityResources.create(own, client)
-    try:
-        async with build_worker(client, resources, own):
-            yield own
-    finally:
-        await resources.engine.dispose()
-
-
-def own_queue(settings: Settings) -> Settings:
-    """Settings with a queue nobody polls until own_worker starts: runs started there wait for the test."""
-    queue = f"own-{uuid.uuid4().hex[:8]}"
-    return settings.model_copy(update={"task_queue": queue, "site_task_queue": queue})
 
 
 async def start_paused_account_deletion(

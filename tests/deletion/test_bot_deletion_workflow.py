@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from temporalio.worker import Worker
 from activities.deletion.deleters import DELETION_SERVICES as SERVICES
 from lifecycle.deletion.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
 from lifecycle.worker_deployment import deployment_config
+from tests.conftest import start_time_skipping
 from tests.deletion.fakes import ROWS_PER_SERVICE, FakeBotServices
 from tests.eventually import eventually
 from workflows.deletion.bot import BotDeletionWorkflow
@@ -45,19 +48,28 @@ def services() -> FakeBotServices:
     return FakeBotServices()
 
 
-@pytest_asyncio.fixture
-async def harness(time_skipping_env: WorkflowEnvironment, services: FakeBotServices) -> AsyncIterator[Harness]:
+@contextlib.asynccontextmanager
+async def _harness(env: WorkflowEnvironment, services: FakeBotServices) -> AsyncIterator[Harness]:
     task_queue = f"bot-deletion-{uuid.uuid4().hex[:8]}"
     async with Worker(
-        time_skipping_env.client,
+        env.client,
         task_queue=task_queue,
         workflows=[BotDeletionWorkflow],
         activities=services.activities(),
         # Versioned, as the SDK requires of a type that declares a versioning behaviour; the time-skipping
         # server dispatches to it without a current version.
         deployment_config=deployment_config(WorkerDeploymentVersion(task_queue, "time-skipping")),
+        # Heartbeats reach the server at once, so a cancellation reaches a held deleter in moments rather than
+        # at its next heartbeat after the SDK's throttle (8 s: 0.8 of the deleter's 10 s heartbeat timeout).
+        max_heartbeat_throttle_interval=timedelta(milliseconds=100),
     ):
-        yield Harness(time_skipping_env.client, services, task_queue)
+        yield Harness(env.client, services, task_queue)
+
+
+@pytest_asyncio.fixture
+async def harness(time_skipping_env: WorkflowEnvironment, services: FakeBotServices) -> AsyncIterator[Harness]:
+    async with _harness(time_skipping_env, services) as started:
+        yield started
 
 
 async def _scheduled_calls_once_idle(handle: WorkflowHandle[Any, Any]) -> int | None:
@@ -155,12 +167,18 @@ async def test_poison_pill_alerts_waits_for_operator_then_retry_completes(
 
 
 async def test_repeated_failures_become_a_poison_pill_and_skip_leaves_the_bot_row(
-    harness: Harness, services: FakeBotServices
+    harness: Harness, services: FakeBotServices, time_skipping_env: WorkflowEnvironment
 ) -> None:
     services.failures = {"messages": -1}
     services.non_retryable = False
     handle = await harness.start()
-    await eventually(lambda: _waiting(handle), "the deletion waits for an operator")
+
+    async def waiting_after_a_skip() -> DeletionStatus | None:
+        # The retries' backoffs (1, 2, 4 and 8 s) pass in skipped time: each look first skips a second.
+        await time_skipping_env.sleep(timedelta(seconds=1))
+        return await _waiting(handle)
+
+    await eventually(waiting_after_a_skip, "the deletion waits for an operator")
     # Five attempts (the retry policy's cap), then the operator path: no endless silent retries.
     assert sum(c.service == "messages" for c in services.calls) == 5
 
@@ -181,18 +199,24 @@ async def _waiting(handle: WorkflowHandle[BotDeletionWorkflow, BotDeletionResult
     return status if status.status == "waiting_for_operator" else None
 
 
-async def test_cancellation_stops_the_running_deleter(harness: Harness, services: FakeBotServices) -> None:
-    services.gate = asyncio.Event()
-    handle = await harness.start()
-    await eventually(lambda: services.calls, "the first deleter call starts")
-    await handle.cancel()
-    with pytest.raises(WorkflowFailureError) as failure:
-        await handle.result()
-    assert isinstance(failure.value.cause, CancelledError)
-    await eventually(lambda: services.cancelled, "the deleter sees the cancellation")
-    assert services.finished == []
-    # Recorded by the run itself, before it closed.
-    assert services.statuses == ["running", "cancelled"]
+async def test_cancellation_stops_the_running_deleter(services: FakeBotServices) -> None:
+    # A test server of its own: the run closes while its deleter still runs (see the time_skipping_env fixture).
+    env = await start_time_skipping()
+    try:
+        async with _harness(env, services) as harness:
+            services.gate = asyncio.Event()
+            handle = await harness.start()
+            await eventually(lambda: services.calls, "the first deleter call starts")
+            await handle.cancel()
+            with pytest.raises(WorkflowFailureError) as failure:
+                await handle.result()
+            assert isinstance(failure.value.cause, CancelledError)
+            await eventually(lambda: services.cancelled, "the deleter sees the cancellation")
+            assert services.finished == []
+            # Recorded by the run itself, before it closed.
+            assert services.statuses == ["running", "cancelled"]
+    finally:
+        await env.shutdown()
 
 
 async def test_long_deletion_continues_as_new_and_keeps_its_progress(

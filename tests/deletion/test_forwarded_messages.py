@@ -17,8 +17,9 @@ from devstack.seed import asyncpg_dsn, seed
 from lifecycle.deletion.contracts import DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
-from tests.deletion.helpers import own_queue, own_worker, start_paused_account_deletion
+from tests.deletion.helpers import start_paused_account_deletion
 from tests.eventually import eventually
+from tests.workers import own_queue, own_worker
 
 _SENT = EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED
 _SETTLED = {

@@ -21,8 +21,9 @@ from devstack.seed import asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
-from tests.deletion.helpers import own_queue, own_worker, remaining_files, remaining_rows
+from tests.deletion.helpers import remaining_files, remaining_rows
 from tests.eventually import eventually
+from tests.workers import own_queue, own_worker
 from worker import LifecycleWorkers
 
 # Small enough to answer inline under the default threshold (1,000), with room to spare: about 100 rows.

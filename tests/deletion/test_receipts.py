@@ -30,9 +30,9 @@ from lifecycle.start_options import bot_deletion_options
 from lifecycle.statuses import DeletionState
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import own_queue, own_worker
 from tests.deletion.receipt_checks import verifies
 from tests.eventually import eventually
+from tests.workers import own_queue, own_worker
 from worker import LifecycleWorkers
 
 ROWS = 3_000

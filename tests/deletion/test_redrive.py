@@ -18,9 +18,10 @@ from devstack.smtp_sink import SmtpSink
 from lifecycle.deletion.contracts import AccountDeletionResult, BotDeletionResult
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
-from tests.deletion.helpers import own_queue, own_worker, remaining_files, remaining_rows
+from tests.deletion.helpers import remaining_files, remaining_rows
 from tests.eventually import eventually
 from tests.operators.starts import start_bot_deletion
+from tests.workers import own_queue, own_worker
 from worker import LifecycleWorkers
 
 CONFIRMATION = "Your account has been deleted"

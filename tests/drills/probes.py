@@ -36,22 +36,22 @@ async def fetchval(database_url: str, sql: str, *args: Any) -> Any:
         await conn.close()
 
 
-async def bot_progress(client: Client, bot_id: str) -> int | None:
-    """Rows the bot's deletion workflow says it deleted, or None while no worker answers queries."""
+async def bot_progress(client: Client, bot_id: str) -> dict[str, int] | None:
+    """Rows of each service the bot's deletion workflow says it deleted, or None while no worker answers queries."""
     handle = client.get_workflow_handle(bot_deletion_id(bot_id))
     try:
         status = await asyncio.wait_for(handle.query("progress", result_type=DeletionStatus), timeout=2)
     except Exception:  # no worker, or the server restarting: no sample this time
         return None
-    return sum(p.deleted for p in status.services.values())
+    return {service: progress.deleted for service, progress in status.services.items()}
 
 
 class ProgressRecorder:
-    """Samples every bot's query progress in the background, to check it never goes backwards."""
+    """Samples every bot's query progress in the background, to check no service's count ever goes backwards."""
 
     def __init__(self, client: Client, bot_ids: list[str]) -> None:
         self._client = client
-        self.samples: dict[str, list[int]] = {bot_id: [] for bot_id in bot_ids}
+        self.samples: dict[str, list[dict[str, int]]] = {bot_id: [] for bot_id in bot_ids}
         self._task: asyncio.Task[None] | None = None
 
     async def _run(self) -> None:
@@ -73,8 +73,10 @@ class ProgressRecorder:
     def assert_never_went_backwards(self) -> None:
         for bot_id, samples in self.samples.items():
             assert samples, f"no progress sample for bot {bot_id}"
-            drops = [(a, b) for a, b in pairwise(samples) if b < a]
-            assert not drops, f"progress of bot {bot_id} went backwards: {drops}"
+            for service in SERVICES:
+                counts = [sample.get(service, 0) for sample in samples]
+                drops = [(a, b) for a, b in pairwise(counts) if b < a]
+                assert not drops, f"{service} progress of bot {bot_id} went backwards: {drops}"
 
 
 def mail_to(sink: SmtpSink, address: str, subject_contains: str = "") -> list[str]:

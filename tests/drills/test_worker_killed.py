@@ -11,6 +11,7 @@ from temporalio.api.enums.v1 import EventType
 
 from activities.sites.database import site_database_name
 from devstack.seed import rows_per_service, seed
+from lifecycle.deletion.contracts import AccountDeletionResult
 from lifecycle.workflow_ids import account_deletion_id, site_creation_id
 from tests.conftest import ADMIN_TOKEN
 from tests.deletion.helpers import remaining_files
@@ -19,8 +20,9 @@ from tests.drills.conftest import DrillStack
 from tests.drills.probes import ProgressRecorder, fetchval, mail_to, rows_left
 from tests.eventually import seconds_until
 
-# Large enough that the deletion is mid-way when the worker dies, small enough to seed in seconds.
-ROWS_PER_BOT = 150_000
+# Large enough that the deletion is mid-way when the worker dies (at the drills' 100,000 rows/s budget it takes
+# over a second; the kill lands once a tenth is gone), small enough to seed in seconds.
+ROWS_PER_BOT = 60_000
 BOTS = 2
 
 
@@ -55,8 +57,10 @@ async def test_worker_killed_during_account_deletion(drill_stack: DrillStack) ->
             second = drill_stack.worker("successor")
             try:
                 resumed = await seconds_until(lambda: deleted_past(before_kill), "deletion resumed")
-                handle = drill_stack.client.get_workflow_handle(account_deletion_id(seeded.account_id))
-                await asyncio.wait_for(handle.result(), timeout=120)
+                handle = drill_stack.client.get_workflow_handle(
+                    account_deletion_id(seeded.account_id), result_type=AccountDeletionResult
+                )
+                result = await asyncio.wait_for(handle.result(), timeout=120)
             finally:
                 assert second.terminate() == 0, second.log()[-2000:]
         recorder.assert_never_went_backwards()
@@ -67,9 +71,12 @@ async def test_worker_killed_during_account_deletion(drill_stack: DrillStack) ->
     figures.record(
         "worker kill -9 mid account deletion -> new worker deleting again", resumed, f"{total:,} rows, 2 bots"
     )
+    assert result.account_row_deleted and result.bots_deleted == BOTS
     assert await rows_left(settings.database_url, seeded.bot_ids) == 0
     assert all(remaining_files(settings.storage_path, bot_id) == 0 for bot_id in seeded.bot_ids)
     assert await fetchval(settings.database_url, "SELECT count(*) FROM accounts WHERE email = $1", email) == 0
+    keys = "SELECT count(*) FROM api_keys WHERE account_id = $1::uuid"
+    assert await fetchval(settings.database_url, keys, seeded.account_id) == 0
     assert len(mail_to(drill_stack.smtp, email)) == 1
 
 

@@ -14,9 +14,10 @@ from devstack.seed import asyncpg_dsn
 from lifecycle.deletion.contracts import AccountDeletionResult
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, account_export_id
-from tests.deletion.helpers import own_queue, own_worker, run_reconciler
+from tests.deletion.helpers import run_reconciler
 from tests.exports.conftest import ApiWith
 from tests.exports.helpers import export_row, headers_of, seeded_account, wait_for_status
+from tests.workers import own_queue, own_worker
 from worker import LifecycleWorkers
 
 

@@ -11,12 +11,12 @@ from lifecycle.settings import Settings
 from tests.deletion.helpers import remaining_rows
 from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
-from tests.operators.conftest import QueueWorker
 from tests.operators.starts import start_bot_deletion
+from tests.workers import own_queue, own_worker
 
 
 async def test_resume_every_paused_deletion_of_an_account(
-    cli: AsyncCli, temporal_client: Client, settings: Settings, task_queue: str, queue_worker: QueueWorker
+    cli: AsyncCli, temporal_client: Client, settings: Settings, task_queue: str
 ) -> None:
     seeded = await seed(settings.database_url, settings.storage_path, bots=2, rows=200)
     handles = [
@@ -24,7 +24,7 @@ async def test_resume_every_paused_deletion_of_an_account(
         for bot_id in seeded.bot_ids
     ]
     query = f'AccountId="{seeded.account_id}" AND LifecycleStatus="paused"'
-    async with queue_worker():
+    async with own_worker(own_queue(settings, task_queue), temporal_client):
 
         async def all_paused() -> bool:
             return await cli.workflow_ids(query) == {h.id for h in handles}

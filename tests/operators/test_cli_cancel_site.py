@@ -8,8 +8,8 @@ from temporalio.client import Client, WorkflowFailureError
 from lifecycle.settings import Settings
 from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
-from tests.operators.conftest import QueueWorker
 from tests.sites.helpers import site_state, start_creation, undos_run
+from tests.workers import own_queue, own_worker
 
 # Bootstrap keeps failing (retryably) so the creation stays in flight with files and database made.
 STUCK_BOOTSTRAP = "bootstrap_site=transient:1000"
@@ -20,10 +20,9 @@ async def test_cancel_rolls_the_site_back(
     temporal_client: Client,
     settings: Settings,
     task_queue: str,
-    queue_worker: QueueWorker,
     site_id: str,
 ) -> None:
-    async with queue_worker(STUCK_BOOTSTRAP):
+    async with own_worker(own_queue(settings, task_queue), temporal_client, STUCK_BOOTSTRAP):
         handle = await start_creation(temporal_client, task_queue, site_id)
 
         async def bootstrapping() -> bool:

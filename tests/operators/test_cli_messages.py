@@ -12,14 +12,14 @@ from lifecycle.settings import Settings
 from tests.deletion.helpers import remaining_rows
 from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
-from tests.operators.conftest import QueueWorker
 from tests.operators.starts import start_bot_deletion
+from tests.workers import own_queue, own_worker
 
 ROWS = 300
 
 
 async def test_pause_query_update_list_resume(
-    cli: AsyncCli, temporal_client: Client, settings: Settings, task_queue: str, queue_worker: QueueWorker
+    cli: AsyncCli, temporal_client: Client, settings: Settings, task_queue: str
 ) -> None:
     seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=ROWS)
     bot_id = seeded.bot_ids[0]
@@ -29,7 +29,7 @@ async def test_pause_query_update_list_resume(
     # No worker polls yet, so the pause lands before the first slice could delete anything.
     await cli.run("workflow", "signal", "--workflow-id", wid, "--name", "pause")
 
-    async with queue_worker():
+    async with own_worker(own_queue(settings, task_queue), temporal_client):
 
         async def paused() -> dict[str, Any] | None:
             answer = await cli.json("workflow", "query", "--workflow-id", wid, "--name", "progress")

@@ -34,11 +34,11 @@ from lifecycle.statuses import AlertDelivery, DeletionState
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from lifecycle.workflow_types import RECONCILER_WORKFLOW
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import own_worker, remaining_files, remaining_rows
+from tests.deletion.helpers import remaining_files, remaining_rows
 from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
-from tests.operators.conftest import QueueWorker
 from tests.operators.starts import start_bot_deletion
+from tests.workers import own_queue, own_worker
 from worker import LifecycleWorkers
 
 ROWS = 200
@@ -107,7 +107,6 @@ async def test_skipped_bot_ends_the_account_incomplete_then_the_admin_redrive_fi
     settings: Settings,
     smtp_sink: SmtpSink,
     task_queue: str,
-    queue_worker: QueueWorker,
     worker: LifecycleWorkers,
 ) -> None:
     deleting = await _one_bot_account_deleting(app, temporal_client, settings, task_queue)
@@ -116,7 +115,7 @@ async def test_skipped_bot_ends_the_account_incomplete_then_the_admin_redrive_fi
     account = temporal_client.get_workflow_handle(account_wid)
     answers: list[str] = []
 
-    async with queue_worker(EVERY_DELETER_FAILS):
+    async with own_worker(own_queue(settings, task_queue), temporal_client, EVERY_DELETER_FAILS):
         # The first bot run's stuck services are skipped on the bot itself; later runs (the account lists its
         # bots again while the bot remains) through the account, which forwards to its bot deletion in flight;
         # the account's own question last.
@@ -174,7 +173,6 @@ async def test_an_account_level_retry_reaches_its_stuck_bot_deletion(
     settings: Settings,
     smtp_sink: SmtpSink,
     task_queue: str,
-    queue_worker: QueueWorker,
 ) -> None:
     deleting = await _one_bot_account_deleting(app, temporal_client, settings, task_queue)
     bot_id, account_id, address = deleting.bot_id, deleting.account_id, deleting.address
@@ -184,14 +182,14 @@ async def test_an_account_level_retry_reaches_its_stuck_bot_deletion(
         progress = await _progress(temporal_client, bot_wid)
         return progress if progress is not None and progress.waiting_on is not None else None
 
-    async with queue_worker(EVERY_DELETER_FAILS):
+    async with own_worker(own_queue(settings, task_queue), temporal_client, EVERY_DELETER_FAILS):
         stuck = await eventually(bot_stuck, "the bot deletion waits for an operator")
     assert stuck.status == DeletionState.WAITING_FOR_OPERATOR
     # The operator fixes the cause (a worker without the fault), then answers the account, not the bot: one
     # `retry` per service that failed (they wait for the operator one at a time).
     account = temporal_client.get_workflow_handle(account_wid)
     answers = []
-    async with queue_worker():
+    async with own_worker(own_queue(settings, task_queue), temporal_client):
         while (await account.describe()).status == WorkflowExecutionStatus.RUNNING:
             if await bot_stuck() is not None:
                 answers.append(await _update(cli, account_wid, "retry"))
@@ -213,7 +211,6 @@ async def test_the_reconciler_restarts_crash_like_closings_and_leaves_deliberate
     settings: Settings,
     smtp_sink: SmtpSink,
     task_queue: str,
-    queue_worker: QueueWorker,
     worker: LifecycleWorkers,
 ) -> None:
     failed = await seed(settings.database_url, settings.storage_path, bots=1, rows=ROWS)
@@ -226,7 +223,7 @@ async def test_the_reconciler_restarts_crash_like_closings_and_leaves_deliberate
 
     # FAILED: the account deletion's first step fails for good (a real fault, not a code change).
     await _start_account_deletion(app, temporal_client, own, failed.account_id)
-    async with queue_worker("list_account_bots=permanent"):
+    async with own_worker(own_queue(settings, task_queue), temporal_client, "list_account_bots=permanent"):
         failing = temporal_client.get_workflow_handle(failed_wid)
         with pytest.raises(WorkflowFailureError):
             await failing.result()

@@ -4,7 +4,6 @@ search attribute and reads its summary and current details on the User Metadata 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import quote
@@ -13,7 +12,6 @@ import pytest_asyncio
 from playwright.async_api import Page, async_playwright
 from temporalio.client import Client
 
-from activities.resources import ActivityResources
 from devstack.ports import free_port
 from devstack.seed import seed
 from devstack.temporal_server import TemporalDevServer
@@ -21,7 +19,7 @@ from lifecycle.deletion.contracts import DeletionStatus
 from lifecycle.settings import Settings
 from tests.eventually import eventually
 from tests.operators.starts import start_bot_deletion
-from worker import build_worker
+from tests.workers import own_queue, own_worker
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -58,42 +56,37 @@ async def _shows(page: Page, text: str) -> bool:
 
 async def test_ui_shows_summary_and_current_details(ui_server: TemporalDevServer, settings: Settings) -> None:
     client = await Client.connect(ui_server.address)
-    queue = f"ui-{uuid.uuid4().hex[:8]}"
-    own = settings.model_copy(update={"task_queue": queue, "site_task_queue": queue})
+    own = own_queue(settings)
     seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=100)
     bot_id = seeded.bot_ids[0]
-    resources = ActivityResources.create(own, client)
-    try:
-        async with build_worker(client, resources, own):
-            handle = await start_bot_deletion(
-                client, own.task_queue, bot_id=bot_id, account_id=seeded.account_id, paused=True
-            )
+    async with own_worker(own, client):
+        handle = await start_bot_deletion(
+            client, own.task_queue, bot_id=bot_id, account_id=seeded.account_id, paused=True
+        )
 
-            async def paused() -> bool:
-                return (await handle.query("progress", result_type=DeletionStatus)).status == "paused"
+        async def paused() -> bool:
+            return (await handle.query("progress", result_type=DeletionStatus)).status == "paused"
 
-            await eventually(paused, "the deletion is paused")
-            details = "conversations: 0 of 0 deleted; paused"
-            query = quote(f'BotId="{bot_id}"')
-            url = f"http://127.0.0.1:{ui_server.ui_port}/namespaces/default/workflows?query={query}"
-            async with async_playwright() as playwright:
-                browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-                try:
-                    page = await browser.new_page(viewport={"width": 1400, "height": 1000})
-                    page.set_default_timeout(UI_TIMEOUT_MS)
-                    await page.goto(url)
-                    await page.get_by_role("link", name=handle.id).click()
-                    await page.get_by_text("User Metadata").first.click()
+        await eventually(paused, "the deletion is paused")
+        details = "conversations: 0 of 0 deleted; paused"
+        query = quote(f'BotId="{bot_id}"')
+        url = f"http://127.0.0.1:{ui_server.ui_port}/namespaces/default/workflows?query={query}"
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                page = await browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.set_default_timeout(UI_TIMEOUT_MS)
+                await page.goto(url)
+                await page.get_by_role("link", name=handle.id).click()
+                await page.get_by_text("User Metadata").first.click()
 
-                    async def shown() -> bool:
-                        return await _shows(page, f"Delete bot {bot_id}") and await _shows(page, details)
+                async def shown() -> bool:
+                    return await _shows(page, f"Delete bot {bot_id}") and await _shows(page, details)
 
-                    await eventually(shown, "the UI shows the summary and the current details")
-                    SCREENSHOT.parent.mkdir(exist_ok=True)
-                    await page.screenshot(path=str(SCREENSHOT), full_page=True)
-                finally:
-                    await browser.close()
-            await handle.signal("resume")
-            await handle.result()
-    finally:
-        await resources.engine.dispose()
+                await eventually(shown, "the UI shows the summary and the current details")
+                SCREENSHOT.parent.mkdir(exist_ok=True)
+                await page.screenshot(path=str(SCREENSHOT), full_page=True)
+            finally:
+                await browser.close()
+        await handle.signal("resume")
+        await handle.result()

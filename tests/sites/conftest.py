@@ -1,50 +1,16 @@
-"""Site fixtures: a site row recorded as the API records it, and workers with fault injection."""
+"""Site fixtures: a site row recorded as the API records it."""
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
-import pytest
 import pytest_asyncio
 from sqlalchemy import text
-from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
-from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
 
-from activities.resources import ActivityResources
 from lifecycle.db.engine import make_engine
-from lifecycle.search_attributes import ALL
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SITE_STEPS
-from worker import LifecycleWorkers, build_worker
-
-WorkerFactory = Callable[..., AbstractAsyncContextManager[tuple[LifecycleWorkers, Settings]]]
-
-
-@pytest.fixture
-def site_worker(settings: Settings) -> WorkerFactory:
-    """`async with site_worker(client, "x=permanent") as (worker, settings)`: a worker on its own queue, or on
-    `task_queue` when a test replaces a faulty worker with a healthy one."""
-
-    @asynccontextmanager
-    async def start(
-        client: Client, faults: str | None = None, task_queue: str | None = None
-    ) -> AsyncIterator[tuple[LifecycleWorkers, Settings]]:
-        queue = task_queue or f"sites-{uuid.uuid4().hex[:8]}"
-        own = settings.model_copy(update={"fault_injection": faults, "task_queue": queue})
-        own = own.model_copy(update={"site_task_queue": own.task_queue})
-        resources = ActivityResources.create(own, client)
-        try:
-            async with build_worker(client, resources, own) as running:
-                yield running, own
-        finally:
-            await resources.engine.dispose()
-
-    return start
 
 
 @pytest_asyncio.fixture
@@ -72,18 +38,3 @@ async def site_id(settings: Settings) -> str:
         )
     await engine.dispose()
     return str(site)
-
-
-@pytest_asyncio.fixture
-async def skipping_env(time_skipping_env: WorkflowEnvironment) -> WorkflowEnvironment:
-    """The time-skipping server with the custom search attributes the workflows upsert.
-
-    It lacks ListSearchAttributes, so `search_attributes.register` cannot be used; it does add them.
-    """
-    await time_skipping_env.client.operator_service.add_search_attributes(
-        AddSearchAttributesRequest(
-            namespace=time_skipping_env.client.namespace,
-            search_attributes={key.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for key in ALL},
-        )
-    )
-    return time_skipping_env

@@ -13,8 +13,8 @@ from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SiteProgress
 from lifecycle.statuses import SiteStatus, StepStatus
 from tests.eventually import eventually
-from tests.sites.conftest import WorkerFactory
 from tests.sites.helpers import settings_database, site_state, start_creation, undos_run
+from tests.workers import own_queue, own_worker
 
 
 async def _alerts(settings: Settings, workflow_id: str) -> list[str]:
@@ -27,12 +27,12 @@ async def _alerts(settings: Settings, workflow_id: str) -> list[str]:
 
 
 async def test_failed_undo_waits_for_retry_and_the_rest_still_run(
-    temporal_client: Client, site_worker: WorkerFactory, site_id: str, settings: Settings
+    temporal_client: Client, site_id: str, settings: Settings
 ) -> None:
     assert settings_database(settings)
     queue = f"sites-{uuid.uuid4().hex[:8]}"
     faults = "bootstrap_site=permanent,drop_site_database=permanent"
-    async with site_worker(temporal_client, faults, task_queue=queue):
+    async with own_worker(own_queue(settings, queue), temporal_client, faults):
         handle = await start_creation(temporal_client, queue, site_id)
 
         async def waiting() -> bool:
@@ -55,7 +55,7 @@ async def test_failed_undo_waits_for_retry_and_the_rest_still_run(
         assert "database undo failed" in (await eventually(alerted, "an alert is recorded"))[0]
 
     # The operator fixes the cause (here: a worker without the fault) and retries.
-    async with site_worker(temporal_client, None, task_queue=queue):
+    async with own_worker(own_queue(settings, queue), temporal_client):
         assert "undo" in await handle.execute_update("retry", result_type=str)
         with pytest.raises(WorkflowFailureError):
             await handle.result()
@@ -66,9 +66,9 @@ async def test_failed_undo_waits_for_retry_and_the_rest_still_run(
 
 
 async def test_retry_while_nothing_waits_is_refused_or_logged(
-    temporal_client: Client, site_worker: WorkerFactory, site_id: str, settings: Settings
+    temporal_client: Client, site_id: str, settings: Settings
 ) -> None:
-    async with site_worker(temporal_client, "create_site_database=delay:30") as (worker, _):
+    async with own_worker(own_queue(settings), temporal_client, "create_site_database=delay:30") as worker:
         handle = await start_creation(temporal_client, worker.task_queue, site_id)
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await handle.execute_update("retry", result_type=str)

@@ -21,8 +21,8 @@ from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SiteProgress
 from lifecycle.workflow_ids import site_creation_id
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import own_queue, own_worker
 from tests.eventually import eventually
+from tests.workers import own_queue, own_worker
 
 # What PostgreSQL answers a provisioner without CREATEDB: the raw cause a customer must not be shown.
 CAUSE = "permission denied to create database"

@@ -17,8 +17,8 @@ from lifecycle.start_options import site_creation_options
 from lifecycle.statuses import SiteStatus
 from lifecycle.workflow_ids import site_creation_id
 from tests.eventually import eventually
-from tests.sites.conftest import WorkerFactory
 from tests.sites.helpers import site_state
+from tests.workers import own_queue, own_worker
 
 
 async def _new_site(settings: Settings, account: uuid.UUID) -> str:
@@ -45,9 +45,7 @@ async def _sql(settings: Settings, statement: str, *args: object) -> None:
         await connection.close()
 
 
-async def test_reconcile_sites_settles_what_no_run_will(
-    temporal_client: Client, site_worker: WorkerFactory, settings: Settings
-) -> None:
+async def test_reconcile_sites_settles_what_no_run_will(temporal_client: Client, settings: Settings) -> None:
     account = uuid.uuid4()
     await _sql(
         settings,
@@ -63,7 +61,7 @@ async def test_reconcile_sites_settles_what_no_run_will(
     idle_queue = f"idle-{uuid.uuid4().hex[:8]}"
 
     # Built in full, then its deletion requested with no teardown started (the API died after its commit).
-    async with site_worker(temporal_client, task_queue=queue):
+    async with own_worker(own_queue(settings, queue), temporal_client):
         built = await site_creation_options(delete_requested, str(account)).start(
             temporal_client,
             SiteCreationInput(delete_requested, str(account)),
@@ -72,7 +70,7 @@ async def test_reconcile_sites_settles_what_no_run_will(
         await built.result()
     await _sql(settings, "UPDATE sites SET deletion_requested_at = now() WHERE id = $1", uuid.UUID(delete_requested))
     # Half-built, then terminated by an operator.
-    async with site_worker(temporal_client, "bootstrap_site=delay:60", task_queue=queue):
+    async with own_worker(own_queue(settings, queue), temporal_client, "bootstrap_site=delay:60"):
         half = await site_creation_options(terminated, str(account)).start(
             temporal_client,
             SiteCreationInput(terminated, str(account)),
@@ -103,7 +101,7 @@ async def test_reconcile_sites_settles_what_no_run_will(
     assert result.creations_started >= 1 and result.rollbacks_started >= 1 and result.deletions_started >= 1
     assert result.open_runs_skipped >= 1
 
-    async with site_worker(temporal_client, task_queue=queue):
+    async with own_worker(own_queue(settings, queue), temporal_client):
 
         async def settled() -> bool:
             statuses = [

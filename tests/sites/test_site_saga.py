@@ -7,19 +7,20 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
+from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SiteProgress
 from tests.eventually import eventually
-from tests.sites.conftest import WorkerFactory
 from tests.sites.helpers import scheduled_activities, site_state, start_creation, undos_run
+from tests.workers import own_queue, own_worker
 
 FORWARD = ["save_site_metadata", "create_site_filesystem", "create_site_database", "bootstrap_site"]
 STEP_ACTIVITIES = dict(zip(["metadata", "filesystem", "database", "bootstrap"], FORWARD, strict=True))
 ALL_UNDOS = ["drop_site_tables", "drop_site_database", "remove_site_filesystem", "release_site_domain"]
 
 
-async def test_happy_path(skipping_env: WorkflowEnvironment, site_worker: WorkerFactory, site_id: str) -> None:
-    async with site_worker(skipping_env.client) as (worker, settings):
-        handle = await start_creation(skipping_env.client, worker.task_queue, site_id)
+async def test_happy_path(time_skipping_env: WorkflowEnvironment, settings: Settings, site_id: str) -> None:
+    async with own_worker(own_queue(settings), time_skipping_env.client) as worker:
+        handle = await start_creation(time_skipping_env.client, worker.task_queue, site_id)
         progress = await handle.result()
         assert progress.status == "active"
         assert await scheduled_activities(handle) == [*FORWARD, "activate_site", "send_site_ready_email"]
@@ -41,14 +42,14 @@ async def test_happy_path(skipping_env: WorkflowEnvironment, site_worker: Worker
     ],
 )
 async def test_permanent_failure_rolls_back_in_reverse(
-    skipping_env: WorkflowEnvironment,
-    site_worker: WorkerFactory,
+    time_skipping_env: WorkflowEnvironment,
+    settings: Settings,
     site_id: str,
     failing: str,
     expected_undos: list[str],
 ) -> None:
-    async with site_worker(skipping_env.client, f"{failing}=permanent") as (worker, settings):
-        handle = await start_creation(skipping_env.client, worker.task_queue, site_id)
+    async with own_worker(own_queue(settings), time_skipping_env.client, f"{failing}=permanent") as worker:
+        handle = await start_creation(time_skipping_env.client, worker.task_queue, site_id)
         with pytest.raises(WorkflowFailureError):
             await handle.result()
         assert await undos_run(handle) == expected_undos
@@ -62,20 +63,20 @@ async def test_permanent_failure_rolls_back_in_reverse(
 
 
 async def test_transient_failure_then_success(
-    skipping_env: WorkflowEnvironment, site_worker: WorkerFactory, site_id: str
+    time_skipping_env: WorkflowEnvironment, settings: Settings, site_id: str
 ) -> None:
-    async with site_worker(skipping_env.client, "create_site_database=transient:3") as (worker, settings):
-        handle = await start_creation(skipping_env.client, worker.task_queue, site_id)
+    async with own_worker(own_queue(settings), time_skipping_env.client, "create_site_database=transient:3") as worker:
+        handle = await start_creation(time_skipping_env.client, worker.task_queue, site_id)
         assert (await handle.result()).status == "active"
         assert await undos_run(handle) == []
     assert (await site_state(settings, site_id)).database
 
 
 async def test_retry_budget_spent_rolls_back(
-    skipping_env: WorkflowEnvironment, site_worker: WorkerFactory, site_id: str
+    time_skipping_env: WorkflowEnvironment, settings: Settings, site_id: str
 ) -> None:
-    async with site_worker(skipping_env.client, "bootstrap_site=transient:99") as (worker, settings):
-        handle = await start_creation(skipping_env.client, worker.task_queue, site_id)
+    async with own_worker(own_queue(settings), time_skipping_env.client, "bootstrap_site=transient:99") as worker:
+        handle = await start_creation(time_skipping_env.client, worker.task_queue, site_id)
         with pytest.raises(WorkflowFailureError):
             await handle.result()
         assert await undos_run(handle) == ALL_UNDOS
@@ -93,7 +94,7 @@ async def test_retry_budget_spent_rolls_back(
 )
 async def test_cancellation_during_a_step_rolls_back(
     temporal_client: Client,
-    site_worker: WorkerFactory,
+    settings: Settings,
     site_id: str,
     step: str,
     expected_undos: list[str],
@@ -103,7 +104,7 @@ async def test_cancellation_during_a_step_rolls_back(
     for scheduledEventId", temporalio/sdk-java#2391; it hung this test once). The real server accepts it."""
     activity = STEP_ACTIVITIES[step]
     # The step keeps failing and retrying, so the cancellation lands while it is in flight.
-    async with site_worker(temporal_client, f"{activity}=transient:99") as (worker, settings):
+    async with own_worker(own_queue(settings), temporal_client, f"{activity}=transient:99") as worker:
         handle = await start_creation(temporal_client, worker.task_queue, site_id)
         await eventually(
             lambda: handle.query("progress", result_type=SiteProgress),
@@ -120,12 +121,12 @@ async def test_cancellation_during_a_step_rolls_back(
 
 
 async def test_cancellation_before_the_first_step_rolls_back(
-    temporal_client: Client, site_worker: WorkerFactory, site_id: str
+    temporal_client: Client, settings: Settings, site_id: str
 ) -> None:
     """On the real server, cancelled right after the start, usually before the first workflow task: the
     rollback still runs to the end and frees the domain (a parallel first step once left it `rolling_back`,
     docs/benchmarks.md)."""
-    async with site_worker(temporal_client, "save_site_metadata=transient:99") as (worker, settings):
+    async with own_worker(own_queue(settings), temporal_client, "save_site_metadata=transient:99") as worker:
         handle = await start_creation(temporal_client, worker.task_queue, site_id)
         await handle.cancel()
         with pytest.raises(WorkflowFailureError):
@@ -138,11 +139,11 @@ async def test_cancellation_before_the_first_step_rolls_back(
 
 
 async def test_undo_failing_transiently_still_completes(
-    skipping_env: WorkflowEnvironment, site_worker: WorkerFactory, site_id: str
+    time_skipping_env: WorkflowEnvironment, settings: Settings, site_id: str
 ) -> None:
     faults = "bootstrap_site=permanent,drop_site_database=transient:4"
-    async with site_worker(skipping_env.client, faults) as (worker, settings):
-        handle = await start_creation(skipping_env.client, worker.task_queue, site_id)
+    async with own_worker(own_queue(settings), time_skipping_env.client, faults) as worker:
+        handle = await start_creation(time_skipping_env.client, worker.task_queue, site_id)
         with pytest.raises(WorkflowFailureError):
             await handle.result()
         assert await undos_run(handle) == ALL_UNDOS

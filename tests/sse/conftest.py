@@ -19,8 +19,8 @@ from api.app import create_app
 from api.streams.hub import EventHub
 from devstack.ports import free_port
 from lifecycle.settings import Settings
-from tests.deletion.helpers import own_queue
 from tests.eventually import eventually
+from tests.workers import own_queue
 
 # Short enough that a test sees a keepalive at once, long enough not to crowd the stream.
 KEEPALIVE_SECONDS = 0.3

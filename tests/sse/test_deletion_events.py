@@ -16,10 +16,10 @@ from devstack.seed import rows_per_service, seed
 from lifecycle.db.events import DELETION, LifecycleEvent, prune_events
 from lifecycle.settings import Settings
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import own_worker
 from tests.eventually import eventually
 from tests.sse.conftest import ServedApi, serve
 from tests.sse.test_site_events import _collect
+from tests.workers import own_worker
 
 
 async def test_a_bot_deletion_streams_its_progress_and_ends_at_completed(

@@ -15,9 +15,9 @@ from temporalio.client import Client
 
 from lifecycle.sites.contracts import SITE_STEPS
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import own_worker
 from tests.eventually import eventually
 from tests.sse.conftest import ServedApi
+from tests.workers import own_worker
 
 
 async def _account(http: httpx.AsyncClient) -> dict[str, str]:

@@ -24,10 +24,10 @@ from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
 from lifecycle.statuses import SiteStatus
 from lifecycle.workflow_ids import bot_deletion_id
-from tests.deletion.helpers import own_queue
 from tests.deletion.test_alerts import Webhook, webhook  # noqa: F401 (a fixture)
 from tests.eventually import eventually
 from tests.processes import ApiProcess, ChildProcess, worker_process
+from tests.workers import own_queue
 
 SITE_BUILT_WITHIN_SECONDS = 120
 
