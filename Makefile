@@ -45,10 +45,11 @@ browser:
 promtool:
 	@command -v promtool >/dev/null || { apt-get update -q && apt-get install -y -q prometheus; }
 
-# Two xdist workers: most tests wait on timers, retries and servers rather than CPU, so two of them share the
-# machine's two cores well. The fault drills run one at a time on one worker (tests/conftest.py).
+# Three xdist workers on two cores: a test spends about a third of its time waiting on timers, retries and
+# servers, so three keep both cores busy without crowding them. The fault drills run in two groups, one drill at a
+# time in each, on two of the workers (tests/conftest.py); the rest of the suite spreads over all three.
 test: install browser promtool lint typecheck
-	$(PY) -m pytest -n 2 --dist loadgroup
+	$(PY) -m pytest -n 3 --dist loadgroup
 
 # The one command that upgrades dependencies: re-resolves everything within pyproject.toml's bounds, then
 # rewrites the exports that `make`, CI and the Dockerfile install from. Commit all three files together.

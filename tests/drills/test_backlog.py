@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from dataclasses import replace
 
 import httpx
 
@@ -132,12 +133,17 @@ class StatusSampler:
 
 
 async def test_backlog_keeps_status_fast_and_other_work_moving(drill_stack: DrillStack) -> None:
-    settings = drill_stack.settings
-    api = drill_stack.api()
+    # Queues of its own: the backlog is left undrained at the end, and on the stack's queues it would be the next
+    # drill's work (the chaos drill's deletions then waited behind it until they timed out).
+    queue = f"backlog-{uuid.uuid4().hex[:6]}"
+    own = drill_stack.settings.model_copy(update={"task_queue": queue, "site_task_queue": f"{queue}-sites"})
+    stack = replace(drill_stack, settings=own)
+    settings = stack.settings
+    api = stack.api()
     # One process per role, as `make run` and docker-compose run them.
     workers: list[ChildProcess] = [
-        drill_stack.worker("backlog-idle-sites", WORKER_ROLES="sites"),
-        drill_stack.worker("backlog-idle-deletions", WORKER_ROLES="deletions"),
+        stack.worker("backlog-idle-sites", WORKER_ROLES="sites"),
+        stack.worker("backlog-idle-deletions", WORKER_ROLES="deletions"),
     ]
     try:
         async with httpx.AsyncClient(base_url=api.url, timeout=60) as http:
@@ -149,13 +155,13 @@ async def test_backlog_keeps_status_fast_and_other_work_moving(drill_stack: Dril
             site_headers = {"Authorization": f"Bearer {owner.json()['api_key']}"}
             await _site_active_seconds(http, site_headers)  # warm-up: first imports, first site database
             site_idle = await _site_active_seconds(http, site_headers)
-            small_idle = await _small_deletion_seconds(drill_stack, http, await _small_bot(drill_stack))
+            small_idle = await _small_deletion_seconds(stack, http, await _small_bot(stack))
             for idle in workers:
                 assert idle.terminate() == 0, idle.log()[-2000:]
 
             backlog = await seed(settings.database_url, settings.storage_path, bots=BACKLOG_BOTS, rows=ROWS_PER_BOT)
             # Seeded now, so that the measurements below start with the DELETEs alone.
-            beside, behind = await _small_bot(drill_stack), await _small_bot(drill_stack, moved_to=backlog)
+            beside, behind = await _small_bot(stack), await _small_bot(stack, moved_to=backlog)
             headers = {"Authorization": f"Bearer {backlog.api_key}"}
             for start in range(0, BACKLOG_BOTS, 20):
                 wave = backlog.bot_ids[start : start + 20]
@@ -164,8 +170,8 @@ async def test_backlog_keeps_status_fast_and_other_work_moving(drill_stack: Dril
 
             with StatusSampler(http, headers, backlog.bot_ids) as sampler:
                 rows_before = await rows_left(settings.database_url, backlog.bot_ids)
-                workers.append(drill_stack.worker("backlog-drain-sites", WORKER_ROLES="sites"))
-                workers.append(drill_stack.worker("backlog-drain-deletions", WORKER_ROLES="deletions"))
+                workers.append(stack.worker("backlog-drain-sites", WORKER_ROLES="sites"))
+                workers.append(stack.worker("backlog-drain-deletions", WORKER_ROLES="deletions"))
 
                 async def draining() -> bool:
                     left = await rows_left(settings.database_url, backlog.bot_ids)
@@ -178,12 +184,12 @@ async def test_backlog_keeps_status_fast_and_other_work_moving(drill_stack: Dril
                 async def measured_beside() -> tuple[float, float, int]:
                     site, small = await asyncio.gather(
                         _site_active_seconds(http, site_headers),
-                        _small_deletion_seconds(drill_stack, http, beside),
+                        _small_deletion_seconds(stack, http, beside),
                     )
                     return site, small, await rows_left(settings.database_url, backlog.bot_ids)
 
                 # Requested at the same moment, the two small deletions differ only in their fairness key.
-                control = asyncio.create_task(_small_deletion_seconds(drill_stack, http, behind))
+                control = asyncio.create_task(_small_deletion_seconds(stack, http, behind))
                 site_busy, small_busy, left_when_measured = await measured_beside()
                 done, _ = await asyncio.wait([control], timeout=(CONTROL_FOLLOWED_FOR - 1) * small_busy)
                 if not done:
