@@ -5,6 +5,7 @@ PostgreSQL refuses to run as root, so when we are root the server runs as a dedi
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import pwd
@@ -12,6 +13,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,15 +47,19 @@ def _service_account() -> pwd.struct_passwd | None:
     """The unprivileged user the server runs as, or None when we are not root."""
     if os.geteuid() != 0:
         return None
-    try:
-        return pwd.getpwnam(SERVICE_USER)
-    except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVICE_USER],
-            check=True,
-            capture_output=True,
-        )
-        return pwd.getpwnam(SERVICE_USER)
+    # Several processes (the suite's xdist workers) may start servers at once on a machine without the user, and
+    # two useradd runs at once left one initdb unable to look its own user up. One creates it; the rest wait.
+    with (Path(tempfile.gettempdir()) / f"{SERVICE_USER}.useradd.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return pwd.getpwnam(SERVICE_USER)
+        except KeyError:
+            subprocess.run(
+                ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVICE_USER],
+                check=True,
+                capture_output=True,
+            )
+            return pwd.getpwnam(SERVICE_USER)
 
 
 def _open_path_for(path: Path, account: pwd.struct_passwd) -> None:
