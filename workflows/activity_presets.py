@@ -35,11 +35,15 @@ class LocalActivityPreset(TypedDict, total=False):
 # silence means its worker died, and the step is retried elsewhere in seconds rather than at its timeout.
 _HEARTBEAT = timedelta(seconds=5)
 
+
+def _doubling(first: timedelta, cap: timedelta, attempts: int = 0) -> RetryPolicy:
+    """Retries that wait twice as long each time, from `first` up to `cap`; `attempts` 0 means without end."""
+    return RetryPolicy(initial_interval=first, backoff_coefficient=2.0, maximum_interval=cap, maximum_attempts=attempts)
+
+
 # Idempotent steps whose failures are outages (database, disk, SMTP): retry without end, backing off to a minute,
 # so an outage delays the work rather than losing it.
-_RETRY_WITHOUT_END = RetryPolicy(
-    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(minutes=1)
-)
+_RETRY_WITHOUT_END = _doubling(timedelta(seconds=1), timedelta(minutes=1))
 
 # Waiting for another run (activities/polling.py): each attempt looks once and fails while the run is open, so the
 # server's retry timer does the waiting and no worker slot is held; a look is one describe, bounded like a step.
@@ -59,12 +63,7 @@ STEP: Final = ActivityPreset(
 DELETER: Final = ActivityPreset(
     start_to_close_timeout=timedelta(minutes=2),
     heartbeat_timeout=timedelta(seconds=10),
-    retry_policy=RetryPolicy(
-        initial_interval=timedelta(seconds=1),
-        backoff_coefficient=2.0,
-        maximum_interval=timedelta(minutes=1),
-        maximum_attempts=POISON_PILL_ATTEMPTS,
-    ),
+    retry_policy=_doubling(timedelta(seconds=1), timedelta(minutes=1), POISON_PILL_ATTEMPTS),
 )
 
 # Waiting for a run another request started: looks every 2 s at first, backing off to every 30 s for runs that
@@ -98,12 +97,7 @@ RECONCILE: Final = ActivityPreset(
 OPERATOR_ALERT: Final = ActivityPreset(
     start_to_close_timeout=timedelta(seconds=60),
     heartbeat_timeout=_HEARTBEAT,
-    retry_policy=RetryPolicy(
-        initial_interval=timedelta(seconds=1),
-        backoff_coefficient=2.0,
-        maximum_interval=timedelta(seconds=30),
-        maximum_attempts=10,
-    ),
+    retry_policy=_doubling(timedelta(seconds=1), timedelta(seconds=30), 10),
 )
 
 # Writing an export's parts or assembling its ZIP: a very large account takes hours (12 h: longer is stuck); after
@@ -121,12 +115,7 @@ EXPORT_WRITE: Final = ActivityPreset(
 SITE_STEP: Final = ActivityPreset(
     start_to_close_timeout=timedelta(minutes=10),
     heartbeat_timeout=_HEARTBEAT,
-    retry_policy=RetryPolicy(
-        initial_interval=timedelta(seconds=1),
-        backoff_coefficient=2.0,
-        maximum_interval=timedelta(seconds=30),
-        maximum_attempts=5,
-    ),
+    retry_policy=_doubling(timedelta(seconds=1), timedelta(seconds=30), 5),
     cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
 )
 
@@ -148,12 +137,7 @@ SITE_ACTIVATION: Final = LocalActivityPreset(
 SITE_READY_EMAIL: Final = ActivityPreset(
     start_to_close_timeout=timedelta(seconds=30),
     heartbeat_timeout=_HEARTBEAT,
-    retry_policy=RetryPolicy(
-        initial_interval=timedelta(seconds=5),
-        backoff_coefficient=2.0,
-        maximum_interval=timedelta(minutes=30),
-        maximum_attempts=60,
-    ),
+    retry_policy=_doubling(timedelta(seconds=5), timedelta(minutes=30), 60),
 )
 
 # The alert for a failed rollback is best effort: the site already shows `rollback_failed`, so a webhook that keeps
