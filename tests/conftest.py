@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ from lifecycle.settings import Settings
 from tests.workers import own_worker
 from worker import LifecycleWorkers
 
+_OWN_BASETEMP = pytest.StashKey[str]()
 ADMIN_TOKEN = "test-admin-token-at-least-32-bytes-long"
 EXPORT_SIGNING_KEY = "test-export-signing-key-of-32-bytes-or-more"
 
@@ -196,6 +199,25 @@ def drill_group(nodeid: str) -> str | None:
     if not nodeid.startswith("tests/drills/"):
         return None
     return DRILL_GROUPS.get(nodeid.split("::")[0].rsplit("/", 1)[-1], OTHER_DRILLS)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """A temporary root of this run's own, where no other pytest run takes PostgreSQL's access away.
+
+    As root, PostgreSQL runs as its service user, which must traverse the folders above its data directory.
+    Every pytest session that starts resets /tmp/pytest-of-root to mode 0700, so a second run on the machine (another
+    checkout's) made this run's next initdb fail. xdist's workers inherit the root from the controller.
+    """
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        config.option.basetemp = config.stash[_OWN_BASETEMP] = tempfile.mkdtemp(prefix="pytest-lifecycle-")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A passing run leaves nothing in /tmp; a failing one keeps its servers' logs and data to look at."""
+    own = session.config.stash.get(_OWN_BASETEMP, None)
+    if own is not None and exitstatus == 0:
+        shutil.rmtree(own, ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)
