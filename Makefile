@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
 # This exact uv resolves the lock (uv.lock) and installs from its exports. It lives in its own venv so it never
 # enters the project's; it installs in about a tenth of pip's time, which is most of a fresh clone's set-up.
 UV_VERSION := 0.13.9
@@ -19,11 +20,17 @@ $(STAMP): requirements/dev.txt | $(UV)
 	$(UV) pip install --python $(PY) --quiet --no-deps -e .
 	touch $(STAMP)
 
+# Node tools (package.json: buf, the contract's breaking-change check), exactly as package-lock.json records them;
+# again only when the lock changes.
+$(NODE_STAMP): package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $(NODE_STAMP)
+
 $(UV):
 	$(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/pip install --quiet uv==$(UV_VERSION)
 
-install: $(STAMP)
+install: $(STAMP) $(NODE_STAMP)
 
 run: install
 	$(PY) -m devstack run
@@ -72,4 +79,4 @@ deploy-env:
 	sh deploy/new-env.sh .env.example .env
 
 clean:
-	rm -rf $(VENV) $(LOCK_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOCK_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache
