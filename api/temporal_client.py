@@ -2,6 +2,7 @@
 
 from temporalio.client import Client
 
+from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.settings import Settings
 from lifecycle.tracing import temporal_interceptors
 
@@ -12,5 +13,8 @@ class TemporalUnavailable(Exception):
 
 async def connect(settings: Settings) -> Client:
     return await Client.connect(
-        settings.temporal_address, namespace=settings.temporal_namespace, interceptors=temporal_interceptors()
+        settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        interceptors=temporal_interceptors(),
+        data_converter=DATA_CONVERTER,
     )

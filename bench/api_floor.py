@@ -32,6 +32,7 @@ from bench.processes import PROJECT_ROOT, cpu_by_thread_name, load_phase, settin
 from devstack.ports import free_port
 from devstack.seed import asyncpg_dsn, seed
 from devstack.throwaway import throwaway_stack
+from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.starts import RowCheck, start_bot_deletion
 from lifecycle.settings import Settings, get_settings
 from lifecycle.workflow_ids import bot_deletion_id
@@ -90,7 +91,9 @@ async def _lifespan(floor: str, receive: Receive, send: Send) -> None:
         if "sql" in floor:
             _state["pool"] = await asyncpg.create_pool(asyncpg_dsn(settings.database_url), min_size=2, max_size=10)
         if "start" in floor:
-            _state["client"] = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+            _state["client"] = await Client.connect(
+                settings.temporal_address, namespace=settings.temporal_namespace, data_converter=DATA_CONVERTER
+            )
             _state["task_queue"] = settings.task_queue
         await send({"type": "lifespan.startup.complete"})
     assert message["type"] == "lifespan.shutdown"

@@ -24,6 +24,7 @@ from typing import Any
 import aiohttp
 from temporalio.client import Client
 
+from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.starts import start_bot_deletion
 
 
@@ -86,7 +87,7 @@ async def _fresh_bot() -> bool:
 
 
 async def _raw(job: dict[str, Any]) -> dict[str, Any]:
-    client = await Client.connect(job["temporal_address"])
+    client = await Client.connect(job["temporal_address"], data_converter=DATA_CONVERTER)
 
     def call(bot_id: str) -> Callable[[], Awaitable[None]]:
         async def start() -> None:

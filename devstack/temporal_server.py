@@ -15,6 +15,7 @@ from temporalio.service import RPCError
 from devstack.binaries import temporal_cli
 from devstack.ports import wait_for_port
 from lifecycle import search_attributes
+from lifecycle.data_converter import DATA_CONVERTER
 
 DEV_SERVER_DYNAMIC_CONFIG = {
     # Eager activities: a worker that schedules an activity on its own task queue may run it at once,
@@ -112,7 +113,7 @@ class TemporalDevServer:
     async def _register_search_attributes(self) -> None:
         while True:
             try:
-                client = await Client.connect(self.address)
+                client = await Client.connect(self.address, data_converter=DATA_CONVERTER)
                 await search_attributes.register(client)
                 return
             except (RPCError, RuntimeError):

@@ -19,6 +19,7 @@ from devstack.postgres import PostgresServer
 from devstack.smtp_sink import SmtpSink
 from devstack.temporal_server import DEV_SERVER_TUNING
 from lifecycle import search_attributes
+from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
 
@@ -54,6 +55,7 @@ async def throwaway_stack(
                 dev_server_existing_path=temporal_cli(),
                 search_attributes=search_attributes.ALL,
                 dev_server_extra_args=["--ui-disable-news-fetch", *DEV_SERVER_TUNING],
+                data_converter=DATA_CONVERTER,
             )
             settings = Settings(
                 data_dir=root / "data",

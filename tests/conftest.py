@@ -26,6 +26,7 @@ from devstack.postgres import PostgresServer
 from devstack.smtp_sink import SmtpSink
 from devstack.temporal_server import DEV_SERVER_TUNING
 from lifecycle import search_attributes
+from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
 from tests.workers import own_worker
@@ -58,6 +59,7 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
         dev_server_existing_path=temporal_cli(),
         search_attributes=search_attributes.ALL,
         dev_server_extra_args=["--ui-disable-news-fetch", *DEV_SERVER_TUNING],
+        data_converter=DATA_CONVERTER,
     )
     yield env
     await env.shutdown()
@@ -66,7 +68,9 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
 async def start_time_skipping() -> WorkflowEnvironment:
     """The time-skipping test server, with the custom search attributes the workflows upsert added directly: it
     lacks ListSearchAttributes, so `search_attributes.register` cannot run there."""
-    env = await WorkflowEnvironment.start_time_skipping(test_server_existing_path=temporal_test_server())
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=temporal_test_server(), data_converter=DATA_CONVERTER
+    )
     await env.client.operator_service.add_search_attributes(
         AddSearchAttributesRequest(
             namespace=env.client.namespace,

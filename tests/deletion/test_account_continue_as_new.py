@@ -13,6 +13,7 @@ from temporalio.worker import Replayer
 
 from devstack.seed import rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
+from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.contracts import DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
@@ -82,6 +83,6 @@ async def test_a_paused_account_deletion_stays_paused_across_continue_as_new(
     assert len(runs) == 2
     # The run that continued as new (after its handlers finished) replays against the code.
     history = await temporal_client.get_workflow_handle(account.id, run_id=first_run).fetch_history()
-    await Replayer(workflows=WORKFLOWS).replay_workflow(history)
+    await Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER).replay_workflow(history)
     mails = [message_from_bytes(path.read_bytes()) for path in smtp_sink.messages()]
     assert len([m for m in mails if m["To"] == address]) == 1

@@ -17,6 +17,7 @@ from devstack.ports import free_port
 from devstack.postgres import PostgresServer
 from devstack.smtp_sink import SmtpSink
 from devstack.temporal_server import TemporalDevServer
+from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.budget import set_budget
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
@@ -120,5 +121,5 @@ async def drill_stack(
         # Every worker of the drills makes its version current as it starts (docs/versioning.md).
         worker_make_current=True,
     )
-    client = await Client.connect(drill_temporal.address)
+    client = await Client.connect(drill_temporal.address, data_converter=DATA_CONVERTER)
     yield DrillStack(drill_root, drill_postgres, drill_temporal, drill_smtp, settings, client)

@@ -28,6 +28,7 @@ from devstack.history_scenarios import Context, _account, _scheduled_account_del
 from devstack.ports import free_port
 from devstack.seed import seed
 from devstack.temporal_server import TemporalDevServer
+from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_export_id, site_creation_id
 from tests.conftest import ADMIN_HEADERS, EXPORT_SIGNING_KEY
@@ -81,7 +82,7 @@ async def deploy(drill_stack: DrillStack, deploy_temporal: TemporalDevServer) ->
             "export_signing_key": EXPORT_SIGNING_KEY,
         }
     )
-    client = await Client.connect(deploy_temporal.address)
+    client = await Client.connect(deploy_temporal.address, data_converter=DATA_CONVERTER)
     app = create_app(settings, temporal_client=client)
     async with (
         app.router.lifespan_context(app),

@@ -15,6 +15,7 @@ from temporalio.client import Client
 from devstack.ports import free_port
 from devstack.seed import seed
 from devstack.temporal_server import TemporalDevServer
+from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.contracts import DeletionStatus
 from lifecycle.settings import Settings
 from tests.eventually import eventually
@@ -55,7 +56,7 @@ async def _shows(page: Page, text: str) -> bool:
 
 
 async def test_ui_shows_summary_and_current_details(ui_server: TemporalDevServer, settings: Settings) -> None:
-    client = await Client.connect(ui_server.address)
+    client = await Client.connect(ui_server.address, data_converter=DATA_CONVERTER)
     own = own_queue(settings)
     seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=100)
     bot_id = seeded.bot_ids[0]

@@ -15,6 +15,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
 import workflows.sites.creation
+from lifecycle.data_converter import DATA_CONVERTER
 from workflows.registry import WORKFLOWS
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -35,7 +36,7 @@ def test_every_workflow_type_has_at_least_two_histories() -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=[path.stem for path in FILES])
 async def test_history_replays(path: Path) -> None:
-    await Replayer(workflows=WORKFLOWS).replay_workflow(_history(path))
+    await Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER).replay_workflow(_history(path))
 
 
 def _changed_copy_of_site_creation() -> type:
@@ -64,6 +65,6 @@ def _changed_copy_of_site_creation() -> type:
 async def test_replay_catches_a_non_deterministic_change() -> None:
     changed = _changed_copy_of_site_creation()
     # The copy exists in memory only, so the sandbox (which re-imports modules by name) cannot load it.
-    replayer = Replayer(workflows=[changed], workflow_runner=UnsandboxedWorkflowRunner())
+    replayer = Replayer(workflows=[changed], workflow_runner=UnsandboxedWorkflowRunner(), data_converter=DATA_CONVERTER)
     with pytest.raises(workflow.NondeterminismError):
         await replayer.replay_workflow(_history(HISTORIES / "SiteCreationWorkflow-happy.json"))
