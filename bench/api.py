@@ -54,6 +54,9 @@ class Side:
     latencies: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     cpu: float = 0.0
+    # The serving process's CPU per request (ms) in each phase: a difference between two APIs is judged phase by
+    # phase, each pair measured seconds apart, so the machine's other load mostly cancels out of it.
+    phase_cpu_ms: list[float] = field(default_factory=list)
 
     def p(self, percentile: int) -> float:
         return statistics.quantiles(self.latencies, n=100)[percentile - 1] * 1000
@@ -62,10 +65,6 @@ class Side:
     def cpu_ms(self) -> float:
         """The serving process's CPU per request (ms)."""
         return self.cpu * 1000 / max(1, len(self.latencies) + len(self.errors))
-
-    # The serving process's CPU per request (ms) in each phase: a difference between two APIs is judged phase by
-    # phase, each pair measured seconds apart, so the machine's other load mostly cancels out of it.
-    phase_cpu_ms: list[float] = field(default_factory=list)
 
     def add(self, result: dict[str, Any], cpu: float) -> None:
         self.latencies += result["latencies"]
@@ -119,7 +118,7 @@ async def main(
     profile_to = Path(tempfile.mkdtemp(prefix="bench-api-")) / "api.prof" if profile else None
     async with throwaway_stack("bench", durable=True) as stack, contextlib.AsyncExitStack() as servers:
         settings = stack.settings
-        # Each API deletes its own account's bots; the raw side starts runs for made-up bots of ours.
+        # Each API deletes its own account's bots; the raw side starts runs for made-up bot ids.
         for side in [api, *others]:
             seeded = await seed(settings.database_url, settings.storage_path, bots=per_phase * phases, rows=5)
             side.account_id, side.api_key, side.bot_ids = seeded.account_id, seeded.api_key, seeded.bot_ids
