@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-import orjson
 from fastapi import APIRouter, Response, status
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
@@ -89,8 +88,9 @@ async def delete_bot(
     engine: EngineDep,
     client: TemporalDep,
     settings: SettingsDep,
+    response: Response,
     prefer: PreferHeader = None,
-) -> Response:
+) -> DeletionAccepted | JSONResponse:
     try:
         accepted = await request_bot_deletion(engine, client, settings.task_queue, key_hash=key_hash, bot_id=bot_id)
     except Unauthorized:
@@ -110,8 +110,6 @@ async def delete_bot(
             return JSONResponse(finished.model_dump(mode="json"), headers=plan.headers(finished=True))
         # A run that finished earlier and whose history is gone is still finished: the record says so.
         state = state if accepted.finished else outcome.status
-    # The 202 is serialized here, as response_model documents it, rather than validated and encoded again by
-    # FastAPI: this is the API's busiest answer (bench.api, docs/benchmarks.md).
-    body = {"workflow_id": accepted.workflow_id, "status": str(state), "status_url": status_url}
-    headers = plan.headers(finished=False) | {"Location": status_url}
-    return Response(orjson.dumps(body), status.HTTP_202_ACCEPTED, headers, media_type="application/json")
+    plan.apply(response, finished=False)
+    response.headers["Location"] = status_url
+    return DeletionAccepted(workflow_id=accepted.workflow_id, status=state, status_url=status_url)

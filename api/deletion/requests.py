@@ -49,7 +49,10 @@ class Accepted:
 # implicit transaction instead of four, on the API's busiest write path (bench.api). The key is still checked
 # against the database on every request, and the record still commits before the workflow starts.
 # Written for the driver ($n parameters): request_bot_deletion runs it on the pooled connection's asyncpg
-# connection, which spares SQLAlchemy's statement and result handling on every DELETE /bots/{id}.
+# connection, which spares SQLAlchemy's statement and result handling on every DELETE /bots/{id}. Kept for its
+# figure: the same statement through SQLAlchemy (`text()` in AUTOCOMMIT) cost the API 0.15, 0.17, 0.39 and
+# 0.59 ms more CPU per request (four runs, median 0.28 ms). Re-measure with `python -m bench.api --against
+# <a copy of the checkout running it through SQLAlchemy>` (docs/benchmarks.md); under 0.2 ms, this goes.
 _AUTHORIZE_MARK_RECORD = f"""
     WITH caller AS ({account_of_key_sql("$1::text")}), marked AS (
         UPDATE bots SET deletion_requested_at = coalesce(deletion_requested_at, now())
