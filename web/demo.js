@@ -23,6 +23,29 @@ async function problemText(response) {
   }
 }
 
+// What the page says once a site has settled, or could not be built: its heading, which is also its title.
+const HEADLINES = {
+  active: "Your site is live",
+  rolled_back: "Your site could not be built",
+  rollback_failed: "Your site could not be built",
+  deleted: "Your site was deleted",
+};
+const BUILDING = "Your site is being built";
+
+function setHeadline(text) {
+  $("#headline").textContent = text;
+  document.title = text;
+}
+
+function drawBar(percent, settled) {
+  const bar = $("#progress .bar");
+  // A settled site's bar takes its final width at once: a transition would still show it part filled while the
+  // page already says the site is live.
+  bar.dataset.settled = String(settled);
+  bar.setAttribute("aria-valuenow", String(percent));
+  $("#bar-fill").style.width = `${percent}%`;
+}
+
 function draw(site) {
   let done = 0;
   for (const step of STEPS) {
@@ -32,20 +55,39 @@ function draw(site) {
     item.querySelector(".state").textContent = status.replace("_", " ");
     if (status === "done") done += 1;
   }
-  $("#bar-fill").style.width = `${(done / STEPS.length) * 100}%`;
+  const headline = HEADLINES[site.status];
+  drawBar(Math.round((done / STEPS.length) * 100), headline !== undefined);
+  setHeadline(headline || BUILDING);
   const final = $("#final");
   final.dataset.status = site.status;
   if (site.status === "active") {
-    $("#headline").textContent = "Your site is live";
     final.textContent = `${site.domain} is active.`;
   } else if (site.status === "rolled_back" || site.status === "rollback_failed") {
-    $("#headline").textContent = "Your site could not be built";
     final.textContent = site.error ? site.error : "The site could not be built.";
   } else if (site.status === "deleted") {
     final.textContent = "The site was deleted.";
   } else {
     final.textContent = "";
   }
+  // Settled, or waiting for an operator: the form can build another site.
+  if (headline !== undefined) formReady(true);
+}
+
+// A new build starts from a blank progress section, without reloading the page.
+function reset() {
+  for (const item of document.querySelectorAll("#steps li")) {
+    item.dataset.status = "pending";
+    item.querySelector(".state").textContent = "pending";
+  }
+  drawBar(0, true);
+  setHeadline(BUILDING);
+  $("#final").dataset.status = "";
+  $("#final").textContent = "";
+  $("#events").replaceChildren();
+}
+
+function formReady(ready) {
+  $("#create button").disabled = !ready;
 }
 
 function logEvent(id, site) {
@@ -60,8 +102,12 @@ function setConnection(state, text) {
   $("#connection").textContent = text;
 }
 
+// The stream of the site this page follows now; a new build closes the previous one's.
+let following = null;
+
 function watch(siteId) {
   const source = new EventSource(`/sites/${siteId}/events`);
+  following = source;
   source.onopen = () => {
     document.body.dataset.opens = String(Number(document.body.dataset.opens) + 1);
     setConnection("open", "Connected: following the build live.");
@@ -79,10 +125,12 @@ function watch(siteId) {
   source.addEventListener("credentials-ended", (event) => {
     source.close();
     setConnection("closed", `Stopped: ${JSON.parse(event.data).reason}; reload to follow again.`);
+    formReady(true);
   });
   source.onerror = () => {
     if (source.readyState === EventSource.CLOSED) {
       setConnection("failed", "The connection was refused; reload to try again.");
+      formReady(true);
     } else {
       setConnection("reconnecting", "Connection lost: reconnecting, without losing a step…");
     }
@@ -95,20 +143,25 @@ async function create(event) {
   const fields = new FormData(form);
   const auth = { Authorization: `Bearer ${fields.get("api_key")}` };
   $("#problem").hidden = true;
-  form.querySelector("button").disabled = true;
+  formReady(false);
   const created = await fetch("/sites", {
     method: "POST",
     headers: { ...auth, "Content-Type": "application/json" },
     body: JSON.stringify({ name: fields.get("name"), tagline: fields.get("tagline"), domain: fields.get("domain") }),
   });
   if (!created.ok) {
-    form.querySelector("button").disabled = false;
+    formReady(true);
     return showProblem(await problemText(created));
   }
   const site = await created.json();
   // Sets the HttpOnly cookie that opens this site's stream, and only that one.
   const token = await fetch(`/sites/${site.id}/events/token`, { method: "POST", headers: auth });
-  if (!token.ok) return showProblem(await problemText(token));
+  if (!token.ok) {
+    formReady(true);
+    return showProblem(await problemText(token));
+  }
+  following?.close();
+  reset();
   $("#progress").hidden = false;
   watch(site.id);
 }
