@@ -23,13 +23,19 @@ async function problemText(response) {
   }
 }
 
-// What the page says once a site has settled, or could not be built: its heading, which is also its title.
+// What the page's heading, which is also its title, says in each status but provisioning.
+const FAILED = "Your site could not be built";
 const HEADLINES = {
   active: "Your site is live",
-  rolled_back: "Your site could not be built",
-  rollback_failed: "Your site could not be built",
+  rolling_back: FAILED,
+  rolled_back: FAILED,
+  rollback_failed: FAILED,
+  deleting: "Your site is being deleted",
   deleted: "Your site was deleted",
 };
+// Nothing more happens to the site without someone acting (an operator's retry for rollback_failed): the bar is
+// final and the form can build another site.
+const SETTLED = new Set(["active", "rolled_back", "rollback_failed", "deleted"]);
 const BUILDING = "Your site is being built";
 
 function setHeadline(text) {
@@ -55,9 +61,9 @@ function draw(site) {
     item.querySelector(".state").textContent = status.replace("_", " ");
     if (status === "done") done += 1;
   }
-  const headline = HEADLINES[site.status];
-  drawBar(Math.round((done / STEPS.length) * 100), headline !== undefined);
-  setHeadline(headline || BUILDING);
+  const settled = SETTLED.has(site.status);
+  drawBar(Math.round((done / STEPS.length) * 100), settled);
+  setHeadline(HEADLINES[site.status] || BUILDING);
   const final = $("#final");
   final.dataset.status = site.status;
   if (site.status === "active") {
@@ -69,8 +75,7 @@ function draw(site) {
   } else {
     final.textContent = "";
   }
-  // Settled, or waiting for an operator: the form can build another site.
-  if (headline !== undefined) formReady(true);
+  if (settled) formReady(true);
 }
 
 // A new build starts from a blank progress section, without reloading the page.

@@ -1,7 +1,7 @@
 """The demo page in Debian's Chromium: a site created from the form is drawn live from its event stream, a
 connection cut mid-build costs no step and repeats none, the page says the site is live the moment it is (bar,
-heading and title), a second site is built from the same page, and without its script the form never puts the
-key in a URL."""
+heading and title) or that it could not be built, a second site is built from the same page, and without its
+script the form never puts the key in a URL."""
 
 from __future__ import annotations
 
@@ -168,6 +168,25 @@ async def test_the_page_draws_every_step_across_a_dropped_connection(
     # reached the page exactly once and in order, the ones made while the connection was cut included.
     recorded = await _site_event_ids(demo_api, domain)
     assert received and received == [event_id for event_id in recorded if event_id >= received[0]]
+
+
+async def test_a_site_that_cannot_be_built_says_so_in_the_title(demo_api: DemoApi, temporal_client: Client) -> None:
+    base_url = f"http://127.0.0.1:{demo_api.port}"
+    key = await _api_key(base_url)
+    faults = "bootstrap_site=permanent"
+    async with own_worker(demo_api.settings, temporal_client, faults=faults), async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page()
+            page.set_default_timeout(PAGE_TIMEOUT_MS)
+            await page.goto(f"{base_url}/demo/")
+            await page.fill('input[name="api_key"]', key)
+            await _build(page, "Never built", f"demo-{uuid.uuid4().hex[:8]}.example.com")
+            await page.wait_for_selector('#final[data-status="rolled_back"]')
+            assert await page.title() == "Your site could not be built"
+            assert await page.is_enabled('button[type="submit"]'), "the form is usable to try again"
+        finally:
+            await browser.close()
 
 
 async def test_without_its_script_the_form_never_puts_the_key_in_a_url(demo_api: DemoApi) -> None:
