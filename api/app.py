@@ -23,6 +23,7 @@ from api.deletion import router as account_deletion
 from api.deletion import status_router as deletion_status
 from api.dependencies import TemporalConnection
 from api.exports import router as account_exports
+from api.links import document_links
 from api.metrics import install_metrics
 from api.problems import document_problems, install_problem_handlers
 from api.sites import router as sites
@@ -106,8 +107,10 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = document_problems(
-                get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+            app.openapi_schema = document_links(
+                document_problems(
+                    get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+                )
             )
         return app.openapi_schema
 
