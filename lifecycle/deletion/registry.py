@@ -1,0 +1,20 @@
+"""The registry of deletion services: services that own data about bots and accounts, each implementing the
+deletion contract (proto/lifecycle/deletion/v1/service.proto) on a task queue of its own. The API registers and
+retires them (api/deletion/services_router.py); a deletion reads them once (activities/deletion/services.py) and
+calls each one's queue.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from lifecycle.deletion.v1 import service_pb2
+
+# A registered name is how the status API and the receipts name the service: a lowercase slug, such as
+# `search-index`. The built-in services' names are taken (the API refuses them with a 409).
+SERVICE_NAME_PATTERN: Final = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
+SERVICE_NAME_MAX_LENGTH: Final = 40
+TASK_QUEUE_MAX_LENGTH: Final = 200
+
+# The contracts a deletion knows how to call: the package of the generated code it is built with.
+SUPPORTED_CONTRACTS: Final = (service_pb2.DESCRIPTOR.package,)
