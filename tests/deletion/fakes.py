@@ -21,6 +21,8 @@ from lifecycle.deletion.contracts import (
     FinishBotDeletionResult,
     ReceiptInput,
     ServiceProgress,
+    ServiceProgressRecord,
+    ServiceRegistry,
 )
 from lifecycle.statuses import DeletionState
 
@@ -56,6 +58,8 @@ class FakeBotServices:
             self.finish_bot_deletion,
             self.issue_deletion_receipt,
             self.record_deletion_status,
+            self.list_deletion_services,
+            self.record_service_progress,
         ]
 
     @activity.defn(name=DELETE_SERVICE_ACTIVITY)
@@ -81,6 +85,15 @@ class FakeBotServices:
             cursor=deleted,
             done=deleted == ROWS_PER_SERVICE,
         )
+
+    @activity.defn(name="list_deletion_services")
+    async def list_deletion_services(self, workflow_id: str) -> ServiceRegistry:
+        # No registered services: the built-in ones alone (tests/deletion/test_registered_services.py has some).
+        return ServiceRegistry()
+
+    @activity.defn(name="record_service_progress")
+    async def record_service_progress(self, record: ServiceProgressRecord) -> int | None:
+        raise AssertionError("no registered service to record")
 
     @activity.defn(name="raise_alert")
     async def raise_alert(self, alert: AlertInput) -> None:

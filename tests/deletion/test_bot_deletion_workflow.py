@@ -20,6 +20,7 @@ from temporalio.exceptions import CancelledError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.deletion.deleters import DELETE_SERVICE_ACTIVITY
 from activities.deletion.deleters import DELETION_SERVICES as SERVICES
 from lifecycle.deletion.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
 from lifecycle.worker_deployment import deployment_config
@@ -73,15 +74,22 @@ async def harness(time_skipping_env: WorkflowEnvironment, services: FakeBotServi
 
 
 async def _scheduled_calls_once_idle(handle: WorkflowHandle[Any, Any]) -> int | None:
-    """How many activities the run scheduled, once its last workflow task completed with every one of them closed
+    """How many deleter calls the run scheduled, once its last workflow task completed with every activity closed
     (so it decided, on everything that happened, to schedule nothing more); None until then."""
-    events = [event.event_type for event in (await handle.fetch_history()).events]
+    history = (await handle.fetch_history()).events
+    events = [event.event_type for event in history]
     scheduled = events.count(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
     closed = sum(events.count(kind) for kind in _ACTIVITY_CLOSED)
     # A run that went on to the end is idle too: then what it scheduled is the answer.
     settled = (EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
     idle = events[-1] in settled and closed == scheduled
-    return scheduled if idle else None
+    deleter_calls = sum(
+        1
+        for event in history
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and event.activity_task_scheduled_event_attributes.activity_type.name == DELETE_SERVICE_ACTIVITY
+    )
+    return deleter_calls if idle else None
 
 
 _ACTIVITY_CLOSED = (

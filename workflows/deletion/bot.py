@@ -7,14 +7,16 @@ from dataclasses import replace
 
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from activities.deletion.deleters import DELETION_SERVICES, BotDataDeleters
     from activities.deletion.records import DeletionRecords
+    from activities.deletion.services import RegisteredServices, budget_share
     from lifecycle.contracts import AlertInput
     from lifecycle.deletion.contracts import (
+        DELETER_SLICE,
         MAX_BATCH_SIZE,
         MIN_BATCH_SIZE,
         TRANSIENT_ERROR,
@@ -26,9 +28,20 @@ with workflow.unsafe.imports_passed_through():
         FinishBotDeletionResult,
         OperatorAction,
         ReceiptSubject,
+        RegisteredService,
         ServiceProgress,
+        ServiceProgressRecord,
+        ServiceVerification,
     )
     from lifecycle.deletion.pace import Pace
+    from lifecycle.deletion.registry import DELETE_SUBJECT_DATA, THROTTLES, VERIFY_SUBJECT_ERASED
+    from lifecycle.deletion.v1.service_pb2 import (
+        DeleteRequest,
+        DeleteResponse,
+        Subject,
+        VerifyRequest,
+        VerifyResponse,
+    )
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.statuses import DeletionState, strongest_throttle
     from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
@@ -50,6 +63,12 @@ def is_transient(err: ActivityError) -> bool:
     if isinstance(cause, ActivityTimeoutError):
         return True
     return isinstance(cause, ApplicationError) and cause.type == TRANSIENT_ERROR and not cause.non_retryable
+
+
+def no_worker_took_it(err: ActivityError) -> bool:
+    """A registered service's call that waited out its schedule-to-start timeout: no worker of it polls."""
+    cause = err.cause
+    return isinstance(cause, ActivityTimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START
 
 
 def _progress_carried_by(err: ActivityError, known: ServiceProgress) -> ServiceProgress:
@@ -99,7 +118,14 @@ def _pace(services: dict[str, ServiceProgress]) -> Pace:
 class BotDeletionWorkflow:
     @workflow.init
     def __init__(self, request: BotDeletionInput) -> None:
-        self._progress = {s: replace(request.progress.get(s, ServiceProgress())) for s in DELETION_SERVICES}
+        # The registered services, once the first run has read them (run's first step); carried on after that.
+        self._registry = request.registry
+        registered = [service.name for service in self._registry.services] if self._registry else []
+        self._progress = {
+            s: replace(request.progress.get(s, ServiceProgress())) for s in (*DELETION_SERVICES, *registered)
+        }
+        # What the registered services' VerifySubjectErased counted, for the receipt.
+        self._verified: dict[str, ServiceVerification] = {}
         self._paused = request.paused
         self._batch_size = request.batch_size
         # Set by run's first step, which also publishes it as the search attribute and records it.
@@ -114,11 +140,15 @@ class BotDeletionWorkflow:
     async def run(self, request: BotDeletionInput) -> BotDeletionResult:
         self._set_status(self._running_or_paused())
         try:
+            if self._registry is None:
+                await self._read_registry(request)
             rounds = 0
             while True:
                 await self._delete_every_service(request)
-                # Finishing checks that no rows remain, and the services go around again if some do.
-                remaining = (await self._finish(request)).remaining_services
+                # The registered services count what they still hold, and finishing checks that no rows remain;
+                # the services go around again if some do.
+                remaining = await self._verify_registered_services(request)
+                remaining += (await self._finish(request)).remaining_services
                 if not remaining:
                     break
                 # A writer raced the deleters: delete those services again, a bounded number of times.
@@ -133,21 +163,43 @@ class BotDeletionWorkflow:
                     # From the bottom, not the cursor: a row that remained may lie below it (a writer took its id
                     # before the cursor passed and committed after); walking the deleted rows' entries again is
                     # the price, on this rare path only.
-                    self._progress[service] = replace(self._progress[service], done=False, cursor=0)
+                    self._progress[service] = replace(self._progress[service], done=False, cursor=0, resume_from="")
         except asyncio.CancelledError:
             self._set_status(DeletionState.CANCELLED)
             await uninterruptible(self._recorder.recorded())
             raise
         final = DeletionState.INCOMPLETE if self._skipped() else DeletionState.COMPLETED
-        await issue_receipt(ReceiptSubject.BOT, request.bot_id, request.account_id, self._operator_actions)
+        await issue_receipt(
+            ReceiptSubject.BOT,
+            request.bot_id,
+            request.account_id,
+            self._operator_actions,
+            list(self._verified.values()),
+        )
         self._set_status(final)
         await self._recorder.recorded()
         return BotDeletionResult(bot_id=request.bot_id, services=self._progress, status=final)
 
+    @property
+    def _registered(self) -> dict[str, RegisteredService]:
+        return {service.name: service for service in self._registry.services} if self._registry else {}
+
+    async def _read_registry(self, request: BotDeletionInput) -> None:
+        """Once per deletion: every later run and every replay calls the services this read found."""
+        self._registry = await workflow.execute_activity_method(
+            RegisteredServices.list_deletion_services,
+            workflow.info().workflow_id,
+            **presets.STEP,
+            summary="read the registered deletion services",
+        )
+        for service in self._registry.services:
+            self._progress[service.name] = replace(self._registry.recorded.get(service.name, ServiceProgress()))
+        self._registry.recorded = {}
+
     async def _delete_every_service(self, request: BotDeletionInput) -> None:
         # The services share nothing, so they are deleted side by side: one service's file unlinks
         # and another's DELETEs use the machine at once.
-        await asyncio.gather(*(self._delete_service(request, service) for service in DELETION_SERVICES))
+        await asyncio.gather(*(self._delete_service(request, service) for service in self._progress))
         if not all(p.done for p in self._progress.values()):
             await self._continue_as_new(request)
 
@@ -180,36 +232,134 @@ class BotDeletionWorkflow:
 
     async def _delete_slice(self, request: BotDeletionInput, service: str) -> None:
         try:
-            self._progress[service] = await workflow.execute_activity_method(
-                BotDataDeleters.delete_bot_service,
-                DeleteServiceInput(
-                    workflow_id=workflow.info().workflow_id,
-                    bot_id=request.bot_id,
-                    service=service,
-                    batch_size=self._batch_size,
-                    progress=self._progress[service],
-                ),
-                **presets.DELETER,
-                summary=f"delete {service} of bot {request.bot_id}",
-            )
+            if (registered := self._registered.get(service)) is not None:
+                await self._call_delete_subject_data(request, registered)
+            else:
+                self._progress[service] = await workflow.execute_activity_method(
+                    BotDataDeleters.delete_bot_service,
+                    DeleteServiceInput(
+                        workflow_id=workflow.info().workflow_id,
+                        bot_id=request.bot_id,
+                        service=service,
+                        batch_size=self._batch_size,
+                        progress=self._progress[service],
+                    ),
+                    **presets.DELETER,
+                    summary=f"delete {service} of bot {request.bot_id}",
+                )
         except ActivityError as err:
-            if isinstance(err.cause, CancelledError):
-                # The workflow itself is being cancelled: end as cancelled, not as a poison pill.
-                raise asyncio.CancelledError() from err
-            if is_transient(err):
-                # Another round of backoff: transient failures retry without end, from where the call got to.
-                workflow.logger.warning("transient failure deleting %s; retrying: %s", service, err.cause)
-                self._progress[service] = _progress_carried_by(err, self._progress[service])
-                return
-            alert = AlertInput(
-                workflow_id=workflow.info().workflow_id,
-                subject=f"bot deletion stuck on {service}",
-                reason=str(err.cause or err),
-            )
-            async with self._operator:
-                if await self._ask(service, alert) == Decision.SKIP:
-                    self._skip([service])
+            await self._after_failure(service, "deleting", err)
         self._publish_details()
+
+    async def _after_failure(self, service: str, doing: str, err: ActivityError) -> None:
+        """A failed call of a service: wait for its worker, call again, or ask an operator (poison pill)."""
+        if isinstance(err.cause, CancelledError):
+            # The workflow itself is being cancelled: end as cancelled, not as a poison pill.
+            raise asyncio.CancelledError() from err
+        if no_worker_took_it(err):
+            # A registered service's worker is down: call again without end; the status shows it waiting.
+            await self._waiting_for(service)
+            return
+        if is_transient(err):
+            # Another round of backoff: transient failures retry without end, from where the call got to.
+            workflow.logger.warning("transient failure %s %s; retrying: %s", doing, service, err.cause)
+            if service not in self._registered:
+                self._progress[service] = _progress_carried_by(err, self._progress[service])
+            return
+        alert = AlertInput(
+            workflow_id=workflow.info().workflow_id,
+            subject=f"bot deletion stuck on {service}",
+            reason=str(err.cause or err),
+        )
+        async with self._operator:
+            if await self._ask(service, alert) == Decision.SKIP:
+                self._skip([service])
+
+    def _subject(self, request: BotDeletionInput) -> Subject:
+        return Subject(kind=Subject.KIND_BOT, id=request.bot_id)
+
+    async def _call_delete_subject_data(self, request: BotDeletionInput, service: RegisteredService) -> None:
+        """One slice of a registered service's deletion, on its own task queue, from its own cursor."""
+        assert self._registry is not None
+        known = self._progress[service.name]
+        response = await workflow.execute_activity(
+            DELETE_SUBJECT_DATA,
+            DeleteRequest(
+                deletion_id=workflow.info().workflow_id,
+                subject=self._subject(request),
+                cursor=known.resume_from,
+                max_rows=self._batch_size,
+                rows_per_second=self._registry.rows_per_second,
+                max_duration_ms=int(DELETER_SLICE.total_seconds() * 1000),
+            ),
+            task_queue=service.task_queue,
+            result_type=DeleteResponse,
+            **presets.SERVICE_CALL,
+            summary=f"delete {service.name} of bot {request.bot_id}",
+        )
+        deleted = known.deleted + response.rows_deleted
+        self._progress[service.name] = replace(
+            known,
+            deleted=deleted,
+            total=deleted + response.remaining_rows_estimate,
+            files_deleted=known.files_deleted + response.files_deleted,
+            resume_from=response.cursor,
+            done=response.done,
+            waiting_since=None,
+            rows_per_second=0 if response.done else round(response.measured_rows_per_second),
+            throttled=None if response.done else THROTTLES.get(response.throttled),
+        )
+        await self._record_service(service.name, answered=True)
+
+    async def _record_service(self, service: str, *, answered: bool) -> None:
+        assert self._registry is not None
+        budget = await workflow.execute_activity_method(
+            RegisteredServices.record_service_progress,
+            ServiceProgressRecord(workflow.info().workflow_id, service, self._progress[service], answered),
+            **presets.STEP,
+            summary=f"record the progress of {service}",
+        )
+        self._registry.rows_per_second = budget_share(budget, len(self._registry.services))
+
+    async def _waiting_for(self, service: str) -> None:
+        """Shows the service as waiting, from the first call no worker took until one answers."""
+        if self._progress[service].waiting_since is not None:
+            return
+        workflow.logger.warning("no worker of %s takes its calls; waiting for one", service)
+        self._progress[service] = replace(self._progress[service], waiting_since=workflow.now().isoformat())
+        await self._record_service(service, answered=False)
+
+    async def _verify_registered_services(self, request: BotDeletionInput) -> list[str]:
+        """The registered services that still hold something of the bot, by their own count."""
+        verifying = [name for name in self._registered if not self._progress[name].skipped]
+        await asyncio.gather(*(self._verify(request, self._registered[name]) for name in verifying))
+        return [
+            name
+            for name in verifying
+            if (found := self._verified.get(name)) is not None and found.remaining_rows + found.remaining_files
+        ]
+
+    async def _verify(self, request: BotDeletionInput, service: RegisteredService) -> None:
+        while not self._progress[service.name].skipped:
+            try:
+                response = await workflow.execute_activity(
+                    VERIFY_SUBJECT_ERASED,
+                    VerifyRequest(deletion_id=workflow.info().workflow_id, subject=self._subject(request)),
+                    task_queue=service.task_queue,
+                    result_type=VerifyResponse,
+                    **presets.SERVICE_CALL,
+                    summary=f"count what {service.name} holds of bot {request.bot_id}",
+                )
+            except ActivityError as err:
+                await self._after_failure(service.name, "verifying", err)
+                continue
+            self._verified[service.name] = ServiceVerification(
+                service.name, response.remaining_rows, response.remaining_files
+            )
+            if self._progress[service.name].waiting_since is not None:
+                self._progress[service.name] = replace(self._progress[service.name], waiting_since=None)
+            await self._record_service(service.name, answered=True)
+            return
 
     async def _ask_about_remaining(self, remaining: list[str]) -> Decision:
         services = ", ".join(remaining)
@@ -254,6 +404,7 @@ class BotDeletionWorkflow:
                 progress=self._progress,
                 paused=self._paused,
                 operator_actions=self._operator_actions,
+                registry=self._registry,
             ),
             # The next run starts on the current version, not pinned to this one: how a long deletion upgrades.
             initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE,

@@ -1,0 +1,173 @@
+"""A service nobody here wrote joins the deletions by registering: examples/search_index, its own store and its
+own worker process, built from the contract's generated classes alone. Against real PostgreSQL, a real Temporal
+dev server, the session's real gateway worker, and the API.
+
+- registered, it is called by the next deletion: its data goes, the receipt lists it by its registered name with
+  its counts, and the registry shows when it last answered;
+- with its worker stopped, the deletion shows it `waiting` (since when), loses nothing, and finishes with exact
+  counts once the worker is back.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest_asyncio
+from temporalio.client import Client
+
+from examples.search_index.store import SearchIndex
+from tests.conftest import ADMIN_HEADERS, ApiAccount
+from tests.eventually import eventually
+from tests.processes import ChildProcess
+from worker import LifecycleWorkers
+
+ENTRIES = 1_234  # more than one slice: the run resumes from the service's own cursor
+FILES = 3
+
+
+@dataclass
+class RegisteredIndex:
+    name: str
+    task_queue: str
+    index: SearchIndex
+    process: ChildProcess
+
+    def start(self) -> None:
+        self.process.start()
+
+    def stop(self) -> None:
+        if self.process.process is not None and self.process.process.poll() is None:
+            self.process.terminate()
+
+
+@pytest_asyncio.fixture
+async def search_index(
+    api: httpx.AsyncClient, temporal_client: Client, tmp_path: Path
+) -> AsyncIterator[RegisteredIndex]:
+    """The search index, registered through the API under a name of its own; its worker is not started yet.
+    Retired afterwards, so no later deletion of the session calls it."""
+    suffix = uuid.uuid4().hex[:8]
+    name, queue = f"search-{suffix}", f"search-index-{suffix}"
+    registered = await api.put(
+        f"/deletion-services/{name}",
+        json={"task_queue": queue, "contract": "lifecycle.deletion.v1"},
+        headers=ADMIN_HEADERS,
+    )
+    assert registered.status_code == 201, registered.text
+    address = temporal_client.service_client.config.target_host
+    store = tmp_path / "search-index"
+    process = ChildProcess(
+        [
+            sys.executable,
+            "-m",
+            "examples.search_index",
+            "--address",
+            address,
+            "--task-queue",
+            queue,
+            "--store",
+            str(store),
+        ],
+        env=dict(os.environ),
+        log_path=tmp_path / "search-index.log",
+    )
+    service = RegisteredIndex(name, queue, SearchIndex(store), process)
+    try:
+        yield service
+    finally:
+        service.stop()
+        assert (await api.delete(f"/deletion-services/{name}", headers=ADMIN_HEADERS)).status_code == 204
+
+
+async def a_bot(api: httpx.AsyncClient, account: ApiAccount) -> str:
+    created = await api.post("/bots", json={"name": "indexed"}, headers=account.headers)
+    assert created.status_code == 201, created.text
+    return str(created.json()["id"])
+
+
+def status_of(api: httpx.AsyncClient, bot_id: str, account: ApiAccount) -> Callable[[], Awaitable[dict[str, Any]]]:
+    async def status() -> dict[str, Any]:
+        answer = await api.get(f"/bots/{bot_id}/deletion", headers=account.headers)
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+    return status
+
+
+async def completed(api: httpx.AsyncClient, bot_id: str, account: ApiAccount) -> dict[str, Any]:
+    status = status_of(api, bot_id, account)
+
+    async def done() -> dict[str, Any] | None:
+        body = await status()
+        return body if body["status"] == "completed" else None
+
+    return await eventually(done, "the bot deletion completes")
+
+
+async def receipt_of(api: httpx.AsyncClient, bot_id: str, account: ApiAccount) -> dict[str, Any]:
+    answer = await api.get(f"/bots/{bot_id}/deletion/receipt", headers=account.headers)
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json()["receipt"])
+
+
+async def test_a_registered_service_is_deleted_counted_and_listed(
+    api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers, search_index: RegisteredIndex
+) -> None:
+    bot_id, neighbour = await a_bot(api, account), str(uuid.uuid4())
+    search_index.index.add(bot_id, entries=ENTRIES, files=FILES)
+    search_index.index.add(neighbour, entries=5, files=1)
+    search_index.start()
+
+    assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
+    status = await completed(api, bot_id, account)
+
+    assert search_index.index.count(bot_id) == (0, 0)
+    assert search_index.index.count(neighbour) == (5, 1)  # another bot's data stays
+    assert status["progress"][search_index.name] == {"deleted": ENTRIES, "total": ENTRIES}
+    receipt = await receipt_of(api, bot_id, account)
+    assert receipt["services"][search_index.name] == {"rows_deleted": ENTRIES, "files_deleted": FILES, "remaining": 0}
+    check = next(check for check in receipt["checks"] if check.get("service") == search_index.name)
+    assert check == {
+        "name": f"rows and files of {search_index.name}",
+        "expected": 0,
+        "found": 0,
+        "passed": True,
+        "service": search_index.name,
+    }
+    assert receipt["complete"] is True
+    listed = (await api.get("/deletion-services", headers=ADMIN_HEADERS)).json()["services"]
+    entry = next(service for service in listed if service["name"] == search_index.name)
+    assert entry["last_answered_at"] is not None
+
+
+async def test_a_deletion_waits_for_a_stopped_service_and_finishes_when_it_is_back(
+    api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers, search_index: RegisteredIndex
+) -> None:
+    bot_id = await a_bot(api, account)
+    search_index.index.add(bot_id, entries=ENTRIES, files=FILES)
+    # The service's worker is not running: nobody polls its queue.
+    assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
+    status = status_of(api, bot_id, account)
+
+    async def waiting() -> dict[str, Any] | None:
+        body = await status()
+        return body if body["progress"].get(search_index.name, {}).get("status") == "waiting" else None
+
+    shown = await eventually(waiting, "the status shows the service waiting")
+    assert shown["status"] == "running"
+    assert shown["progress"][search_index.name]["waiting_since"] is not None
+    assert search_index.index.count(bot_id) == (ENTRIES, FILES)  # nothing was touched, nothing lost
+
+    search_index.start()
+    finished = await completed(api, bot_id, account)
+    assert finished["progress"][search_index.name] == {"deleted": ENTRIES, "total": ENTRIES}
+    assert search_index.index.count(bot_id) == (0, 0)
+    receipt = await receipt_of(api, bot_id, account)
+    assert receipt["services"][search_index.name] == {"rows_deleted": ENTRIES, "files_deleted": FILES, "remaining": 0}
