@@ -5,7 +5,8 @@ dev server, the session's real gateway worker, and the API.
 - registered, it is called by the next deletion: its data goes, the receipt lists it by its registered name with
   its counts, and the registry shows when it last answered;
 - with its worker stopped, the deletion shows it `waiting` (since when), loses nothing, and finishes with exact
-  counts once the worker is back.
+  counts once the worker is back;
+- one that answers errors is a poison pill, as a built-in service is: an operator decides.
 """
 
 from __future__ import annotations
@@ -20,9 +21,17 @@ from typing import Any
 
 import httpx
 import pytest_asyncio
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+from temporalio import activity
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
 
 from examples.search_index.store import SearchIndex
+from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse
+from lifecycle.settings import Settings
+from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS, ApiAccount
 from tests.eventually import eventually
 from tests.processes import ChildProcess
@@ -47,34 +56,41 @@ class RegisteredIndex:
             self.process.terminate()
 
 
+Register = Callable[[str], Awaitable[tuple[str, str]]]
+
+
 @pytest_asyncio.fixture
-async def search_index(
-    api: httpx.AsyncClient, temporal_client: Client, tmp_path: Path
-) -> AsyncIterator[RegisteredIndex]:
-    """The search index, registered through the API under a name of its own; its worker is not started yet.
-    Retired afterwards, so no later deletion of the session calls it."""
-    suffix = uuid.uuid4().hex[:8]
-    name, queue = f"search-{suffix}", f"search-index-{suffix}"
-    registered = await api.put(
-        f"/deletion-services/{name}",
-        json={"task_queue": queue, "contract": "lifecycle.deletion.v1"},
-        headers=ADMIN_HEADERS,
-    )
-    assert registered.status_code == 201, registered.text
+async def register(api: httpx.AsyncClient) -> AsyncIterator[Register]:
+    """Registers a service through the API under a name and a task queue of its own: (name, queue). Each is
+    retired afterwards, so no later deletion of the session calls it."""
+    names: list[str] = []
+
+    async def registered(kind: str) -> tuple[str, str]:
+        suffix = uuid.uuid4().hex[:8]
+        name, queue = f"{kind}-{suffix}", f"{kind}-queue-{suffix}"
+        answer = await api.put(
+            f"/deletion-services/{name}",
+            json={"task_queue": queue, "contract": "lifecycle.deletion.v1"},
+            headers=ADMIN_HEADERS,
+        )
+        assert answer.status_code == 201, answer.text
+        names.append(name)
+        return name, queue
+
+    yield registered
+    for name in names:
+        assert (await api.delete(f"/deletion-services/{name}", headers=ADMIN_HEADERS)).status_code == 204
+
+
+@pytest_asyncio.fixture
+async def search_index(register: Register, temporal_client: Client, tmp_path: Path) -> AsyncIterator[RegisteredIndex]:
+    """The search index, registered; its worker process is not started yet."""
+    name, queue = await register("search")
     address = temporal_client.service_client.config.target_host
     store = tmp_path / "search-index"
+    arguments = ["--address", address, "--task-queue", queue, "--store", str(store)]
     process = ChildProcess(
-        [
-            sys.executable,
-            "-m",
-            "examples.search_index",
-            "--address",
-            address,
-            "--task-queue",
-            queue,
-            "--store",
-            str(store),
-        ],
+        [sys.executable, "-m", "examples.search_index", *arguments],
         env=dict(os.environ),
         log_path=tmp_path / "search-index.log",
     )
@@ -83,7 +99,6 @@ async def search_index(
         yield service
     finally:
         service.stop()
-        assert (await api.delete(f"/deletion-services/{name}", headers=ADMIN_HEADERS)).status_code == 204
 
 
 async def a_bot(api: httpx.AsyncClient, account: ApiAccount) -> str:
@@ -171,3 +186,52 @@ async def test_a_deletion_waits_for_a_stopped_service_and_finishes_when_it_is_ba
     assert search_index.index.count(bot_id) == (0, 0)
     receipt = await receipt_of(api, bot_id, account)
     assert receipt["services"][search_index.name] == {"rows_deleted": ENTRIES, "files_deleted": FILES, "remaining": 0}
+
+
+@activity.defn(name="DeleteSubjectData")
+async def refuse_to_delete(request: DeleteRequest) -> DeleteResponse:
+    raise ApplicationError("the index is corrupt", type="IndexCorrupt", non_retryable=True)
+
+
+async def test_a_service_that_answers_errors_goes_to_an_operator(
+    api: httpx.AsyncClient,
+    account: ApiAccount,
+    worker: LifecycleWorkers,
+    register: Register,
+    temporal_client: Client,
+    settings: Settings,
+) -> None:
+    """A poison pill, as for a built-in service: waiting_for_operator, an alert, and the operator's skip ends
+    the deletion incomplete, the receipt saying so."""
+    name, queue = await register("broken")
+    bot_id = await a_bot(api, account)
+    async with Worker(temporal_client, task_queue=queue, activities=[refuse_to_delete]):
+        assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
+        status = status_of(api, bot_id, account)
+
+        async def stuck() -> bool:
+            return (await status())["status"] == "waiting_for_operator"
+
+        await eventually(stuck, "the deletion waits for an operator")
+        engine = create_async_engine(settings.database_url)
+        try:
+            async with engine.connect() as conn:
+                subjects = (
+                    await conn.execute(
+                        text("SELECT subject FROM alerts WHERE workflow_id = :w"), {"w": bot_deletion_id(bot_id)}
+                    )
+                ).scalars()
+                assert list(subjects) == [f"bot deletion stuck on {name}"]
+        finally:
+            await engine.dispose()
+        handle = temporal_client.get_workflow_handle(bot_deletion_id(bot_id))
+        assert "skipping" in await handle.execute_update("skip", result_type=str)
+
+        async def incomplete() -> bool:
+            return (await status())["status"] == "incomplete"
+
+        await eventually(incomplete, "the deletion ends incomplete")
+    receipt = await receipt_of(api, bot_id, account)
+    assert receipt["complete"] is False
+    assert receipt["services"][name]["rows_deleted"] == 0
+    assert [action["action"] for action in receipt["operator_actions"]] == ["skip"]
