@@ -22,7 +22,7 @@ from temporalio.worker import Worker
 
 from activities.deletion.deleters import DELETE_SERVICE_ACTIVITY
 from activities.deletion.deleters import DELETION_SERVICES as SERVICES
-from lifecycle.deletion.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
+from lifecycle.deletion.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus, RegisteredService
 from lifecycle.worker_deployment import deployment_config
 from tests.conftest import start_time_skipping
 from tests.deletion.fakes import ROWS_PER_SERVICE, FakeBotServices
@@ -244,6 +244,25 @@ async def test_long_deletion_continues_as_new_and_keeps_its_progress(
     [receipt] = services.receipts
     assert [a.action for a in receipt.operator_actions] == ["pause", "resume"]
     assert receipt.first_run_id == handle.first_execution_run_id != receipt.run_id
+
+
+async def test_the_registry_is_read_once_and_carried_across_continue_as_new(
+    harness: Harness, services: FakeBotServices
+) -> None:
+    """A registered service's slices resume from its own cursor in every run, and only the first run reads the
+    registry: later runs (and replays) call the same services."""
+    services.rows_per_call = 100
+    services.registered = [RegisteredService("search", harness.task_queue)]
+    handle = await harness.start(continue_as_new_after_events=40)
+    result = await handle.result()
+    assert (await handle.describe()).run_id != handle.first_execution_run_id
+    assert services.registry_reads == 1
+    assert [call.cursor for call in services.service_calls] == [""] + [str(n * 100) for n in range(1, 10)]
+    assert result.services["search"].deleted == ROWS_PER_SERVICE == result.services["search"].total
+    assert services.service_records[-1].progress.done
+    # The service's own count is the receipt's check of it.
+    [receipt] = services.receipts
+    assert [(v.service, v.remaining_rows, v.remaining_files) for v in receipt.verified] == [("search", 0, 0)]
 
 
 async def test_rows_that_reappear_while_finishing_are_deleted_again(
