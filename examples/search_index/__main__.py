@@ -28,8 +28,8 @@ from lifecycle.deletion.v1.service_pb2 import (
     VerifyResponse,
 )
 
-# Entries per call when the caller leaves max_rows to us.
-DEFAULT_SLICE = 1_000
+# Entries per call at most, whatever max_rows allows: each call is one short SQLite transaction.
+MAX_SLICE = 500
 
 
 def _bot(subject: Subject) -> str:
@@ -46,7 +46,7 @@ class SearchIndexService:
     @activity.defn(name="DeleteSubjectData")
     async def delete_subject_data(self, request: DeleteRequest) -> DeleteResponse:
         bot_id = _bot(request.subject)
-        limit = request.max_rows or DEFAULT_SLICE
+        limit = min(request.max_rows or MAX_SLICE, MAX_SLICE)
         started = time.monotonic()
         # The cursor is ours: the highest entry id deleted so far. An older one (a lost answer) deletes nothing twice.
         after = int(request.cursor or 0)

@@ -11,6 +11,7 @@ dev server, the session's real gateway worker, and the API.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import uuid
@@ -24,6 +25,7 @@ import pytest_asyncio
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 from temporalio import activity
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
@@ -37,7 +39,7 @@ from tests.eventually import eventually
 from tests.processes import ChildProcess
 from worker import LifecycleWorkers
 
-ENTRIES = 1_234  # more than one slice: the run resumes from the service's own cursor
+ENTRIES = 1_234  # three slices of the index's (500 at most): the run resumes from the service's own cursor
 FILES = 3
 
 
@@ -133,7 +135,11 @@ async def receipt_of(api: httpx.AsyncClient, bot_id: str, account: ApiAccount) -
 
 
 async def test_a_registered_service_is_deleted_counted_and_listed(
-    api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers, search_index: RegisteredIndex
+    api: httpx.AsyncClient,
+    account: ApiAccount,
+    worker: LifecycleWorkers,
+    search_index: RegisteredIndex,
+    temporal_client: Client,
 ) -> None:
     bot_id, neighbour = await a_bot(api, account), str(uuid.uuid4())
     search_index.index.add(bot_id, entries=ENTRIES, files=FILES)
@@ -146,6 +152,16 @@ async def test_a_registered_service_is_deleted_counted_and_listed(
     assert search_index.index.count(bot_id) == (0, 0)
     assert search_index.index.count(neighbour) == (5, 1)  # another bot's data stays
     assert status["progress"][search_index.name] == {"deleted": ENTRIES, "total": ENTRIES}
+    # Three slices (500, 500, then 234 and the files), each from the cursor the one before returned.
+    history = await temporal_client.get_workflow_handle(bot_deletion_id(bot_id)).fetch_history()
+    calls = [
+        event.activity_task_scheduled_event_attributes.input.payloads[0].data
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and event.activity_task_scheduled_event_attributes.activity_type.name == "DeleteSubjectData"
+    ]
+    # The index's cursor is the highest entry id deleted; the bot's entries are the store's first 1,234.
+    assert [json.loads(call).get("cursor", "") for call in calls] == ["", "500", "1000"]
     receipt = await receipt_of(api, bot_id, account)
     assert receipt["services"][search_index.name] == {"rows_deleted": ENTRIES, "files_deleted": FILES, "remaining": 0}
     check = next(check for check in receipt["checks"] if check.get("service") == search_index.name)
