@@ -2,17 +2,20 @@
 
 It polls only its own task queue and implements the deletion contract's calls as activities of the rpcs' names,
 reading and writing the generated protobuf messages. Register it with the gateway (admin):
-`PUT /deletion-services/search-index {"task_queue": QUEUE, "contract": "lifecycle.deletion.v1"}`.
+`PUT /deletion-services/search-index {"task_queue": QUEUE, "contract": "lifecycle.deletion.v1"}`, or let it do so
+itself at start-up: `--register-with GATEWAY_URL [--name NAME]`, with the admin token in GATEWAY_ADMIN_TOKEN.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import time
 from pathlib import Path
 
+import httpx
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
@@ -72,6 +75,18 @@ class SearchIndexService:
         return VerifyResponse(remaining_rows=rows, remaining_files=files)
 
 
+async def register(gateway: str, name: str, task_queue: str, admin_token: str) -> None:
+    """Join the deletions: the same call an admin makes by hand, repeated harmlessly at every start."""
+    async with httpx.AsyncClient(base_url=gateway, timeout=10) as http:
+        answer = await http.put(
+            f"/deletion-services/{name}",
+            json={"task_queue": task_queue, "contract": DeleteRequest.DESCRIPTOR.file.package},
+            headers={"Authorization": f"Bearer {admin_token}"},
+        )
+        answer.raise_for_status()
+    print(f"registered as {name} with {gateway}", flush=True)
+
+
 async def serve(address: str, task_queue: str, store: Path) -> None:
     # The project's converter reads JSON protobuf ignoring unknown fields, as the contract asks of every reader.
     client = await Client.connect(address, data_converter=DATA_CONVERTER)
@@ -93,8 +108,20 @@ def main() -> None:
     parser.add_argument("--address", required=True, help="the Temporal frontend, host:port")
     parser.add_argument("--task-queue", required=True)
     parser.add_argument("--store", required=True, type=Path, help="the folder of the index's own store")
+    parser.add_argument(
+        "--register-with",
+        metavar="GATEWAY_URL",
+        help="register with the gateway's API at start-up, under --name, with the admin token in GATEWAY_ADMIN_TOKEN",
+    )
+    parser.add_argument("--name", default="search-index", help="the name to register under")
     arguments = parser.parse_args()
-    asyncio.run(serve(arguments.address, arguments.task_queue, arguments.store))
+    asyncio.run(start(arguments))
+
+
+async def start(arguments: argparse.Namespace) -> None:
+    if arguments.register_with:
+        await register(arguments.register_with, arguments.name, arguments.task_queue, os.environ["GATEWAY_ADMIN_TOKEN"])
+    await serve(arguments.address, arguments.task_queue, arguments.store)
 
 
 if __name__ == "__main__":

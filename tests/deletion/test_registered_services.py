@@ -6,11 +6,13 @@ dev server, the session's real gateway worker, and the API.
   its counts, and the registry shows when it last answered;
 - with its worker stopped, the deletion shows it `waiting` (since when), loses nothing, and finishes with exact
   counts once the worker is back;
-- one that answers errors is a poison pill, as a built-in service is: an operator decides.
+- one that answers errors is a poison pill, as a built-in service is: an operator decides;
+- its worker may register it at start-up, through the same call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -34,9 +36,9 @@ from examples.search_index.store import SearchIndex
 from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
-from tests.conftest import ADMIN_HEADERS, ApiAccount
+from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN, ApiAccount
 from tests.eventually import eventually
-from tests.processes import ChildProcess
+from tests.processes import ApiProcess, ChildProcess
 from worker import LifecycleWorkers
 
 ENTRIES = 1_234  # three slices of the index's (500 at most): the run resumes from the service's own cursor
@@ -59,6 +61,17 @@ class RegisteredIndex:
 
 
 Register = Callable[[str], Awaitable[tuple[str, str]]]
+
+
+def index_process(client: Client, queue: str, store: Path, *options: str, **env: str) -> ChildProcess:
+    """The search index's worker process, on `queue`, keeping its store in `store`."""
+    address = client.service_client.config.target_host
+    arguments = ["--address", address, "--task-queue", queue, "--store", str(store), *options]
+    return ChildProcess(
+        [sys.executable, "-m", "examples.search_index", *arguments],
+        env={**os.environ, **env},
+        log_path=store.parent / f"{store.name}.log",
+    )
 
 
 @pytest_asyncio.fixture
@@ -88,15 +101,8 @@ async def register(api: httpx.AsyncClient) -> AsyncIterator[Register]:
 async def search_index(register: Register, temporal_client: Client, tmp_path: Path) -> AsyncIterator[RegisteredIndex]:
     """The search index, registered; its worker process is not started yet."""
     name, queue = await register("search")
-    address = temporal_client.service_client.config.target_host
     store = tmp_path / "search-index"
-    arguments = ["--address", address, "--task-queue", queue, "--store", str(store)]
-    process = ChildProcess(
-        [sys.executable, "-m", "examples.search_index", *arguments],
-        env=dict(os.environ),
-        log_path=tmp_path / "search-index.log",
-    )
-    service = RegisteredIndex(name, queue, SearchIndex(store), process)
+    service = RegisteredIndex(name, queue, SearchIndex(store), index_process(temporal_client, queue, store))
     try:
         yield service
     finally:
@@ -251,3 +257,33 @@ async def test_a_service_that_answers_errors_goes_to_an_operator(
     assert receipt["complete"] is False
     assert receipt["services"][name]["rows_deleted"] == 0
     assert [action["action"] for action in receipt["operator_actions"]] == ["skip"]
+
+
+async def test_a_service_registers_itself_at_start_up(
+    api: httpx.AsyncClient, settings: Settings, temporal_client: Client, tmp_path: Path
+) -> None:
+    """Through the same call an admin makes, to a gateway API process of its own."""
+    gateway = ApiProcess(settings, tmp_path / "api.log")
+    await asyncio.to_thread(gateway.start)
+    suffix = uuid.uuid4().hex[:8]
+    name, queue = f"self-{suffix}", f"self-queue-{suffix}"
+    process = index_process(
+        temporal_client,
+        queue,
+        tmp_path / "index",
+        *("--register-with", gateway.url, "--name", name),
+        GATEWAY_ADMIN_TOKEN=ADMIN_TOKEN,
+    )
+    process.start()
+    try:
+
+        async def registered() -> dict[str, Any] | None:
+            listed = (await api.get("/deletion-services", headers=ADMIN_HEADERS)).json()["services"]
+            return next((service for service in listed if service["name"] == name), None)
+
+        entry = await eventually(registered, "the service registers itself")
+        assert entry["task_queue"] == queue and entry["retired_at"] is None
+    finally:
+        process.terminate()
+        gateway.terminate()
+        await api.delete(f"/deletion-services/{name}", headers=ADMIN_HEADERS)
