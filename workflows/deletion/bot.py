@@ -141,7 +141,7 @@ class BotDeletionWorkflow:
         self._set_status(self._running_or_paused())
         try:
             if self._registry is None:
-                await self._read_registry(request)
+                await self._read_registry()
             rounds = 0
             while True:
                 await self._delete_every_service(request)
@@ -151,7 +151,8 @@ class BotDeletionWorkflow:
                 remaining += (await self._finish(request)).remaining_services
                 if not remaining:
                     break
-                # A writer raced the deleters: delete those services again, a bounded number of times.
+                # A writer raced the deleters, or a registered service still holds something: delete those
+                # services again, a bounded number of times.
                 rounds += 1
                 workflow.logger.warning("rows remain after deleting, round %d: %s", rounds, remaining)
                 if rounds >= policies.FINISH_ROUNDS:
@@ -184,7 +185,7 @@ class BotDeletionWorkflow:
     def _registered(self) -> dict[str, RegisteredService]:
         return {service.name: service for service in self._registry.services} if self._registry else {}
 
-    async def _read_registry(self, request: BotDeletionInput) -> None:
+    async def _read_registry(self) -> None:
         """Once per deletion: every later run and every replay calls the services this read found."""
         self._registry = await workflow.execute_activity_method(
             RegisteredServices.list_deletion_services,
