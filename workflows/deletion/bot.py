@@ -7,16 +7,14 @@ from dataclasses import replace
 
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutType
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from activities.deletion.deleters import DELETION_SERVICES, BotDataDeleters
     from activities.deletion.records import DeletionRecords
-    from activities.deletion.services import RegisteredServices, budget_share
     from lifecycle.contracts import AlertInput
     from lifecycle.deletion.contracts import (
-        DELETER_SLICE,
         MAX_BATCH_SIZE,
         MIN_BATCH_SIZE,
         TRANSIENT_ERROR,
@@ -30,23 +28,14 @@ with workflow.unsafe.imports_passed_through():
         ReceiptSubject,
         RegisteredService,
         ServiceProgress,
-        ServiceProgressRecord,
         ServiceVerification,
     )
     from lifecycle.deletion.pace import Pace
-    from lifecycle.deletion.registry import DELETE_SUBJECT_DATA, THROTTLES, VERIFY_SUBJECT_ERASED
-    from lifecycle.deletion.v1.service_pb2 import (
-        DeleteRequest,
-        DeleteResponse,
-        Subject,
-        VerifyRequest,
-        VerifyResponse,
-    )
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.statuses import DeletionState, strongest_throttle
     from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
     from workflows import activity_presets as presets
-    from workflows.deletion import policies
+    from workflows.deletion import policies, registered_calls
     from workflows.deletion.operator_gate import Decision, OperatorGate
     from workflows.deletion.receipt_step import issue_receipt
     from workflows.deletion.status_recorder import StatusRecorder
@@ -63,12 +52,6 @@ def is_transient(err: ActivityError) -> bool:
     if isinstance(cause, ActivityTimeoutError):
         return True
     return isinstance(cause, ApplicationError) and cause.type == TRANSIENT_ERROR and not cause.non_retryable
-
-
-def no_worker_took_it(err: ActivityError) -> bool:
-    """A registered service's call that waited out its schedule-to-start timeout: no worker of it polls."""
-    cause = err.cause
-    return isinstance(cause, ActivityTimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START
 
 
 def _progress_carried_by(err: ActivityError, known: ServiceProgress) -> ServiceProgress:
@@ -187,12 +170,7 @@ class BotDeletionWorkflow:
 
     async def _read_registry(self) -> None:
         """Once per deletion: every later run and every replay calls the services this read found."""
-        self._registry = await workflow.execute_activity_method(
-            RegisteredServices.list_deletion_services,
-            workflow.info().workflow_id,
-            **presets.STEP,
-            summary="read the registered deletion services",
-        )
+        self._registry = await registered_calls.read_registry()
         for service in self._registry.services:
             self._progress[service.name] = replace(self._registry.recorded.get(service.name, ServiceProgress()))
         self._registry.recorded = {}
@@ -234,7 +212,15 @@ class BotDeletionWorkflow:
     async def _delete_slice(self, request: BotDeletionInput, service: str) -> None:
         try:
             if (registered := self._registered.get(service)) is not None:
-                await self._call_delete_subject_data(request, registered)
+                assert self._registry is not None
+                self._progress[service] = await registered_calls.delete_slice(
+                    registered,
+                    registered_calls.bot_subject(request.bot_id),
+                    self._progress[service],
+                    max_rows=self._batch_size,
+                    rows_per_second=self._registry.rows_per_second,
+                )
+                await self._record_service(service, answered=True)
             else:
                 self._progress[service] = await workflow.execute_activity_method(
                     BotDataDeleters.delete_bot_service,
@@ -257,7 +243,7 @@ class BotDeletionWorkflow:
         if isinstance(err.cause, CancelledError):
             # The workflow itself is being cancelled: end as cancelled, not as a poison pill.
             raise asyncio.CancelledError() from err
-        if no_worker_took_it(err):
+        if registered_calls.no_worker_took_it(err):
             # A registered service's worker is down: call again without end; the status shows it waiting.
             await self._waiting_for(service)
             return
@@ -276,51 +262,9 @@ class BotDeletionWorkflow:
             if await self._ask(service, alert) == Decision.SKIP:
                 self._skip([service])
 
-    def _subject(self, request: BotDeletionInput) -> Subject:
-        return Subject(kind=Subject.KIND_BOT, id=request.bot_id)
-
-    async def _call_delete_subject_data(self, request: BotDeletionInput, service: RegisteredService) -> None:
-        """One slice of a registered service's deletion, on its own task queue, from its own cursor."""
-        assert self._registry is not None
-        known = self._progress[service.name]
-        response = await workflow.execute_activity(
-            DELETE_SUBJECT_DATA,
-            DeleteRequest(
-                deletion_id=workflow.info().workflow_id,
-                subject=self._subject(request),
-                cursor=known.resume_from,
-                max_rows=self._batch_size,
-                rows_per_second=self._registry.rows_per_second,
-                max_duration_ms=int(DELETER_SLICE.total_seconds() * 1000),
-            ),
-            task_queue=service.task_queue,
-            result_type=DeleteResponse,
-            **presets.SERVICE_CALL,
-            summary=f"delete {service.name} of bot {request.bot_id}",
-        )
-        deleted = known.deleted + response.rows_deleted
-        self._progress[service.name] = replace(
-            known,
-            deleted=deleted,
-            total=deleted + response.remaining_rows_estimate,
-            files_deleted=known.files_deleted + response.files_deleted,
-            resume_from=response.cursor,
-            done=response.done,
-            waiting_since=None,
-            rows_per_second=0 if response.done else round(response.measured_rows_per_second),
-            throttled=None if response.done else THROTTLES.get(response.throttled),
-        )
-        await self._record_service(service.name, answered=True)
-
     async def _record_service(self, service: str, *, answered: bool) -> None:
         assert self._registry is not None
-        budget = await workflow.execute_activity_method(
-            RegisteredServices.record_service_progress,
-            ServiceProgressRecord(workflow.info().workflow_id, service, self._progress[service], answered),
-            **presets.STEP,
-            summary=f"record the progress of {service}",
-        )
-        self._registry.rows_per_second = budget_share(budget, len(self._registry.services))
+        await registered_calls.record(self._registry, service, self._progress[service], answered=answered)
 
     async def _waiting_for(self, service: str) -> None:
         """Shows the service as waiting, from the first call no worker took until one answers."""
@@ -343,20 +287,12 @@ class BotDeletionWorkflow:
     async def _verify(self, request: BotDeletionInput, service: RegisteredService) -> None:
         while not self._progress[service.name].skipped:
             try:
-                response = await workflow.execute_activity(
-                    VERIFY_SUBJECT_ERASED,
-                    VerifyRequest(deletion_id=workflow.info().workflow_id, subject=self._subject(request)),
-                    task_queue=service.task_queue,
-                    result_type=VerifyResponse,
-                    **presets.SERVICE_CALL,
-                    summary=f"count what {service.name} holds of bot {request.bot_id}",
+                self._verified[service.name] = await registered_calls.verify(
+                    service, registered_calls.bot_subject(request.bot_id)
                 )
             except ActivityError as err:
                 await self._after_failure(service.name, "verifying", err)
                 continue
-            self._verified[service.name] = ServiceVerification(
-                service.name, response.remaining_rows, response.remaining_files
-            )
             if self._progress[service.name].waiting_since is not None:
                 self._progress[service.name] = replace(self._progress[service.name], waiting_since=None)
             await self._record_service(service.name, answered=True)
