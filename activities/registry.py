@@ -13,6 +13,7 @@ from activities.deletion.notifications import Notifications
 from activities.deletion.receipts import DeletionReceipts
 from activities.deletion.reconciler import Reconciler
 from activities.deletion.records import DeletionRecords
+from activities.deletion.services import RegisteredServices
 from activities.exports.reconciler import ExportReconciler
 from activities.exports.steps import AccountExportActivities
 from activities.resources import ActivityResources
@@ -24,6 +25,7 @@ from lifecycle.deletion.receipt_keys import ReceiptSigner
 def build_activities(resources: ActivityResources, signer: ReceiptSigner) -> list[Callable[..., Any]]:
     records = DeletionRecords(resources)
     account_sites = AccountSites(resources)
+    registered = RegisteredServices(resources)
     return [
         *SiteActivities(resources).all(),
         BotDataDeleters(resources).delete_bot_service,
@@ -32,6 +34,8 @@ def build_activities(resources: ActivityResources, signer: ReceiptSigner) -> lis
         records.finish_bot_deletion,
         records.finish_account_deletion,
         records.await_bot_deletion,
+        registered.list_deletion_services,
+        registered.record_service_progress,
         account_sites.stop_account_site_creations,
         account_sites.list_account_sites,
         account_sites.await_site_deletion,

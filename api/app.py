@@ -20,6 +20,7 @@ from api.deletion import budget_router as deletion_budget
 from api.deletion import receipts_router as receipts
 from api.deletion import restore_router as account_restore
 from api.deletion import router as account_deletion
+from api.deletion import services_router as deletion_services
 from api.deletion import status_router as deletion_status
 from api.dependencies import TemporalConnection
 from api.exports import router as account_exports
@@ -47,6 +48,7 @@ ROUTERS = (
     account_restore.router,
     events.router,
     deletion_budget.router,
+    deletion_services.router,
     receipts.router,
     stream_tokens.router,
 )

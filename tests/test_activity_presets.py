@@ -13,7 +13,9 @@ from workflows import activity_presets
 from workflows.activity_presets import ActivityPreset, LocalActivityPreset
 
 WORKFLOWS = Path(activity_presets.__file__).parent
-OPTION = re.compile(r"\b(start_to_close_timeout|schedule_to_close_timeout|heartbeat_timeout|retry_policy)\s*=")
+OPTION = re.compile(
+    r"\b(schedule_to_start_timeout|start_to_close_timeout|schedule_to_close_timeout|heartbeat_timeout|retry_policy)\s*="
+)
 
 
 @pytest.mark.parametrize(

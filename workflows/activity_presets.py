@@ -20,6 +20,7 @@ from workflows.deletion.policies import POISON_PILL_ATTEMPTS
 
 
 class ActivityPreset(TypedDict, total=False):
+    schedule_to_start_timeout: timedelta
     start_to_close_timeout: timedelta
     heartbeat_timeout: timedelta
     retry_policy: RetryPolicy
@@ -63,6 +64,18 @@ STEP: Final = ActivityPreset(
 DELETER: Final = ActivityPreset(
     start_to_close_timeout=timedelta(minutes=2),
     heartbeat_timeout=timedelta(seconds=10),
+    retry_policy=_doubling(timedelta(seconds=1), timedelta(minutes=1), POISON_PILL_ATTEMPTS),
+)
+
+# A call of a registered deletion service (DeleteSubjectData, VerifySubjectErased) on its own task queue. A live
+# worker takes a call within milliseconds, so one not taken within 10 s means no worker of the service polls (or
+# every one is busy): the run shows the service as waiting and calls again, without end, so nothing is lost while
+# the service is down. A slice returns within seconds (DeleteRequest.max_duration_ms), so a minute is stuck; the
+# contract asks for no heartbeat, so a worker killed mid-call is noticed at that minute. Errors retry like a
+# deleter's, and after POISON_PILL_ATTEMPTS the workflow decides (an operator, for anything but a timeout).
+SERVICE_CALL: Final = ActivityPreset(
+    schedule_to_start_timeout=timedelta(seconds=10),
+    start_to_close_timeout=timedelta(minutes=1),
     retry_policy=_doubling(timedelta(seconds=1), timedelta(minutes=1), POISON_PILL_ATTEMPTS),
 )
 

@@ -1,7 +1,8 @@
 """The deletion receipt: an independent check that the subject is gone, then a signed record of what went.
 
 The check does not trust the deleters' counts: it counts every service's rows of the bot (or of every bot the
-account had) in the tables themselves, and looks for the bot's files on disk. The receipt records what the
+account had) in the tables themselves, and looks for the bot's files on disk; a registered service counts its own
+store (VerifySubjectErased, which the workflow calls just before). The receipt records what the
 deleters committed per service (deletion_progress), the check's findings, the phases' times, the operator's
 actions and the budget changes meanwhile; it is chained to the receipt before it by that one's SHA-256, so a
 receipt removed from the table breaks the chain. Idempotent: a retry, a reset or a worker killed after the
@@ -184,6 +185,10 @@ class DeletionReceipts:
                 )
             ).scalar_one()
             checks.append(_check(f"rows of {service}", int(found), service=service))
+        # A registered service is the one that can count its own store: its VerifySubjectErased, just before.
+        for verified in request.verified:
+            found = verified.remaining_rows + verified.remaining_files
+            checks.append(_check(f"rows and files of {verified.service}", found, service=verified.service))
         files = await asyncio.to_thread(_files_left, self._resources.settings.storage_path, bot_ids)
         checks.append(_check("files of the bot" if len(bot_ids) == 1 else "files of its bots", files))
         if request.subject_kind == ReceiptSubject.BOT:

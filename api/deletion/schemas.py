@@ -49,6 +49,17 @@ class AccountDeletionFinished(DeletionFinished):
 class ServiceCount(BaseModel):
     deleted: int
     total: int
+    status: Literal["waiting"] | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Only while the deletion waits for a registered service whose workers take no calls (down, "
+        "or all busy): `waiting`. Nothing is lost meanwhile; the deletion goes on once a worker is back.",
+    )
+    waiting_since: datetime | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Only while `waiting`: since when.",
+    )
 
 
 class DeletionOut(BaseModel):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -33,6 +33,8 @@ _MOVING_STATES = frozenset({DeletionState.RUNNING})
 class ServiceTally:
     deleted: int
     total: int
+    # Since when the deletion has waited for a registered service's worker; None while it answers.
+    waiting_since: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ async def _progress(session: AsyncSession, workflow_ids: Sequence[str]) -> tuple
                 func.sum(func.greatest(DeletionProgress.total - DeletionProgress.deleted, 0)).filter(under_way), 0
             ),
             func.array_agg(func.distinct(DeletionProgress.throttled)).filter(current),
+            func.min(DeletionProgress.waiting_since).filter(under_way),
         )
         .where(DeletionProgress.workflow_id.in_(workflow_ids))
         .group_by(DeletionProgress.service)
@@ -103,8 +106,8 @@ async def _progress(session: AsyncSession, workflow_ids: Sequence[str]) -> tuple
     progress: dict[str, ServiceTally] = {}
     rate = remaining = 0
     throttles: set[Throttle] = set()
-    for service, deleted, total, service_rate, service_remaining, service_throttles in rows:
-        progress[service] = ServiceTally(deleted=int(deleted), total=int(total))
+    for service, deleted, total, service_rate, service_remaining, service_throttles, waiting_since in rows:
+        progress[service] = ServiceTally(deleted=int(deleted), total=int(total), waiting_since=waiting_since)
         rate += int(service_rate)
         remaining += int(service_remaining)
         throttles.update(Throttle(value) for value in service_throttles or () if value is not None)

@@ -68,7 +68,15 @@ def _deletion_out(record: DeletionRequest, view: DeletionView, resume: str | Non
     return DeletionOut(
         workflow_id=record.workflow_id,
         status=view.status,
-        progress={name: ServiceCount(deleted=p.deleted, total=p.total) for name, p in view.progress.items()},
+        progress={
+            name: ServiceCount(
+                deleted=p.deleted,
+                total=p.total,
+                status="waiting" if p.waiting_since is not None else None,
+                waiting_since=p.waiting_since,
+            )
+            for name, p in view.progress.items()
+        },
         requested_at=record.requested_at,
         completed_at=record.completed_at,
         resume=resume,

@@ -129,6 +129,28 @@ class DeletionProgress(Base):
     rate_since: Mapped[datetime] = _now_column()
     rate_since_deleted: Mapped[int] = mapped_column(BigInteger, server_default="0")
     started_at: Mapped[datetime] = _now_column()
+    # A registered service's own cursor (DeleteResponse.cursor), kept so a new run of the deletion resumes there.
+    resume_cursor: Mapped[str | None] = mapped_column(Text)
+    # Since when the deletion has waited for the registered service's worker to take a call; null while it answers.
+    waiting_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class DeletionService(Base):
+    """A service that owns data about bots and accounts and implements the deletion contract (proto/) on its own
+    task queue. Retired, not deleted: receipts and deletion records keep naming it."""
+
+    __tablename__ = "deletion_services"
+
+    name: Mapped[str] = mapped_column(String(40), primary_key=True)
+    task_queue: Mapped[str] = mapped_column(String(200))
+    # The protobuf package it implements, such as lifecycle.deletion.v1.
+    contract: Mapped[str] = mapped_column(String(100))
+    registered_at: Mapped[datetime] = _now_column()
+    updated_at: Mapped[datetime] = _now_column()
+    # Set by DELETE /deletion-services/{name}: new deletions no longer call it.
+    retired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Set by the deletions whenever the service answers one of their calls.
+    last_answered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class DeletionReceipt(Base):

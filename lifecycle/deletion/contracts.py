@@ -37,6 +37,52 @@ class ServiceProgress:
     # Measured over the last window of at least a second, and what slowed the last batch (a Throttle value).
     rows_per_second: int = 0
     throttled: Throttle | None = None
+    # A registered service's own cursor (DeleteResponse.cursor), opaque here; built-in services use `cursor`.
+    resume_from: str = ""
+    # Since when (RFC 3339) the run has waited for a registered service's worker to take its call; None while
+    # the service answers.
+    waiting_since: str | None = None
+
+
+@dataclass
+class RegisteredService:
+    """A service of the registry (lifecycle/deletion/registry.py): its name and the task queue it answers on."""
+
+    name: str
+    task_queue: str
+
+
+@dataclass
+class ServiceRegistry:
+    """The registered services a deletion calls, read once by its first run and carried across continue-as-new,
+    so every replay calls the same ones."""
+
+    services: list[RegisteredService] = field(default_factory=list)
+    # Each registered service's share of the deletion budget, in rows/s, for its next call; 0 = unlimited.
+    rows_per_second: int = 0
+    # What earlier runs of the same deletion recorded for these services (a run after a cancel or a terminate
+    # resumes from it); the first run takes it into its progress, and carries none on.
+    recorded: dict[str, ServiceProgress] = field(default_factory=dict)
+
+
+@dataclass
+class ServiceProgressRecord:
+    """A registered service's progress, as the run knows it, to record where the API and the receipt read it."""
+
+    workflow_id: str
+    service: str
+    progress: ServiceProgress
+    # The service answered a call (sets its last_answered_at in the registry).
+    answered: bool
+
+
+@dataclass
+class ServiceVerification:
+    """What a registered service's VerifySubjectErased counted of the subject: the receipt's check of it."""
+
+    service: str
+    remaining_rows: int
+    remaining_files: int
 
 
 @dataclass
@@ -59,6 +105,8 @@ class BotDeletionInput:
     continue_as_new_after_events: int = CONTINUE_AS_NEW_AFTER_EVENTS
     # Carried across continue-as-new, for the receipt.
     operator_actions: list[OperatorAction] = field(default_factory=list)
+    # The registered services, read by the first run; None until then.
+    registry: ServiceRegistry | None = None
 
 
 @dataclass
@@ -179,3 +227,5 @@ class ReceiptInput:
     subject_id: str
     account_id: str
     operator_actions: list[OperatorAction] = field(default_factory=list)
+    # The registered services' own counts of what is left, from VerifySubjectErased just before.
+    verified: list[ServiceVerification] = field(default_factory=list)

@@ -17,7 +17,7 @@ from temporalio.converter import DataConverter
 from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.v1.service_pb2 import DeleteResponse
 
-PROJECT_CODE = ("lifecycle", "workflows", "activities", "api", "devstack", "bench", "tests", "worker.py")
+PROJECT_CODE = ("lifecycle", "workflows", "activities", "api", "devstack", "bench", "examples", "tests", "worker.py")
 
 
 def newer_delete_response() -> Payload:

@@ -20,8 +20,12 @@ from lifecycle.deletion.contracts import (
     FinishBotDeletionInput,
     FinishBotDeletionResult,
     ReceiptInput,
+    RegisteredService,
     ServiceProgress,
+    ServiceProgressRecord,
+    ServiceRegistry,
 )
+from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse, VerifyRequest, VerifyResponse
 from lifecycle.statuses import DeletionState
 
 ROWS_PER_SERVICE = 1_000
@@ -48,6 +52,11 @@ class FakeBotServices:
     reappearing: int = 0
     # Raising an alert fails for good: the run must reach its operator all the same.
     alerts_fail: bool = False
+    # Registered services the registry read finds; their DeleteSubjectData and VerifySubjectErased are below.
+    registered: list[RegisteredService] = field(default_factory=list)
+    registry_reads: int = 0
+    service_calls: list[DeleteRequest] = field(default_factory=list)
+    service_records: list[ServiceProgressRecord] = field(default_factory=list)
 
     def activities(self) -> list[Callable[..., Any]]:
         return [
@@ -56,6 +65,10 @@ class FakeBotServices:
             self.finish_bot_deletion,
             self.issue_deletion_receipt,
             self.record_deletion_status,
+            self.list_deletion_services,
+            self.record_service_progress,
+            self.delete_subject_data,
+            self.verify_subject_erased,
         ]
 
     @activity.defn(name=DELETE_SERVICE_ACTIVITY)
@@ -81,6 +94,33 @@ class FakeBotServices:
             cursor=deleted,
             done=deleted == ROWS_PER_SERVICE,
         )
+
+    @activity.defn(name="list_deletion_services")
+    async def list_deletion_services(self, workflow_id: str) -> ServiceRegistry:
+        self.registry_reads += 1
+        return ServiceRegistry(services=list(self.registered))
+
+    @activity.defn(name="record_service_progress")
+    async def record_service_progress(self, record: ServiceProgressRecord) -> int | None:
+        self.service_records.append(record)
+        return None
+
+    @activity.defn(name="DeleteSubjectData")
+    async def delete_subject_data(self, request: DeleteRequest) -> DeleteResponse:
+        """A registered service holding ROWS_PER_SERVICE rows; its cursor is the count deleted so far."""
+        self.service_calls.append(request)
+        before = int(request.cursor or 0)
+        after = min(ROWS_PER_SERVICE, before + self.rows_per_call)
+        return DeleteResponse(
+            rows_deleted=after - before,
+            cursor=str(after),
+            done=after == ROWS_PER_SERVICE,
+            remaining_rows_estimate=ROWS_PER_SERVICE - after,
+        )
+
+    @activity.defn(name="VerifySubjectErased")
+    async def verify_subject_erased(self, request: VerifyRequest) -> VerifyResponse:
+        return VerifyResponse()
 
     @activity.defn(name="raise_alert")
     async def raise_alert(self, alert: AlertInput) -> None:

@@ -20,8 +20,9 @@ from temporalio.exceptions import CancelledError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.deletion.deleters import DELETE_SERVICE_ACTIVITY
 from activities.deletion.deleters import DELETION_SERVICES as SERVICES
-from lifecycle.deletion.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
+from lifecycle.deletion.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus, RegisteredService
 from lifecycle.worker_deployment import deployment_config
 from tests.conftest import start_time_skipping
 from tests.deletion.fakes import ROWS_PER_SERVICE, FakeBotServices
@@ -73,15 +74,22 @@ async def harness(time_skipping_env: WorkflowEnvironment, services: FakeBotServi
 
 
 async def _scheduled_calls_once_idle(handle: WorkflowHandle[Any, Any]) -> int | None:
-    """How many activities the run scheduled, once its last workflow task completed with every one of them closed
+    """How many deleter calls the run scheduled, once its last workflow task completed with every activity closed
     (so it decided, on everything that happened, to schedule nothing more); None until then."""
-    events = [event.event_type for event in (await handle.fetch_history()).events]
+    history = (await handle.fetch_history()).events
+    events = [event.event_type for event in history]
     scheduled = events.count(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
     closed = sum(events.count(kind) for kind in _ACTIVITY_CLOSED)
     # A run that went on to the end is idle too: then what it scheduled is the answer.
     settled = (EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
     idle = events[-1] in settled and closed == scheduled
-    return scheduled if idle else None
+    deleter_calls = sum(
+        1
+        for event in history
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and event.activity_task_scheduled_event_attributes.activity_type.name == DELETE_SERVICE_ACTIVITY
+    )
+    return deleter_calls if idle else None
 
 
 _ACTIVITY_CLOSED = (
@@ -236,6 +244,25 @@ async def test_long_deletion_continues_as_new_and_keeps_its_progress(
     [receipt] = services.receipts
     assert [a.action for a in receipt.operator_actions] == ["pause", "resume"]
     assert receipt.first_run_id == handle.first_execution_run_id != receipt.run_id
+
+
+async def test_the_registry_is_read_once_and_carried_across_continue_as_new(
+    harness: Harness, services: FakeBotServices
+) -> None:
+    """A registered service's slices resume from its own cursor in every run, and only the first run reads the
+    registry: later runs (and replays) call the same services."""
+    services.rows_per_call = 100
+    services.registered = [RegisteredService("search", harness.task_queue)]
+    handle = await harness.start(continue_as_new_after_events=40)
+    result = await handle.result()
+    assert (await handle.describe()).run_id != handle.first_execution_run_id
+    assert services.registry_reads == 1
+    assert [call.cursor for call in services.service_calls] == [""] + [str(n * 100) for n in range(1, 10)]
+    assert result.services["search"].deleted == ROWS_PER_SERVICE == result.services["search"].total
+    assert services.service_records[-1].progress.done
+    # The service's own count is the receipt's check of it.
+    [receipt] = services.receipts
+    assert [(v.service, v.remaining_rows, v.remaining_files) for v in receipt.verified] == [("search", 0, 0)]
 
 
 async def test_rows_that_reappear_while_finishing_are_deleted_again(

@@ -137,6 +137,8 @@ async def callers(api: httpx.AsyncClient, app: FastAPI, account: ApiAccount) -> 
             "export_id": str(export.id),
             "account_id": account.id,
             "key_id": str(owner_key),
+            # A deletion service's registered name (admin operations only: no account owns one).
+            "name": f"matrix-{uuid.uuid4().hex[:8]}",
         },
     )
 

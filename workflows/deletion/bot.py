@@ -26,14 +26,16 @@ with workflow.unsafe.imports_passed_through():
         FinishBotDeletionResult,
         OperatorAction,
         ReceiptSubject,
+        RegisteredService,
         ServiceProgress,
+        ServiceVerification,
     )
     from lifecycle.deletion.pace import Pace
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.statuses import DeletionState, strongest_throttle
     from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
     from workflows import activity_presets as presets
-    from workflows.deletion import policies
+    from workflows.deletion import policies, registered_calls
     from workflows.deletion.operator_gate import Decision, OperatorGate
     from workflows.deletion.receipt_step import issue_receipt
     from workflows.deletion.status_recorder import StatusRecorder
@@ -99,7 +101,14 @@ def _pace(services: dict[str, ServiceProgress]) -> Pace:
 class BotDeletionWorkflow:
     @workflow.init
     def __init__(self, request: BotDeletionInput) -> None:
-        self._progress = {s: replace(request.progress.get(s, ServiceProgress())) for s in DELETION_SERVICES}
+        # The registered services, once the first run has read them (run's first step); carried on after that.
+        self._registry = request.registry
+        registered = [service.name for service in self._registry.services] if self._registry else []
+        self._progress = {
+            s: replace(request.progress.get(s, ServiceProgress())) for s in (*DELETION_SERVICES, *registered)
+        }
+        # What the registered services' VerifySubjectErased counted, for the receipt.
+        self._verified: dict[str, ServiceVerification] = {}
         self._paused = request.paused
         self._batch_size = request.batch_size
         # Set by run's first step, which also publishes it as the search attribute and records it.
@@ -114,14 +123,19 @@ class BotDeletionWorkflow:
     async def run(self, request: BotDeletionInput) -> BotDeletionResult:
         self._set_status(self._running_or_paused())
         try:
+            if self._registry is None:
+                await self._read_registry()
             rounds = 0
             while True:
                 await self._delete_every_service(request)
-                # Finishing checks that no rows remain, and the services go around again if some do.
-                remaining = (await self._finish(request)).remaining_services
+                # The registered services count what they still hold, and finishing checks that no rows remain;
+                # the services go around again if some do.
+                remaining = await self._verify_registered_services(request)
+                remaining += (await self._finish(request)).remaining_services
                 if not remaining:
                     break
-                # A writer raced the deleters: delete those services again, a bounded number of times.
+                # A writer raced the deleters, or a registered service still holds something: delete those
+                # services again, a bounded number of times.
                 rounds += 1
                 workflow.logger.warning("rows remain after deleting, round %d: %s", rounds, remaining)
                 if rounds >= policies.FINISH_ROUNDS:
@@ -133,21 +147,38 @@ class BotDeletionWorkflow:
                     # From the bottom, not the cursor: a row that remained may lie below it (a writer took its id
                     # before the cursor passed and committed after); walking the deleted rows' entries again is
                     # the price, on this rare path only.
-                    self._progress[service] = replace(self._progress[service], done=False, cursor=0)
+                    self._progress[service] = replace(self._progress[service], done=False, cursor=0, resume_from="")
         except asyncio.CancelledError:
             self._set_status(DeletionState.CANCELLED)
             await uninterruptible(self._recorder.recorded())
             raise
         final = DeletionState.INCOMPLETE if self._skipped() else DeletionState.COMPLETED
-        await issue_receipt(ReceiptSubject.BOT, request.bot_id, request.account_id, self._operator_actions)
+        await issue_receipt(
+            ReceiptSubject.BOT,
+            request.bot_id,
+            request.account_id,
+            self._operator_actions,
+            list(self._verified.values()),
+        )
         self._set_status(final)
         await self._recorder.recorded()
         return BotDeletionResult(bot_id=request.bot_id, services=self._progress, status=final)
 
+    @property
+    def _registered(self) -> dict[str, RegisteredService]:
+        return {service.name: service for service in self._registry.services} if self._registry else {}
+
+    async def _read_registry(self) -> None:
+        """Once per deletion: every later run and every replay calls the services this read found."""
+        self._registry = await registered_calls.read_registry()
+        for service in self._registry.services:
+            self._progress[service.name] = replace(self._registry.recorded.get(service.name, ServiceProgress()))
+        self._registry.recorded = {}
+
     async def _delete_every_service(self, request: BotDeletionInput) -> None:
         # The services share nothing, so they are deleted side by side: one service's file unlinks
         # and another's DELETEs use the machine at once.
-        await asyncio.gather(*(self._delete_service(request, service) for service in DELETION_SERVICES))
+        await asyncio.gather(*(self._delete_service(request, service) for service in self._progress))
         if not all(p.done for p in self._progress.values()):
             await self._continue_as_new(request)
 
@@ -180,36 +211,92 @@ class BotDeletionWorkflow:
 
     async def _delete_slice(self, request: BotDeletionInput, service: str) -> None:
         try:
-            self._progress[service] = await workflow.execute_activity_method(
-                BotDataDeleters.delete_bot_service,
-                DeleteServiceInput(
-                    workflow_id=workflow.info().workflow_id,
-                    bot_id=request.bot_id,
-                    service=service,
-                    batch_size=self._batch_size,
-                    progress=self._progress[service],
-                ),
-                **presets.DELETER,
-                summary=f"delete {service} of bot {request.bot_id}",
-            )
+            if (registered := self._registered.get(service)) is not None:
+                assert self._registry is not None
+                self._progress[service] = await registered_calls.delete_slice(
+                    registered,
+                    registered_calls.bot_subject(request.bot_id),
+                    self._progress[service],
+                    max_rows=self._batch_size,
+                    rows_per_second=self._registry.rows_per_second,
+                )
+                await self._record_service(service, answered=True)
+            else:
+                self._progress[service] = await workflow.execute_activity_method(
+                    BotDataDeleters.delete_bot_service,
+                    DeleteServiceInput(
+                        workflow_id=workflow.info().workflow_id,
+                        bot_id=request.bot_id,
+                        service=service,
+                        batch_size=self._batch_size,
+                        progress=self._progress[service],
+                    ),
+                    **presets.DELETER,
+                    summary=f"delete {service} of bot {request.bot_id}",
+                )
         except ActivityError as err:
-            if isinstance(err.cause, CancelledError):
-                # The workflow itself is being cancelled: end as cancelled, not as a poison pill.
-                raise asyncio.CancelledError() from err
-            if is_transient(err):
-                # Another round of backoff: transient failures retry without end, from where the call got to.
-                workflow.logger.warning("transient failure deleting %s; retrying: %s", service, err.cause)
-                self._progress[service] = _progress_carried_by(err, self._progress[service])
-                return
-            alert = AlertInput(
-                workflow_id=workflow.info().workflow_id,
-                subject=f"bot deletion stuck on {service}",
-                reason=str(err.cause or err),
-            )
-            async with self._operator:
-                if await self._ask(service, alert) == Decision.SKIP:
-                    self._skip([service])
+            await self._after_failure(service, "deleting", err)
         self._publish_details()
+
+    async def _after_failure(self, service: str, doing: str, err: ActivityError) -> None:
+        """A failed call of a service: wait for its worker, call again, or ask an operator (poison pill)."""
+        if isinstance(err.cause, CancelledError):
+            # The workflow itself is being cancelled: end as cancelled, not as a poison pill.
+            raise asyncio.CancelledError() from err
+        if registered_calls.no_worker_took_it(err):
+            # A registered service's worker is down: call again without end; the status shows it waiting.
+            await self._waiting_for(service)
+            return
+        if is_transient(err):
+            # Another round of backoff: transient failures retry without end, from where the call got to.
+            workflow.logger.warning("transient failure %s %s; retrying: %s", doing, service, err.cause)
+            if service not in self._registered:
+                self._progress[service] = _progress_carried_by(err, self._progress[service])
+            return
+        alert = AlertInput(
+            workflow_id=workflow.info().workflow_id,
+            subject=f"bot deletion stuck on {service}",
+            reason=str(err.cause or err),
+        )
+        async with self._operator:
+            if await self._ask(service, alert) == Decision.SKIP:
+                self._skip([service])
+
+    async def _record_service(self, service: str, *, answered: bool) -> None:
+        assert self._registry is not None
+        await registered_calls.record(self._registry, service, self._progress[service], answered=answered)
+
+    async def _waiting_for(self, service: str) -> None:
+        """Shows the service as waiting, from the first call no worker took until one answers."""
+        if self._progress[service].waiting_since is not None:
+            return
+        workflow.logger.warning("no worker of %s takes its calls; waiting for one", service)
+        self._progress[service] = replace(self._progress[service], waiting_since=workflow.now().isoformat())
+        await self._record_service(service, answered=False)
+
+    async def _verify_registered_services(self, request: BotDeletionInput) -> list[str]:
+        """The registered services that still hold something of the bot, by their own count."""
+        verifying = [name for name in self._registered if not self._progress[name].skipped]
+        await asyncio.gather(*(self._verify(request, self._registered[name]) for name in verifying))
+        return [
+            name
+            for name in verifying
+            if (found := self._verified.get(name)) is not None and found.remaining_rows + found.remaining_files
+        ]
+
+    async def _verify(self, request: BotDeletionInput, service: RegisteredService) -> None:
+        while not self._progress[service.name].skipped:
+            try:
+                self._verified[service.name] = await registered_calls.verify(
+                    service, registered_calls.bot_subject(request.bot_id)
+                )
+            except ActivityError as err:
+                await self._after_failure(service.name, "verifying", err)
+                continue
+            if self._progress[service.name].waiting_since is not None:
+                self._progress[service.name] = replace(self._progress[service.name], waiting_since=None)
+            await self._record_service(service.name, answered=True)
+            return
 
     async def _ask_about_remaining(self, remaining: list[str]) -> Decision:
         services = ", ".join(remaining)
@@ -254,6 +341,7 @@ class BotDeletionWorkflow:
                 progress=self._progress,
                 paused=self._paused,
                 operator_actions=self._operator_actions,
+                registry=self._registry,
             ),
             # The next run starts on the current version, not pinned to this one: how a long deletion upgrades.
             initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE,

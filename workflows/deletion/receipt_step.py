@@ -8,15 +8,19 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.deletion.receipts import DeletionReceipts
-    from lifecycle.deletion.contracts import OperatorAction, ReceiptInput, ReceiptSubject
+    from lifecycle.deletion.contracts import OperatorAction, ReceiptInput, ReceiptSubject, ServiceVerification
     from workflows import activity_presets as presets
 
 
 async def issue_receipt(
-    kind: ReceiptSubject, subject_id: str, account_id: str, operator_actions: Sequence[OperatorAction] = ()
+    kind: ReceiptSubject,
+    subject_id: str,
+    account_id: str,
+    operator_actions: Sequence[OperatorAction] = (),
+    verified: Sequence[ServiceVerification] = (),
 ) -> str:
     """The receipt's id. Keyed by the run chain's first run, so a retry, a reset or a continue-as-new finds the
-    receipt of this deletion rather than signing another."""
+    receipt of this deletion rather than signing another. `verified`: the registered services' own counts."""
     info = workflow.info()
     return await workflow.execute_activity_method(
         DeletionReceipts.issue_deletion_receipt,
@@ -28,6 +32,7 @@ async def issue_receipt(
             subject_id=subject_id,
             account_id=account_id,
             operator_actions=list(operator_actions),
+            verified=list(verified),
         ),
         **presets.STEP,
         summary=f"check {kind} {subject_id} is gone, then sign its deletion receipt",

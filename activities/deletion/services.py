@@ -1,0 +1,98 @@
+"""The registered deletion services, as a deletion sees them: read once when it starts, and each one's progress
+recorded where the status API and the receipt read the built-in services' (deletion_progress)."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from temporalio import activity
+
+from activities.deletion.deleters import DELETION_SERVICES
+from activities.heartbeat import heartbeats
+from activities.resources import ActivityResources
+from lifecycle.deletion.budget import read_budget
+from lifecycle.deletion.contracts import RegisteredService, ServiceProgress, ServiceProgressRecord, ServiceRegistry
+from lifecycle.deletion.registry import SUPPORTED_CONTRACTS
+
+_ACTIVE = text(
+    "SELECT name, task_queue FROM deletion_services WHERE retired_at IS NULL AND contract = ANY(:contracts)"
+    " ORDER BY name"
+)
+_RECORDED = text(
+    "SELECT service, deleted, total, files_deleted, done, resume_cursor FROM deletion_progress"
+    " WHERE workflow_id = :workflow_id AND service = ANY(:services)"
+)
+# The run's own counts, set rather than added: a retried record writes the same row again.
+_RECORD = text(
+    "INSERT INTO deletion_progress (workflow_id, service, deleted, total, done, files_deleted, rows_per_second,"
+    " throttled, resume_cursor, waiting_since)"
+    " VALUES (:workflow_id, :service, :deleted, :total, :done, :files_deleted, :rows_per_second, :throttled,"
+    " :resume_from, CAST(CAST(:waiting_since AS text) AS timestamptz))"
+    " ON CONFLICT (workflow_id, service) DO UPDATE SET deleted = EXCLUDED.deleted, total = EXCLUDED.total,"
+    " done = EXCLUDED.done, files_deleted = EXCLUDED.files_deleted, rows_per_second = EXCLUDED.rows_per_second,"
+    " throttled = EXCLUDED.throttled, resume_cursor = EXCLUDED.resume_cursor, waiting_since = EXCLUDED.waiting_since,"
+    " updated_at = now()"
+)
+_ANSWERED = text("UPDATE deletion_services SET last_answered_at = now() WHERE name = :service")
+
+
+def budget_share(budget: int | None, registered: int) -> int:
+    """A registered service's share of the deletion budget: the budget split evenly over a deletion's services,
+    built-in and registered; 0 (unlimited) without a budget."""
+    if budget is None:
+        return 0
+    return max(1, budget // (len(DELETION_SERVICES) + registered))
+
+
+class RegisteredServices:
+    def __init__(self, resources: ActivityResources) -> None:
+        self._resources = resources
+
+    @activity.defn(name="list_deletion_services")
+    @heartbeats
+    async def list_deletion_services(self, workflow_id: str) -> ServiceRegistry:
+        """The active services of a contract this code calls, with what earlier runs of the deletion recorded."""
+        async with self._resources.engine.connect() as conn:
+            services = [
+                RegisteredService(name, queue)
+                for name, queue in await conn.execute(_ACTIVE, {"contracts": list(SUPPORTED_CONTRACTS)})
+            ]
+            recorded = {
+                row.service: ServiceProgress(
+                    deleted=row.deleted,
+                    total=row.total,
+                    files_deleted=row.files_deleted,
+                    done=row.done,
+                    resume_from=row.resume_cursor or "",
+                )
+                for row in await conn.execute(
+                    _RECORDED, {"workflow_id": workflow_id, "services": [service.name for service in services]}
+                )
+            }
+            budget = await read_budget(conn)
+        return ServiceRegistry(services, budget_share(budget, len(services)), recorded)
+
+    @activity.defn(name="record_service_progress")
+    @heartbeats
+    async def record_service_progress(self, record: ServiceProgressRecord) -> int | None:
+        """Record the service's progress (idempotent); returns the deletion budget as it stands now (None:
+        unlimited), for the run to take the service's share of it (budget_share) in its next call."""
+        progress = record.progress
+        async with self._resources.engine.begin() as conn:
+            await conn.execute(
+                _RECORD,
+                {
+                    "workflow_id": record.workflow_id,
+                    "service": record.service,
+                    "deleted": progress.deleted,
+                    "total": progress.total,
+                    "done": progress.done,
+                    "files_deleted": progress.files_deleted,
+                    "rows_per_second": progress.rows_per_second,
+                    "throttled": progress.throttled,
+                    "resume_from": progress.resume_from,
+                    "waiting_since": progress.waiting_since,
+                },
+            )
+            if record.answered:
+                await conn.execute(_ANSWERED, {"service": record.service})
+            return await read_budget(conn)

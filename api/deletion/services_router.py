@@ -1,0 +1,103 @@
+"""The registry of deletion services (admin): a service that owns data about bots joins every deletion started
+after it registers, by name, with the task queue its workers poll; retiring it keeps its row, for the records
+that name it. Today's built-in services (activities/deletion/deleters.py) are deleted beside the registered ones.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Response
+from sqlalchemy import func, literal_column, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.sql.dml import ReturningInsert
+
+from activities.deletion.deleters import DELETION_SERVICES
+from api.deletion.services_schemas import DeletionServiceBody, DeletionServiceOut, DeletionServicesOut
+from api.dependencies import AdminDep, SessionDep
+from api.problems import ProblemError, problem_responses
+from lifecycle.db.models import DeletionService
+from lifecycle.deletion.registry import SERVICE_NAME_MAX_LENGTH, SERVICE_NAME_PATTERN
+
+router = APIRouter(tags=["deletion services"])
+
+ServiceName = Annotated[
+    str,
+    Path(
+        min_length=2,
+        max_length=SERVICE_NAME_MAX_LENGTH,
+        pattern=SERVICE_NAME_PATTERN,
+        description="A lowercase slug (letters, digits, single hyphens between them), starting with a letter.",
+        examples=["search-index"],
+    ),
+]
+
+
+def _out(service: DeletionService) -> DeletionServiceOut:
+    return DeletionServiceOut.model_validate(service, from_attributes=True)
+
+
+@router.put(
+    "/deletion-services/{name}",
+    response_model=DeletionServiceOut,
+    summary="Admin: register a deletion service, or update its task queue or contract (201 when new)",
+    responses={
+        201: {"description": "Registered", "model": DeletionServiceOut},
+        **problem_responses(401, 403, 409, 422),
+    },
+)
+async def put_deletion_service(
+    name: ServiceName, body: DeletionServiceBody, _admin: AdminDep, session: SessionDep, response: Response
+) -> DeletionServiceOut:
+    if name in DELETION_SERVICES:
+        raise ProblemError(409, f"{name!r} is the name of a built-in service; choose another.")
+    # Registering a retired service again brings it back: deletions started from now on call it.
+    upsert: ReturningInsert[DeletionService, bool] = (
+        insert(DeletionService)
+        .values(name=name, task_queue=body.task_queue, contract=body.contract)
+        .on_conflict_do_update(
+            index_elements=[DeletionService.name],
+            set_={
+                "task_queue": body.task_queue,
+                "contract": body.contract,
+                "updated_at": func.now(),
+                "retired_at": None,
+            },
+        )
+        # xmax is 0 on a row this statement inserted, and the updating transaction's id on one it updated.
+        .returning(DeletionService, literal_column("xmax = 0").label("inserted"))
+    )
+    row = (await session.execute(upsert)).one()
+    await session.commit()
+    response.status_code = 201 if row.inserted else 200
+    return _out(row.DeletionService)
+
+
+@router.get(
+    "/deletion-services",
+    response_model=DeletionServicesOut,
+    summary="Admin: every registered deletion service, with when each last answered a deletion",
+    responses=problem_responses(401, 403),
+)
+async def list_deletion_services(_admin: AdminDep, session: SessionDep) -> DeletionServicesOut:
+    services = (await session.execute(select(DeletionService).order_by(DeletionService.name))).scalars()
+    return DeletionServicesOut(services=[_out(service) for service in services])
+
+
+@router.delete(
+    "/deletion-services/{name}",
+    status_code=204,
+    summary="Admin: retire a deletion service; deletions started from now on do not call it (idempotent)",
+    responses=problem_responses(401, 403, 404, 422),
+)
+async def retire_deletion_service(name: ServiceName, _admin: AdminDep, session: SessionDep) -> None:
+    # The row stays, so the receipts and progress that name the service keep a registry entry to point to.
+    retired = await session.execute(
+        update(DeletionService)
+        .where(DeletionService.name == name)
+        .values(retired_at=func.coalesce(DeletionService.retired_at, func.now()))
+        .returning(DeletionService.name)
+    )
+    if retired.first() is None:
+        raise ProblemError(404, f"No deletion service is registered as {name!r}.")
+    await session.commit()

@@ -1,0 +1,2 @@
+"""Services written by nobody here: each implements the deletion contract (proto/) and nothing else of this
+project."""

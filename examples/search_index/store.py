@@ -1,0 +1,82 @@
+"""The search index's own store: entries in a SQLite file, and each bot's snapshot files in a folder beside it.
+
+Nothing here knows about Temporal or the gateway; the worker (__main__.py) turns the contract's calls into these.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS entries (id INTEGER PRIMARY KEY AUTOINCREMENT, bot_id TEXT NOT NULL, term TEXT)",
+    "CREATE INDEX IF NOT EXISTS entries_bot ON entries (bot_id, id)",
+)
+
+
+@dataclass(frozen=True)
+class Deleted:
+    rows: int
+    files: int
+    # The highest entry id deleted, or the cursor given when nothing was.
+    cursor: int
+
+
+class SearchIndex:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        with self._db() as db:
+            for statement in _SCHEMA:
+                db.execute(statement)
+
+    @contextlib.contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.root / "index.sqlite3")
+        try:
+            with db:  # one transaction, committed on success
+                yield db
+        finally:
+            db.close()
+
+    def _snapshots(self, bot_id: str) -> Path:
+        return self.root / "snapshots" / bot_id
+
+    def add(self, bot_id: str, entries: int, files: int) -> None:
+        with self._db() as db:
+            db.executemany(
+                "INSERT INTO entries (bot_id, term) VALUES (?, ?)", [(bot_id, f"t{n}") for n in range(entries)]
+            )
+        folder = self._snapshots(bot_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        for n in range(files):
+            (folder / f"{n}.json").write_text(f'{{"snapshot": {n}}}')
+
+    def delete(self, bot_id: str, after: int, limit: int) -> Deleted:
+        """Up to `limit` entries above the id `after`; once no entry is left, the bot's snapshot files too."""
+        with self._db() as db:
+            ids = [
+                row[0]
+                for row in db.execute(
+                    "SELECT id FROM entries WHERE bot_id = ? AND id > ? ORDER BY id LIMIT ?", (bot_id, after, limit)
+                )
+            ]
+            if ids:
+                db.execute("DELETE FROM entries WHERE bot_id = ? AND id > ? AND id <= ?", (bot_id, after, ids[-1]))
+        files = 0
+        if not ids or len(ids) < limit:
+            for file in sorted(self._snapshots(bot_id).glob("*")):
+                with contextlib.suppress(FileNotFoundError):  # a retried call: already gone
+                    file.unlink()
+                    files += 1
+        return Deleted(rows=len(ids), files=files, cursor=ids[-1] if ids else after)
+
+    def count(self, bot_id: str) -> tuple[int, int]:
+        """The bot's entries and snapshot files."""
+        with self._db() as db:
+            (rows,) = db.execute("SELECT count(*) FROM entries WHERE bot_id = ?", (bot_id,)).fetchone()
+        folder = self._snapshots(bot_id)
+        return int(rows), sum(1 for _ in folder.glob("*")) if folder.exists() else 0

@@ -1,0 +1,289 @@
+"""A service nobody here wrote joins the deletions by registering: examples/search_index, its own store and its
+own worker process, built from the contract's generated classes alone. Against real PostgreSQL, a real Temporal
+dev server, the session's real gateway worker, and the API.
+
+- registered, it is called by the next deletion: its data goes, the receipt lists it by its registered name with
+  its counts, and the registry shows when it last answered;
+- with its worker stopped, the deletion shows it `waiting` (since when), loses nothing, and finishes with exact
+  counts once the worker is back;
+- one that answers errors is a poison pill, as a built-in service is: an operator decides;
+- its worker may register it at start-up, through the same call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest_asyncio
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+from temporalio import activity
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
+
+from examples.search_index.store import SearchIndex
+from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse
+from lifecycle.settings import Settings
+from lifecycle.workflow_ids import bot_deletion_id
+from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN, ApiAccount
+from tests.eventually import eventually
+from tests.processes import ApiProcess, ChildProcess
+from worker import LifecycleWorkers
+
+ENTRIES = 1_234  # three slices of the index's (500 at most): the run resumes from the service's own cursor
+FILES = 3
+
+
+@dataclass
+class RegisteredIndex:
+    name: str
+    task_queue: str
+    index: SearchIndex
+    process: ChildProcess
+
+    def start(self) -> None:
+        self.process.start()
+
+    def stop(self) -> None:
+        if self.process.process is not None and self.process.process.poll() is None:
+            self.process.terminate()
+
+
+Register = Callable[[str], Awaitable[tuple[str, str]]]
+
+
+def index_process(client: Client, queue: str, store: Path, *options: str, **env: str) -> ChildProcess:
+    """The search index's worker process, on `queue`, keeping its store in `store`."""
+    address = client.service_client.config.target_host
+    arguments = ["--address", address, "--task-queue", queue, "--store", str(store), *options]
+    return ChildProcess(
+        [sys.executable, "-m", "examples.search_index", *arguments],
+        env={**os.environ, **env},
+        log_path=store.parent / f"{store.name}.log",
+    )
+
+
+@pytest_asyncio.fixture
+async def register(api: httpx.AsyncClient) -> AsyncIterator[Register]:
+    """Registers a service through the API under a name and a task queue of its own: (name, queue). Each is
+    retired afterwards, so no later deletion of the session calls it."""
+    names: list[str] = []
+
+    async def registered(kind: str) -> tuple[str, str]:
+        suffix = uuid.uuid4().hex[:8]
+        name, queue = f"{kind}-{suffix}", f"{kind}-queue-{suffix}"
+        answer = await api.put(
+            f"/deletion-services/{name}",
+            json={"task_queue": queue, "contract": "lifecycle.deletion.v1"},
+            headers=ADMIN_HEADERS,
+        )
+        assert answer.status_code == 201, answer.text
+        names.append(name)
+        return name, queue
+
+    yield registered
+    for name in names:
+        assert (await api.delete(f"/deletion-services/{name}", headers=ADMIN_HEADERS)).status_code == 204
+
+
+@pytest_asyncio.fixture
+async def search_index(register: Register, temporal_client: Client, tmp_path: Path) -> AsyncIterator[RegisteredIndex]:
+    """The search index, registered; its worker process is not started yet."""
+    name, queue = await register("search")
+    store = tmp_path / "search-index"
+    service = RegisteredIndex(name, queue, SearchIndex(store), index_process(temporal_client, queue, store))
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+async def a_bot(api: httpx.AsyncClient, account: ApiAccount) -> str:
+    created = await api.post("/bots", json={"name": "indexed"}, headers=account.headers)
+    assert created.status_code == 201, created.text
+    return str(created.json()["id"])
+
+
+def status_of(api: httpx.AsyncClient, bot_id: str, account: ApiAccount) -> Callable[[], Awaitable[dict[str, Any]]]:
+    async def status() -> dict[str, Any]:
+        answer = await api.get(f"/bots/{bot_id}/deletion", headers=account.headers)
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+    return status
+
+
+async def completed(api: httpx.AsyncClient, bot_id: str, account: ApiAccount) -> dict[str, Any]:
+    status = status_of(api, bot_id, account)
+
+    async def done() -> dict[str, Any] | None:
+        body = await status()
+        return body if body["status"] == "completed" else None
+
+    return await eventually(done, "the bot deletion completes")
+
+
+async def receipt_of(api: httpx.AsyncClient, bot_id: str, account: ApiAccount) -> dict[str, Any]:
+    answer = await api.get(f"/bots/{bot_id}/deletion/receipt", headers=account.headers)
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json()["receipt"])
+
+
+async def test_a_registered_service_is_deleted_counted_and_listed(
+    api: httpx.AsyncClient,
+    account: ApiAccount,
+    worker: LifecycleWorkers,
+    search_index: RegisteredIndex,
+    temporal_client: Client,
+) -> None:
+    bot_id, neighbour = await a_bot(api, account), str(uuid.uuid4())
+    search_index.index.add(bot_id, entries=ENTRIES, files=FILES)
+    search_index.index.add(neighbour, entries=5, files=1)
+    search_index.start()
+
+    assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
+    status = await completed(api, bot_id, account)
+
+    assert search_index.index.count(bot_id) == (0, 0)
+    assert search_index.index.count(neighbour) == (5, 1)  # another bot's data stays
+    assert status["progress"][search_index.name] == {"deleted": ENTRIES, "total": ENTRIES}
+    # Three slices (500, 500, then 234 and the files), each from the cursor the one before returned.
+    history = await temporal_client.get_workflow_handle(bot_deletion_id(bot_id)).fetch_history()
+    calls = [
+        event.activity_task_scheduled_event_attributes.input.payloads[0].data
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and event.activity_task_scheduled_event_attributes.activity_type.name == "DeleteSubjectData"
+    ]
+    # The index's cursor is the highest entry id deleted; the bot's entries are the store's first 1,234.
+    assert [json.loads(call).get("cursor", "") for call in calls] == ["", "500", "1000"]
+    receipt = await receipt_of(api, bot_id, account)
+    assert receipt["services"][search_index.name] == {"rows_deleted": ENTRIES, "files_deleted": FILES, "remaining": 0}
+    check = next(check for check in receipt["checks"] if check.get("service") == search_index.name)
+    assert check == {
+        "name": f"rows and files of {search_index.name}",
+        "expected": 0,
+        "found": 0,
+        "passed": True,
+        "service": search_index.name,
+    }
+    assert receipt["complete"] is True
+    listed = (await api.get("/deletion-services", headers=ADMIN_HEADERS)).json()["services"]
+    entry = next(service for service in listed if service["name"] == search_index.name)
+    assert entry["last_answered_at"] is not None
+
+
+async def test_a_deletion_waits_for_a_stopped_service_and_finishes_when_it_is_back(
+    api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers, search_index: RegisteredIndex
+) -> None:
+    bot_id = await a_bot(api, account)
+    search_index.index.add(bot_id, entries=ENTRIES, files=FILES)
+    # The service's worker is not running: nobody polls its queue.
+    assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
+    status = status_of(api, bot_id, account)
+
+    async def waiting() -> dict[str, Any] | None:
+        body = await status()
+        return body if body["progress"].get(search_index.name, {}).get("status") == "waiting" else None
+
+    shown = await eventually(waiting, "the status shows the service waiting")
+    assert shown["status"] == "running"
+    assert shown["progress"][search_index.name]["waiting_since"] is not None
+    assert search_index.index.count(bot_id) == (ENTRIES, FILES)  # nothing was touched, nothing lost
+
+    search_index.start()
+    finished = await completed(api, bot_id, account)
+    assert finished["progress"][search_index.name] == {"deleted": ENTRIES, "total": ENTRIES}
+    assert search_index.index.count(bot_id) == (0, 0)
+    receipt = await receipt_of(api, bot_id, account)
+    assert receipt["services"][search_index.name] == {"rows_deleted": ENTRIES, "files_deleted": FILES, "remaining": 0}
+
+
+@activity.defn(name="DeleteSubjectData")
+async def refuse_to_delete(request: DeleteRequest) -> DeleteResponse:
+    raise ApplicationError("the index is corrupt", type="IndexCorrupt", non_retryable=True)
+
+
+async def test_a_service_that_answers_errors_goes_to_an_operator(
+    api: httpx.AsyncClient,
+    account: ApiAccount,
+    worker: LifecycleWorkers,
+    register: Register,
+    temporal_client: Client,
+    settings: Settings,
+) -> None:
+    """A poison pill, as for a built-in service: waiting_for_operator, an alert, and the operator's skip ends
+    the deletion incomplete, the receipt saying so."""
+    name, queue = await register("broken")
+    bot_id = await a_bot(api, account)
+    async with Worker(temporal_client, task_queue=queue, activities=[refuse_to_delete]):
+        assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
+        status = status_of(api, bot_id, account)
+
+        async def stuck() -> bool:
+            return (await status())["status"] == "waiting_for_operator"
+
+        await eventually(stuck, "the deletion waits for an operator")
+        engine = create_async_engine(settings.database_url)
+        try:
+            async with engine.connect() as conn:
+                subjects = (
+                    await conn.execute(
+                        text("SELECT subject FROM alerts WHERE workflow_id = :w"), {"w": bot_deletion_id(bot_id)}
+                    )
+                ).scalars()
+                assert list(subjects) == [f"bot deletion stuck on {name}"]
+        finally:
+            await engine.dispose()
+        handle = temporal_client.get_workflow_handle(bot_deletion_id(bot_id))
+        assert "skipping" in await handle.execute_update("skip", result_type=str)
+
+        async def incomplete() -> bool:
+            return (await status())["status"] == "incomplete"
+
+        await eventually(incomplete, "the deletion ends incomplete")
+    receipt = await receipt_of(api, bot_id, account)
+    assert receipt["complete"] is False
+    assert receipt["services"][name]["rows_deleted"] == 0
+    assert [action["action"] for action in receipt["operator_actions"]] == ["skip"]
+
+
+async def test_a_service_registers_itself_at_start_up(
+    api: httpx.AsyncClient, settings: Settings, temporal_client: Client, tmp_path: Path
+) -> None:
+    """Through the same call an admin makes, to a gateway API process of its own."""
+    gateway = ApiProcess(settings, tmp_path / "api.log")
+    await asyncio.to_thread(gateway.start)
+    suffix = uuid.uuid4().hex[:8]
+    name, queue = f"self-{suffix}", f"self-queue-{suffix}"
+    process = index_process(
+        temporal_client,
+        queue,
+        tmp_path / "index",
+        *("--register-with", gateway.url, "--name", name),
+        GATEWAY_ADMIN_TOKEN=ADMIN_TOKEN,
+    )
+    process.start()
+    try:
+
+        async def registered() -> dict[str, Any] | None:
+            listed = (await api.get("/deletion-services", headers=ADMIN_HEADERS)).json()["services"]
+            return next((service for service in listed if service["name"] == name), None)
+
+        entry = await eventually(registered, "the service registers itself")
+        assert entry["task_queue"] == queue and entry["retired_at"] is None
+    finally:
+        process.terminate()
+        gateway.terminate()
+        await api.delete(f"/deletion-services/{name}", headers=ADMIN_HEADERS)

@@ -1,0 +1,102 @@
+"""The calls a bot deletion makes to a registered service (lifecycle/deletion/registry.py), on the service's own
+task queue, and the bookkeeping around them: reading the registry, and recording each service's progress where
+the status API and the receipt read it. The workflow decides when to call and what a failure means."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, TimeoutType
+from temporalio.exceptions import TimeoutError as ActivityTimeoutError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.deletion.services import RegisteredServices, budget_share
+    from lifecycle.deletion.contracts import (
+        DELETER_SLICE,
+        RegisteredService,
+        ServiceProgress,
+        ServiceProgressRecord,
+        ServiceRegistry,
+        ServiceVerification,
+    )
+    from lifecycle.deletion.registry import DELETE_SUBJECT_DATA, THROTTLES, VERIFY_SUBJECT_ERASED
+    from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse, Subject, VerifyRequest, VerifyResponse
+    from workflows import activity_presets as presets
+
+
+def no_worker_took_it(err: ActivityError) -> bool:
+    """A registered service's call that waited out its schedule-to-start timeout: no worker of it polls."""
+    cause = err.cause
+    return isinstance(cause, ActivityTimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START
+
+
+def bot_subject(bot_id: str) -> Subject:
+    return Subject(kind=Subject.KIND_BOT, id=bot_id)
+
+
+async def read_registry() -> ServiceRegistry:
+    """The active registered services, with what earlier runs of this deletion recorded for them."""
+    return await workflow.execute_activity_method(
+        RegisteredServices.list_deletion_services,
+        workflow.info().workflow_id,
+        **presets.STEP,
+        summary="read the registered deletion services",
+    )
+
+
+async def delete_slice(
+    service: RegisteredService, subject: Subject, known: ServiceProgress, max_rows: int, rows_per_second: int
+) -> ServiceProgress:
+    """One slice of the service's deletion, from its own cursor; the progress with the slice's answer added."""
+    response = await workflow.execute_activity(
+        DELETE_SUBJECT_DATA,
+        DeleteRequest(
+            deletion_id=workflow.info().workflow_id,
+            subject=subject,
+            cursor=known.resume_from,
+            max_rows=max_rows,
+            rows_per_second=rows_per_second,
+            max_duration_ms=int(DELETER_SLICE.total_seconds() * 1000),
+        ),
+        task_queue=service.task_queue,
+        result_type=DeleteResponse,
+        **presets.SERVICE_CALL,
+        summary=f"delete {service.name} of bot {subject.id}",
+    )
+    deleted = known.deleted + response.rows_deleted
+    return replace(
+        known,
+        deleted=deleted,
+        total=deleted + response.remaining_rows_estimate,
+        files_deleted=known.files_deleted + response.files_deleted,
+        resume_from=response.cursor,
+        done=response.done,
+        waiting_since=None,
+        rows_per_second=0 if response.done else round(response.measured_rows_per_second),
+        throttled=None if response.done else THROTTLES.get(response.throttled),
+    )
+
+
+async def verify(service: RegisteredService, subject: Subject) -> ServiceVerification:
+    """What the service still holds of the subject, by its own exact count."""
+    response = await workflow.execute_activity(
+        VERIFY_SUBJECT_ERASED,
+        VerifyRequest(deletion_id=workflow.info().workflow_id, subject=subject),
+        task_queue=service.task_queue,
+        result_type=VerifyResponse,
+        **presets.SERVICE_CALL,
+        summary=f"count what {service.name} holds of bot {subject.id}",
+    )
+    return ServiceVerification(service.name, response.remaining_rows, response.remaining_files)
+
+
+async def record(registry: ServiceRegistry, service: str, progress: ServiceProgress, *, answered: bool) -> None:
+    """Record the service's progress (idempotent), and take its share of the budget as it stands now."""
+    budget = await workflow.execute_activity_method(
+        RegisteredServices.record_service_progress,
+        ServiceProgressRecord(workflow.info().workflow_id, service, progress, answered),
+        **presets.STEP,
+        summary=f"record the progress of {service}",
+    )
+    registry.rows_per_second = budget_share(budget, len(registry.services))
