@@ -7,11 +7,13 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from devstack.seaweedfs import LOCAL_ACCESS_KEY_ID, LOCAL_SECRET_ACCESS_KEY
 from lifecycle.settings import (
     ADMIN_TOKEN_FILE,
     EXPORT_SIGNING_KEY_FILE,
     LOCAL_DATABASE,
     LOCAL_POSTGRES_PORT,
+    LOCAL_S3_PORT,
     LOCAL_SMTP_PORT,
     LOCAL_TEMPORAL_PORT,
     LOCAL_TEMPORAL_UI_PORT,
@@ -27,6 +29,7 @@ class StackPorts:
     temporal: int = LOCAL_TEMPORAL_PORT
     temporal_ui: int = LOCAL_TEMPORAL_UI_PORT
     smtp: int = LOCAL_SMTP_PORT
+    s3: int = LOCAL_S3_PORT
 
     @classmethod
     def from_environ(cls) -> StackPorts:
@@ -38,6 +41,7 @@ class StackPorts:
             temporal=port("TEMPORAL", LOCAL_TEMPORAL_PORT),
             temporal_ui=port("TEMPORAL_UI", LOCAL_TEMPORAL_UI_PORT),
             smtp=port("SMTP", LOCAL_SMTP_PORT),
+            s3=port("S3", LOCAL_S3_PORT),
         )
 
 
@@ -83,6 +87,11 @@ def stack_environment(settings: Settings, ports: StackPorts) -> dict[str, str]:
         "SMTP_PORT": str(ports.smtp),
         "MAIL_DIR": str(Path(settings.mail_path).resolve()),
         "STORAGE_DIR": str(Path(settings.storage_path).resolve()),
+        # SeaweedFS's S3 gateway (devstack/seaweedfs.py), with the local stack's fixed loopback credentials.
+        "S3_ENDPOINT_URL": f"http://127.0.0.1:{ports.s3}",
+        "S3_BUCKET": settings.s3_bucket,
+        "S3_ACCESS_KEY_ID": LOCAL_ACCESS_KEY_ID,
+        "S3_SECRET_ACCESS_KEY": LOCAL_SECRET_ACCESS_KEY,
         "SITES_ROOT": str(Path(settings.sites_path).resolve()),
         "ADMIN_TOKEN": admin_token(settings),
         "EXPORT_SIGNING_KEY": export_signing_key(settings),

@@ -60,6 +60,7 @@ class RunningStack:
             "DEVSTACK_TEMPORAL_PORT": str(free_port()),
             "DEVSTACK_TEMPORAL_UI_PORT": str(self.ui_port),
             "DEVSTACK_SMTP_PORT": str(free_port()),
+            "DEVSTACK_S3_PORT": str(free_port()),
         }
         self.env.pop("ADMIN_TOKEN", None)
         self.project_root = project_root

@@ -175,7 +175,7 @@ async def _worker(settings: Settings, client: Client) -> AsyncIterator[None]:
         async with build_worker(client, resources, settings):
             yield
     finally:
-        await resources.engine.dispose()
+        await resources.close()
 
 
 async def _receipt(api: httpx.AsyncClient, bot_id: str, api_key: str) -> Any:

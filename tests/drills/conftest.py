@@ -15,12 +15,13 @@ from temporalio.client import Client
 
 from devstack.ports import free_port
 from devstack.postgres import PostgresServer
+from devstack.seaweedfs import SeaweedServer
 from devstack.smtp_sink import SmtpSink
 from devstack.temporal_server import TemporalDevServer
 from lifecycle.deletion.budget import set_budget
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
-from tests.conftest import ADMIN_TOKEN
+from tests.conftest import ADMIN_TOKEN, object_store_settings
 from tests.processes import ApiProcess, ChildProcess, worker_process
 
 # The drills' deletion budget. They test recovery from kills and outages, not pacing: at the default 20,000
@@ -35,6 +36,7 @@ class DrillStack:
     postgres: PostgresServer
     temporal: TemporalDevServer
     smtp: SmtpSink
+    objects: SeaweedServer
     settings: Settings
     client: Client
 
@@ -94,9 +96,21 @@ def drill_smtp(drill_root: Path) -> Iterator[SmtpSink]:
     sink.stop()
 
 
+@pytest.fixture(scope="package")
+def drill_objects(drill_root: Path) -> Iterator[SeaweedServer]:
+    server = SeaweedServer(drill_root / "seaweedfs")
+    server.start()
+    yield server
+    server.stop()
+
+
 @pytest_asyncio.fixture(scope="package")
 async def drill_stack(
-    drill_root: Path, drill_postgres: PostgresServer, drill_temporal: TemporalDevServer, drill_smtp: SmtpSink
+    drill_root: Path,
+    drill_postgres: PostgresServer,
+    drill_temporal: TemporalDevServer,
+    drill_smtp: SmtpSink,
+    drill_objects: SeaweedServer,
 ) -> AsyncIterator[DrillStack]:
     database_url = drill_postgres.url("lifecycle")
     await upgrade_async(database_url)
@@ -119,6 +133,7 @@ async def drill_stack(
         deletion_inline_threshold=0,
         # Every worker of the drills makes its version current as it starts (docs/versioning.md).
         worker_make_current=True,
+        **object_store_settings(drill_objects),
     )
     client = await Client.connect(drill_temporal.address)
-    yield DrillStack(drill_root, drill_postgres, drill_temporal, drill_smtp, settings, client)
+    yield DrillStack(drill_root, drill_postgres, drill_temporal, drill_smtp, drill_objects, settings, client)
