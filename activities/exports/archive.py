@@ -1,6 +1,7 @@
 """The account export's files: parts written whole then renamed into place, and the ZIP assembled from them.
 
-Everything here is blocking file I/O, run in a thread by activities/exports/steps.py. Two rules make a crash
+Everything here is blocking file I/O in the exports directory (the workers' scratch space), run in a thread by
+activities/exports/steps.py, which then uploads the finished ZIP to the object store. Two rules make a crash
 at any point harmless:
 - a file is only ever created under a `.partial` name (truncated on every attempt) and renamed into place
   once complete and fsynced, so a final name always holds a complete file, and the API never serves a
@@ -22,14 +23,11 @@ from typing import Any
 from zipfile import ZIP_DEFLATED, ZipFile
 
 from lifecycle.exports.contracts import DOCUMENTS_TABLE, ArchiveFacts, ExportPart
+from lifecycle.object_keys import archive_name
 from lifecycle.stored_paths import StoredPathRefused, StoredRoot, status
 
 CHUNK = 1024 * 1024
 PARTIAL = ".partial"
-
-
-def archive_name(export_id: str) -> str:
-    return f"{export_id}.zip"
 
 
 def archive_path(exports: Path, export_id: str) -> Path:
@@ -145,11 +143,15 @@ def assemble(
             entries += 1
         fsync_and_rename(building, final)
     else:
-        with ZipFile(final) as archive:
-            entries = len(archive.infolist())
+        entries = entries_of(final)
     return ArchiveFacts(
         archive_name=final.name, size_bytes=final.stat().st_size, sha256=sha256_of(final), entries=entries
     )
+
+
+def entries_of(path: Path) -> int:
+    with ZipFile(path) as archive:
+        return len(archive.infolist())
 
 
 def refused_documents(exports: Path, export_id: str) -> list[dict[str, Any]]:
@@ -160,7 +162,7 @@ def refused_documents(exports: Path, export_id: str) -> list[dict[str, Any]]:
 
 
 def remove_export_files(exports: Path, export_id: str) -> None:
-    """Delete the archive, a half-built one and the parts; whatever is already gone is fine."""
+    """Delete the local archive, a half-built one and the parts; whatever is already gone is fine."""
     final = archive_path(exports, export_id)
     for path in (final, partial(final)):
         path.unlink(missing_ok=True)

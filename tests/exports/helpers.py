@@ -19,6 +19,8 @@ import httpx
 from activities.deletion.deleters import DELETION_SERVICES as SERVICES
 from devstack.seed import Seeded, asyncpg_dsn, seed
 from devstack.smtp_sink import SmtpSink
+from lifecycle.object_keys import archive_name, export_archive_key
+from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
 from tests.eventually import eventually
 
@@ -32,6 +34,21 @@ async def seeded_account(settings: Settings, *, bots: int, rows: int) -> Seeded:
         for path in sorted((settings.storage_path / bot_id).glob("*.txt")):
             path.write_bytes(f"document {bot_id}/{path.name}\n".encode() + uuid.uuid4().bytes * 8)
     return seeded
+
+
+async def stored_archive(settings: Settings, export_id: str) -> bytes | None:
+    """The export's archive as the object store holds it, or None."""
+    store = ObjectStore(settings)
+    try:
+        return await store.read(export_archive_key(archive_name(export_id)))
+    finally:
+        await store.close()
+
+
+async def archive_traces(settings: Settings, export_id: str) -> list[str]:
+    """Whatever of the export is left: its object in the store, its files in the exports directory."""
+    local = sorted(path.name for path in settings.exports_path.glob(f"{export_id}*"))
+    return (["object"] if await stored_archive(settings, export_id) is not None else []) + local
 
 
 def headers_of(seeded: Seeded) -> dict[str, str]:

@@ -5,7 +5,7 @@ the storage directory reaches it, and an operator is alerted."""
 
 from __future__ import annotations
 
-import asyncio
+import io
 import json
 import uuid
 import zipfile
@@ -16,7 +16,7 @@ import pytest
 from devstack.seed import rows_per_service
 from lifecycle.settings import Settings
 from tests.eventually import eventually
-from tests.exports.helpers import export_row, headers_of, seeded_account, wait_for_status
+from tests.exports.helpers import export_row, headers_of, seeded_account, stored_archive, wait_for_status
 from tests.planted_keys import CANARY, alerts, plant_document
 from worker import LifecycleWorkers
 
@@ -46,8 +46,9 @@ async def test_refused_document_files_are_listed_and_alerted_and_the_export_comp
     export_id = str(response.json()["id"])
     await wait_for_status(settings, export_id, "ready")
 
-    archive = await asyncio.to_thread(zipfile.ZipFile, settings.exports_path / f"{export_id}.zip")
-    with archive:
+    stored = await stored_archive(settings, export_id)
+    assert stored is not None
+    with zipfile.ZipFile(io.BytesIO(stored)) as archive:
         manifest = json.loads(archive.read("manifest.json"))
         contents = [archive.read(name) for name in archive.namelist()]
     assert sorted(document["id"] for document in manifest["refused_documents"]) == sorted(planted)
