@@ -78,12 +78,10 @@ async def main(rate: float, seconds: float, phase_seconds: float, profile: bool,
     profile_to = Path(tempfile.mkdtemp(prefix="bench-api-")) / "api.prof" if profile else None
     async with throwaway_stack("bench", durable=True) as stack:
         settings = stack.settings
-        seeded = await seed(settings.database_url, settings.storage_path, bots=per_phase * phases, rows=5)
+        seeded = await seed(settings, bots=per_phase * phases, rows=5)
         # The floor's two readings, before and after the API's phases, together as many requests as the API's.
         floor_requests = max(1, per_phase * phases // 2)
-        floor_bots = await seed(
-            settings.database_url, settings.storage_path, bots=2 * (floor_requests + WARM_UP), rows=5
-        )
+        floor_bots = await seed(settings, bots=2 * (floor_requests + WARM_UP), rows=5)
         floor_batches = [floor_bots.bot_ids[: floor_requests + WARM_UP], floor_bots.bot_ids[floor_requests + WARM_UP :]]
         floor_cpu = [await _floor(settings, rate, floor_bots.api_key, floor_batches[0])]
         async with served_api(settings, profile_to) as served:
@@ -114,7 +112,7 @@ async def main(rate: float, seconds: float, phase_seconds: float, profile: bool,
                 api.errors += result["errors"]
                 print(f"phase {phase + 1}/{phases}: raw then API, {per_phase} starts each", flush=True)
             if saturation:
-                extra = await seed(settings.database_url, settings.storage_path, bots=300, rows=1)
+                extra = await seed(settings, bots=300, rows=1)
                 saturated = await _saturation(served, extra.api_key, extra.bot_ids)
         floor_cpu.append(await _floor(settings, rate, floor_bots.api_key, floor_batches[1]))
     _print(rate, phases * phase_seconds, raw, api, api_cpu, saturated)

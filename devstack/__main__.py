@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{key}={value}")
         return 0
     if args.command == "seed":
-        seeded = asyncio.run(seed(settings.database_url, settings.storage_path, bots=args.bots, rows=args.rows))
+        seeded = asyncio.run(seed(settings, bots=args.bots, rows=args.rows))
         print(json.dumps(asdict(seeded)))
         return 0
     if args.command == "migrate":

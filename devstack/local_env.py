@@ -86,7 +86,6 @@ def stack_environment(settings: Settings, ports: StackPorts) -> dict[str, str]:
         "SMTP_HOST": "127.0.0.1",
         "SMTP_PORT": str(ports.smtp),
         "MAIL_DIR": str(Path(settings.mail_path).resolve()),
-        "STORAGE_DIR": str(Path(settings.storage_path).resolve()),
         # SeaweedFS's S3 gateway (devstack/seaweedfs.py), with the local stack's fixed loopback credentials.
         "S3_ENDPOINT_URL": f"http://127.0.0.1:{ports.s3}",
         "S3_BUCKET": settings.s3_bucket,

@@ -81,7 +81,6 @@ class Settings(BaseSettings):
     # Path-style URLs (endpoint/bucket/key) work with every S3 API, SeaweedFS and MinIO included; `virtual` for a
     # provider that wants the bucket in the host name.
     s3_addressing_style: Literal["path", "virtual", "auto"] = "path"
-    storage_dir: Path | None = None
     sites_root: Path | None = None
     admin_token: str | None = Field(default=None, repr=False)
     alert_webhook_url: str | None = None
@@ -167,8 +166,6 @@ class Settings(BaseSettings):
     def _derive_paths(self) -> Settings:
         if self.mail_dir is None:
             self.mail_dir = self.data_dir / "mail"
-        if self.storage_dir is None:
-            self.storage_dir = self.data_dir / "storage"
         if self.sites_root is None:
             self.sites_root = self.data_dir / "sites"
         if self.exports_dir is None:
@@ -199,11 +196,6 @@ class Settings(BaseSettings):
     def mail_path(self) -> Path:
         assert self.mail_dir is not None
         return self.mail_dir
-
-    @property
-    def storage_path(self) -> Path:
-        assert self.storage_dir is not None
-        return self.storage_dir
 
     @property
     def exports_path(self) -> Path:

@@ -6,7 +6,7 @@ at any point harmless:
 - a file is only ever created under a `.partial` name (truncated on every attempt) and renamed into place
   once complete and fsynced, so a final name always holds a complete file, and the API never serves a
   partial one;
-- the ZIP is assembled from immutable parts and document files, so assembling it again from the start after
+- the ZIP is assembled from immutable parts and document objects, so assembling it again from the start after
   a crash yields an equally complete archive (no entry twice: every attempt starts from an empty file).
 """
 
@@ -16,15 +16,14 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 from zipfile import ZIP_DEFLATED, ZipFile
 
 from lifecycle.exports.contracts import DOCUMENTS_TABLE, ArchiveFacts, ExportPart
-from lifecycle.object_keys import archive_name
-from lifecycle.stored_paths import StoredPathRefused, StoredRoot, status
+from lifecycle.object_keys import ObjectKeyRefused, archive_name, document_key
+from lifecycle.stored_paths import StoredRoot
 
 CHUNK = 1024 * 1024
 PARTIAL = ".partial"
@@ -68,41 +67,36 @@ def _copy_counting_lines(source: Path, target: Any) -> int:
     return lines
 
 
-def _document_file(root: StoredRoot, storage_key: str) -> Path:
-    """The document's file to read: a regular file inside the storage directory, symlinks followed.
-
-    Anything else is refused rather than opened: a directory would fail every attempt again, and a FIFO would
-    block the read for ever.
-    """
-    path = root.target(storage_key)
-    if (found := status(path, follow_symlinks=True)) is None:
-        raise FileNotFoundError(storage_key)
-    if not stat.S_ISREG(found.st_mode):
-        raise StoredPathRefused("it names something other than a file")
-    return path
+# Reads a document's object by its key: its bytes, or None if the store has no such object.
+FetchObject = Callable[[str], bytes | None]
 
 
 def _add_documents(
-    archive: ZipFile, storage: StoredRoot, part: ExportPart, rows_file: Path, manifest: dict[str, Any]
+    archive: ZipFile, fetch: FetchObject, part: ExportPart, rows_file: Path, manifest: dict[str, Any]
 ) -> int:
-    """Add the file of every document listed in `rows_file`; return how many were added.
+    """Add the object of every document listed in `rows_file`; return how many were added.
 
-    A missing file is listed in the manifest's `missing_documents`, a refused one in `refused_documents`.
+    A missing object is listed in the manifest's `missing_documents`, a refused key (lifecycle/object_keys.py)
+    in `refused_documents`, never read.
     """
+    assert part.bot_id is not None
     added = 0
     with rows_file.open("rb") as rows:
         for line in rows:
             row = json.loads(line)
             name = f"bots/{part.bot_id}/documents/{row['id']}/{PurePosixPath(str(row['storage_key'])).name}"
             try:
-                source = _document_file(storage, str(row["storage_key"]))
-                with source.open("rb") as document, archive.open(name, "w", force_zip64=True) as entry:
-                    shutil.copyfileobj(document, entry, CHUNK)
-                added += 1
-            except FileNotFoundError:
-                manifest["missing_documents"].append(int(row["id"]))
-            except StoredPathRefused as refused:
+                key = document_key(part.bot_id, str(row["storage_key"]))
+            except ObjectKeyRefused as refused:
                 manifest["refused_documents"].append({"id": int(row["id"]), "reason": str(refused)})
+                continue
+            body = fetch(key)
+            if body is None:
+                manifest["missing_documents"].append(int(row["id"]))
+                continue
+            with archive.open(name, "w", force_zip64=True) as entry:
+                entry.write(body)
+            added += 1
     return added
 
 
@@ -112,7 +106,7 @@ def sha256_of(path: Path) -> str:
 
 
 def assemble(
-    exports: Path, storage: Path, export_id: str, parts: list[ExportPart], on_entry: Callable[[int], None]
+    exports: Path, fetch: FetchObject, export_id: str, parts: list[ExportPart], on_entry: Callable[[int], None]
 ) -> ArchiveFacts:
     """Build the ZIP from the written parts (unless a previous attempt already renamed it into place)."""
     final = archive_path(exports, export_id)
@@ -126,7 +120,6 @@ def assemble(
             "missing_documents": [],
             "refused_documents": [],
         }
-        documents = StoredRoot(storage)
         # A seekable file: entries get their sizes written back into their headers; ZIP64 for any size.
         with ZipFile(building, "w", compression=ZIP_DEFLATED, allowZip64=True) as archive:
             for index, part in enumerate(parts):
@@ -135,7 +128,7 @@ def assemble(
                     manifest["rows"][part.name] = _copy_counting_lines(source, entry)
                 entries += 1
                 if part.table == DOCUMENTS_TABLE:
-                    added = _add_documents(archive, documents, part, source, manifest)
+                    added = _add_documents(archive, fetch, part, source, manifest)
                     manifest["document_files"] += added
                     entries += added
                 on_entry(entries)

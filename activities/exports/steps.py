@@ -249,10 +249,16 @@ class AccountExportActivities:
         async with heartbeating(lambda: dict(progress)):
             if not await asyncio.to_thread(local.exists) and await store.size(key) is not None:
                 await _download(store, key, local)
+            loop = asyncio.get_running_loop()
+
+            def fetch(document: str) -> bytes | None:
+                # Called from the assembling thread: the read runs on this loop, the thread waits for it.
+                return asyncio.run_coroutine_threadsafe(store.read(document), loop).result()
+
             facts = await asyncio.to_thread(
                 assemble,
                 self._exports,
-                self._resources.settings.storage_path,
+                fetch,
                 request.export_id,
                 request.parts,
                 on_entry,
