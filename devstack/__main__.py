@@ -9,7 +9,7 @@ import sys
 from dataclasses import asdict
 
 from devstack import record_histories, stack
-from devstack.local_env import StackPorts, stack_environment
+from devstack.local_env import StackPorts, stack_environment, with_local_store_credentials
 from devstack.seed import seed
 from lifecycle.migrate import upgrade
 from lifecycle.settings import Settings
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{key}={value}")
         return 0
     if args.command == "seed":
-        seeded = asyncio.run(seed(settings, bots=args.bots, rows=args.rows))
+        seeded = asyncio.run(seed(with_local_store_credentials(settings), bots=args.bots, rows=args.rows))
         print(json.dumps(asdict(seeded)))
         return 0
     if args.command == "migrate":

@@ -69,6 +69,17 @@ def export_signing_key(settings: Settings) -> str:
     return key_file.read_text().strip()
 
 
+def with_local_store_credentials(settings: Settings) -> Settings:
+    """`settings`, given the local stack's S3 credentials when they have none of their own and name a store on
+    loopback (only a local stack's is there): `python -m devstack seed` then reaches `make run`'s SeaweedFS."""
+    endpoint = settings.s3_endpoint_url or ""
+    if settings.s3_access_key_id or not endpoint.startswith("http://127.0.0.1:"):
+        return settings
+    return settings.model_copy(
+        update={"s3_access_key_id": LOCAL_ACCESS_KEY_ID, "s3_secret_access_key": LOCAL_SECRET_ACCESS_KEY}
+    )
+
+
 # The local stack's least-privileged role for site databases (devstack/postgres.py creates it).
 SITE_PROVISIONER = "site_provisioner"
 
