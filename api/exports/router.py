@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as StoreUnreachable
 from fastapi import APIRouter, Header, Query, Response, status
 from fastapi.responses import StreamingResponse
 from sqlalchemy import select
@@ -45,11 +47,14 @@ async def _stream(store: ObjectStore, key: str, byte_range: str | None) -> Strea
     exit_stack = contextlib.AsyncExitStack()
     try:
         answer: dict[str, Any] | None = await exit_stack.enter_async_context(store.reading(key, byte_range))
-    except Exception as err:
+    except ClientError as err:
         await exit_stack.aclose()
-        if getattr(err, "response", {}).get("Error", {}).get("Code") == "InvalidRange":
+        if err.response.get("Error", {}).get("Code") == "InvalidRange":
             raise ProblemError(416, "The requested range is not satisfiable.") from None
-        raise
+        raise _store_unavailable() from err
+    except (StoreUnreachable, HTTPClientError) as err:
+        await exit_stack.aclose()
+        raise _store_unavailable() from err
     if answer is None:
         await exit_stack.aclose()
         return None
@@ -65,6 +70,12 @@ async def _stream(store: ObjectStore, key: str, byte_range: str | None) -> Strea
         status_code=206 if "Content-Range" in headers else 200,
         media_type="application/zip",
         headers={**headers, "Accept-Ranges": "bytes"},
+    )
+
+
+def _store_unavailable() -> ProblemError:
+    return ProblemError(
+        503, "The archive store does not answer; try the same link again shortly.", headers={"Retry-After": "30"}
     )
 
 
@@ -127,7 +138,7 @@ async def get_export(export_id: uuid.UUID, caller: CallerDep, session: SessionDe
     responses={
         200: {"content": {"application/zip": {}}, "description": "The archive."},
         206: {"content": {"application/zip": {}}, "description": "The requested byte range."},
-        **problem_responses(403, 404, 410, 416),
+        **problem_responses(403, 404, 410, 416, 503),
     },
     # The signed link is the credential (an HMAC, checked in tests/exports): no API key.
     openapi_extra=PUBLIC,

@@ -12,6 +12,7 @@ import asyncpg
 import httpx
 from temporalio.client import Client
 
+from devstack.ports import free_port
 from devstack.seed import asyncpg_dsn, rows_per_service
 from devstack.smtp_sink import SmtpSink
 from lifecycle.exports.links import download_path
@@ -104,6 +105,22 @@ async def test_range_requests_and_the_link_checks(
     assert await archive_traces(settings, export_id) == []
     status = (await api.get(f"/account/exports/{export_id}", headers=headers_of(seeded))).json()
     assert status["status"] == "expired" and status["download_url"] is None
+
+
+async def test_a_download_while_the_store_is_unreachable_is_503(
+    api_with: ApiWith, worker: LifecycleWorkers, settings: Settings
+) -> None:
+    seeded = await seeded_account(settings, bots=1, rows=10)
+    async with api_with() as api:
+        export_id = await _export(api, headers_of(seeded))
+    row = await wait_for_status(settings, export_id, "ready")
+    link = download_path(settings, export_id, int(row["expires_at"].timestamp()))
+    # An API whose store address answers nothing: the link is fine, the store is not.
+    async with api_with(s3_endpoint_url=f"http://127.0.0.1:{free_port()}") as cut_off:
+        response = await cut_off.get(link)
+    assert response.status_code == 503, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.headers["retry-after"] == "30"
 
 
 async def test_retention_deletes_the_archive(api_with: ApiWith, worker: LifecycleWorkers, settings: Settings) -> None:
