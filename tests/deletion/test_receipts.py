@@ -158,6 +158,9 @@ async def test_a_skipped_service_shows_as_remaining_and_the_receipt_is_incomplet
     assert all(s["rows_deleted"] == 0 for s in receipt["services"].values())
     failed = {check["name"] for check in receipt["checks"] if not check["passed"]}
     assert failed == {f"rows of {s}" for s in DELETION_SERVICES} | {"bot row", "files of the bot"}
+    # Listed in the object store: every document's object is still there.
+    (objects,) = [check for check in receipt["checks"] if check["name"] == "files of the bot"]
+    assert objects["found"] == seeded_counts["knowledge_documents"]
     skips = [action for action in receipt["operator_actions"] if action["action"] == "skip"]
     assert sorted(action["target"] for action in skips) == sorted(DELETION_SERVICES)
     assert verifies(signed, await _public_key(api))
