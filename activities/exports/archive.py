@@ -67,12 +67,14 @@ def _copy_counting_lines(source: Path, target: Any) -> int:
     return lines
 
 
-# Reads a document's object by its key: its bytes, or None if the store has no such object.
-FetchObject = Callable[[str], bytes | None]
+# Reads documents' objects by their keys: each one's bytes, or None where the store has no such object.
+FetchObjects = Callable[[list[str]], list[bytes | None]]
+# Documents read from the store at once: their round trips overlap, and memory holds this many documents.
+FETCH_AT_ONCE = 32
 
 
 def _add_documents(
-    archive: ZipFile, fetch: FetchObject, part: ExportPart, rows_file: Path, manifest: dict[str, Any]
+    archive: ZipFile, fetch: FetchObjects, part: ExportPart, rows_file: Path, manifest: dict[str, Any]
 ) -> int:
     """Add the object of every document listed in `rows_file`; return how many were added.
 
@@ -81,6 +83,20 @@ def _add_documents(
     """
     assert part.bot_id is not None
     added = 0
+    wanted: list[tuple[str, int, str]] = []
+
+    def add_wanted() -> None:
+        nonlocal added
+        bodies = fetch([key for key, _, _ in wanted])
+        for (_, document_id, name), body in zip(wanted, bodies, strict=True):
+            if body is None:
+                manifest["missing_documents"].append(document_id)
+                continue
+            with archive.open(name, "w", force_zip64=True) as entry:
+                entry.write(body)
+            added += 1
+        wanted.clear()
+
     with rows_file.open("rb") as rows:
         for line in rows:
             row = json.loads(line)
@@ -90,13 +106,10 @@ def _add_documents(
             except ObjectKeyRefused as refused:
                 manifest["refused_documents"].append({"id": int(row["id"]), "reason": str(refused)})
                 continue
-            body = fetch(key)
-            if body is None:
-                manifest["missing_documents"].append(int(row["id"]))
-                continue
-            with archive.open(name, "w", force_zip64=True) as entry:
-                entry.write(body)
-            added += 1
+            wanted.append((key, int(row["id"]), name))
+            if len(wanted) == FETCH_AT_ONCE:
+                add_wanted()
+    add_wanted()
     return added
 
 
@@ -106,7 +119,7 @@ def sha256_of(path: Path) -> str:
 
 
 def assemble(
-    exports: Path, fetch: FetchObject, export_id: str, parts: list[ExportPart], on_entry: Callable[[int], None]
+    exports: Path, fetch: FetchObjects, export_id: str, parts: list[ExportPart], on_entry: Callable[[int], None]
 ) -> ArchiveFacts:
     """Build the ZIP from the written parts (unless a previous attempt already renamed it into place)."""
     final = archive_path(exports, export_id)

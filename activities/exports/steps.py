@@ -251,9 +251,12 @@ class AccountExportActivities:
                 await _download(store, key, local)
             loop = asyncio.get_running_loop()
 
-            def fetch(document: str) -> bytes | None:
-                # Called from the assembling thread: the read runs on this loop, the thread waits for it.
-                return asyncio.run_coroutine_threadsafe(store.read(document), loop).result()
+            async def read_all(keys: list[str]) -> list[bytes | None]:
+                return list(await asyncio.gather(*(store.read(key) for key in keys)))
+
+            def fetch(keys: list[str]) -> list[bytes | None]:
+                # Called from the assembling thread: the reads run on this loop, the thread waits for them.
+                return asyncio.run_coroutine_threadsafe(read_all(keys), loop).result()
 
             facts = await asyncio.to_thread(
                 assemble,
