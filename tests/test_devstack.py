@@ -181,7 +181,11 @@ def stack(tmp_path: Path, project_root: Path) -> Iterator[RunningStack]:
     running = RunningStack(project_root, tmp_path / "data")
     yield running
     if running.process is not None and running.process.poll() is None:
-        running.process.kill()
+        # Ctrl-C, as a person would: the stack stops its servers and apps (a SIGKILL would orphan them all).
+        try:
+            running.stop()
+        except subprocess.TimeoutExpired:
+            running.process.kill()
 
 
 def test_make_run_serves_and_keeps_data_across_restart(stack: RunningStack, tmp_path: Path) -> None:
