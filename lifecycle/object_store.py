@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +107,7 @@ class ObjectStore:
         async with self.reading(key) as answer:
             return None if answer is None else bytes(await answer["Body"].read())
 
-    async def delete(self, keys: Iterable[str]) -> int:
+    async def delete(self, keys: Iterable[str], after_each_request: Callable[[], None] = lambda: None) -> int:
         """Delete `keys` with DeleteObjects, at most DELETE_OBJECTS_MAX_KEYS a request; a key already gone is not an
         error (S3 answers it as deleted). Returns how many keys the store reported deleted."""
         client = await self.client()
@@ -122,6 +122,7 @@ class ObjectStore:
                 first = errors[0]
                 raise ObjectDeleteFailed(f"{len(errors)} of {len(batch)} keys not deleted: {first.get('Code')}")
             deleted += len(answer.get("Deleted", []))
+            after_each_request()
         return deleted
 
     async def count(self, prefix: str) -> int:

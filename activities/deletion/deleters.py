@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from sqlalchemy import Row, TextClause, text
@@ -114,7 +114,13 @@ class TableDeleter:
         return text(f"DELETE FROM {self.table} WHERE bot_id = :bot AND id > :cursor AND id <= :bound{tail}")
 
     async def delete_batch(
-        self, conn: AsyncConnection, objects: ObjectStore, bot_id: str, cursor: int, limit: int
+        self,
+        conn: AsyncConnection,
+        objects: ObjectStore,
+        bot_id: str,
+        cursor: int,
+        limit: int,
+        heartbeat: Callable[[], None] = lambda: None,
     ) -> Batch:
         """Delete up to `limit` rows above `cursor`."""
         batch = await self.next_range(conn, bot_id, cursor, limit)
@@ -138,7 +144,13 @@ class DocumentDeleter(TableDeleter):
     work_per_row: int = 2  # a row and an object to delete
 
     async def delete_batch(
-        self, conn: AsyncConnection, objects: ObjectStore, bot_id: str, cursor: int, limit: int
+        self,
+        conn: AsyncConnection,
+        objects: ObjectStore,
+        bot_id: str,
+        cursor: int,
+        limit: int,
+        heartbeat: Callable[[], None] = lambda: None,
     ) -> Batch:
         batch = await self.next_range(conn, bot_id, cursor, limit)
         result = await conn.execute(
@@ -150,7 +162,8 @@ class DocumentDeleter(TableDeleter):
         # as deleted); the other order could leave objects no row points at, which no retry would find. A refused
         # key raises before any object of the batch is touched, and the batch's rows stay with the rollback.
         # The store takes the keys in DeleteObjects requests of at most 1,000 (lifecycle/object_store.py).
-        files = await objects.delete(_object_keys(bot_id, rows))
+        # A 50,000-row batch is 50 requests, seconds of work: a heartbeat after each keeps the attempt alive.
+        files = await objects.delete(_object_keys(bot_id, rows), after_each_request=heartbeat)
         highest = max((row_id for row_id, _ in rows), default=cursor)
         return Batch(len(rows), highest if batch.last else batch.bound, last=batch.last, files=files)
 
@@ -238,7 +251,12 @@ class BotDataDeleters:
         deleter = DELETERS[request.service]
         progress = _resume_point(request.progress)
         deadline = time.monotonic() + DELETER_SLICE.total_seconds()
-        pace = Pacer(deleter.table, heartbeat=lambda: activity.heartbeat(replace(progress)))
+
+        def heartbeat() -> None:
+            # The last committed progress, whatever batch is under way.
+            activity.heartbeat(replace(progress))
+
+        pace = Pacer(deleter.table, heartbeat=heartbeat)
         try:
             async with self._resources.engine.connect() as conn:
                 progress = await _starting_point(conn, deleter, request, progress)
@@ -246,7 +264,12 @@ class BotDataDeleters:
                 while time.monotonic() < deadline:
                     rows = await pace.next_batch(conn, request.batch_size)
                     batch = await deleter.delete_batch(
-                        conn, self._resources.objects, request.bot_id, progress.cursor, rows
+                        conn,
+                        self._resources.objects,
+                        request.bot_id,
+                        progress.cursor,
+                        rows,
+                        heartbeat=heartbeat,
                     )
                     recorded = await conn.execute(
                         _RECORD_BATCH,
