@@ -296,7 +296,7 @@ async def _serve(settings: Settings, started: asyncio.Event, stop: asyncio.Event
             await stop.wait()
             logger.info("shutting down: letting running activities finish or heartbeat")
     finally:
-        await resources.engine.dispose()
+        await resources.close()
         stop_tracing()
     logger.info("worker stopped")
 

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as StoreUnreachable
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from temporalio.exceptions import ApplicationError
 
 from lifecycle.deletion.contracts import TRANSIENT_ERROR
+from lifecycle.object_store import ObjectDeleteFailed
 
 
 def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, OperationalError | InterfaceError | OSError | ConnectionError):
         return True
+    # The object store down, unreachable, or answering an error of its own (a 5xx, SlowDown).
+    if isinstance(exc, StoreUnreachable | HTTPClientError | ObjectDeleteFailed):
+        return True
+    if isinstance(exc, ClientError):
+        return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)) >= 500
     return isinstance(exc, DBAPIError) and exc.connection_invalidated
 
 

@@ -1,4 +1,5 @@
-"""What activities share inside one worker process: settings, the database pool, the Temporal client."""
+"""What activities share inside one worker process: settings, the database pool, the Temporal client, the object
+store."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from temporalio.client import Client
 
 from lifecycle.db.engine import make_engine, make_sessionmaker
+from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
 
 
@@ -17,8 +19,19 @@ class ActivityResources:
     engine: AsyncEngine
     sessionmaker: async_sessionmaker[AsyncSession]
     client: Client
+    objects: ObjectStore
 
     @classmethod
     def create(cls, settings: Settings, client: Client) -> ActivityResources:
         engine = make_engine(settings.database_url)
-        return cls(settings=settings, engine=engine, sessionmaker=make_sessionmaker(engine), client=client)
+        return cls(
+            settings=settings,
+            engine=engine,
+            sessionmaker=make_sessionmaker(engine),
+            client=client,
+            objects=ObjectStore(settings),
+        )
+
+    async def close(self) -> None:
+        await self.objects.close()
+        await self.engine.dispose()

@@ -33,6 +33,7 @@ from api.streams import tokens_router as stream_tokens
 from api.streams.credentials import StreamCredentials
 from api.streams.hub import EventHub
 from lifecycle.db.engine import POOL_CAPACITY, make_engine, make_sessionmaker
+from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings, get_settings
 from lifecycle.tracing import flush_tracing, instrument_app
 
@@ -67,6 +68,8 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
         app.state.temporal = TemporalConnection(settings, temporal_client)
+        # Export downloads stream from the object store through this process's one client.
+        app.state.objects = ObjectStore(settings)
         # The one LISTEN connection that wakes every event stream of this process.
         app.state.events = EventHub(
             engine,
@@ -84,6 +87,7 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
         finally:
             await app.state.stream_credentials.stop()
             await app.state.events.stop()
+            await app.state.objects.close()
             await engine.dispose()
             flush_tracing()
 

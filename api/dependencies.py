@@ -20,6 +20,7 @@ from api.accounts.keys import account_of_key_sql
 from api.problems import ProblemError
 from api.security import hash_api_key, tokens_equal
 from api.temporal_client import TemporalUnavailable, connect
+from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
 
 _bearer = HTTPBearer(auto_error=False, description="An account API key, or the admin token for admin endpoints.")
@@ -98,7 +99,13 @@ async def get_temporal(request: Request) -> Client:
     return await connection.get()
 
 
+async def get_object_store(request: Request) -> ObjectStore:
+    store: ObjectStore = request.app.state.objects
+    return store
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+ObjectStoreDep = Annotated[ObjectStore, Depends(get_object_store)]
 SessionDep = Annotated[AsyncSession, Depends(get_session)]
 EngineDep = Annotated[AsyncEngine, Depends(get_engine)]
 TemporalDep = Annotated[Client, Depends(get_temporal)]

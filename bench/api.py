@@ -120,13 +120,11 @@ async def main(
         settings = stack.settings
         # Each API deletes its own account's bots; the raw side starts runs for made-up bot ids.
         for side in [api, *others]:
-            seeded = await seed(settings.database_url, settings.storage_path, bots=per_phase * phases, rows=5)
+            seeded = await seed(settings, bots=per_phase * phases, rows=5)
             side.account_id, side.api_key, side.bot_ids = seeded.account_id, seeded.api_key, seeded.bot_ids
         # The floor's two readings, before and after the API's phases, together as many requests as the API's.
         floor_requests = max(1, per_phase * phases // 2)
-        floor_bots = await seed(
-            settings.database_url, settings.storage_path, bots=2 * (floor_requests + WARM_UP), rows=5
-        )
+        floor_bots = await seed(settings, bots=2 * (floor_requests + WARM_UP), rows=5)
         floor_batches = [floor_bots.bot_ids[: floor_requests + WARM_UP], floor_bots.bot_ids[floor_requests + WARM_UP :]]
         floor_cpu = [await _floor(settings, rate, floor_bots.api_key, floor_batches[0])]
         served = api.served = await servers.enter_async_context(served_api(settings, profile_to))
@@ -157,7 +155,7 @@ async def main(
                         api_threads[name] += spent - threads_before.get(name, 0.0)
             print(f"phase {phase + 1}/{phases}: raw then {1 + len(others)} API(s), {per_phase} starts each", flush=True)
         if saturation:
-            extra = await seed(settings.database_url, settings.storage_path, bots=300, rows=1)
+            extra = await seed(settings, bots=300, rows=1)
             saturated = await _saturation(served, extra.api_key, extra.bot_ids)
         await servers.aclose()
         floor_cpu.append(await _floor(settings, rate, floor_bots.api_key, floor_batches[1]))

@@ -111,7 +111,7 @@ async def main(rate: float, seconds: float, rounds: int) -> None:
         for _ in range(rounds):
             for floor in FLOORS:
                 bots = requests + WARM_UP
-                seeded = await seed(stack.settings.database_url, stack.settings.storage_path, bots=bots, rows=1)
+                seeded = await seed(stack.settings, bots=bots, rows=1)
                 cpu, by_thread = await measure_floor(stack.settings, floor, rate, seeded.api_key, seeded.bot_ids)
                 split = ", ".join(f"{name} {spent * 1000 / requests:.2f} ms" for name, spent in by_thread.items())
                 print(f"{floor:<18} {cpu * 1000 / requests:.2f} ms of CPU per DELETE ({split})", flush=True)

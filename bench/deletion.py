@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import statistics
 import time
 from collections.abc import AsyncIterator
@@ -31,6 +30,8 @@ from bench.processes import worker_process
 from devstack.seed import asyncpg_dsn, seed
 from devstack.throwaway import throwaway_stack
 from lifecycle.deletion.budget import set_budget
+from lifecycle.object_keys import DOCUMENTS_PREFIX
+from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 
@@ -79,7 +80,7 @@ async def _worker_sampled(settings: Settings, samples: RssSamples) -> AsyncItera
 
 
 async def _delete_through_api(api: httpx.AsyncClient, client: Client, settings: Settings, rows: int) -> float:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=rows)
+    seeded = await seed(settings, bots=1, rows=rows)
     bot_id = seeded.bot_ids[0]
     # respond-async: the timing ends at the workflow's completion either way, never at an inline answer.
     headers = {"Authorization": f"Bearer {seeded.api_key}", "Prefer": "respond-async"}
@@ -91,18 +92,17 @@ async def _delete_through_api(api: httpx.AsyncClient, client: Client, settings: 
 
 async def _delete_plainly(settings: Settings, rows: int) -> float:
     """The baseline: what the deletion must do, as one plain script on one connection."""
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=rows)
+    seeded = await seed(settings, bots=1, rows=rows)
     bot_id = seeded.bot_ids[0]
-    storage = str(settings.storage_path)
+    store = ObjectStore(settings)
     conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
     try:
         started = time.perf_counter()
         for table in SERVICES:
             if table == "knowledge_documents":
                 keys = await conn.fetch(f"DELETE FROM {table} WHERE bot_id = $1::uuid RETURNING storage_key", bot_id)
-                for (key,) in keys:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(os.path.join(storage, key))
+                # The same DeleteObjects requests of at most 1,000 keys as the deleter's.
+                await store.delete([f"{DOCUMENTS_PREFIX}{key}" for (key,) in keys])
             else:
                 await conn.execute(f"DELETE FROM {table} WHERE bot_id = $1::uuid", bot_id)
         # The workflow removes the bot row last; its foreign-key checks walk each table's (bot_id) index too.
@@ -110,6 +110,7 @@ async def _delete_plainly(settings: Settings, rows: int) -> float:
         return time.perf_counter() - started
     finally:
         await conn.close()
+        await store.close()
 
 
 async def _vacuum(settings: Settings) -> None:

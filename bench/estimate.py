@@ -33,7 +33,7 @@ async def main(rows: int, budget: int) -> None:
             async with app.router.lifespan_context(app):
                 transport = httpx.ASGITransport(app=app)
                 async with httpx.AsyncClient(transport=transport, base_url="http://bench", timeout=60) as api:
-                    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=rows)
+                    seeded = await seed(settings, bots=1, rows=rows)
                     bot_id = seeded.bot_ids[0]
                     headers = {"Authorization": f"Bearer {seeded.api_key}", "Prefer": "respond-async"}
                     put = await api.put("/deletion-budget", json={"rows_per_second": budget}, headers=ADMIN_HEADERS)

@@ -169,17 +169,14 @@ async def main(rows: int, budgets: list[int]) -> None:
             async with app.router.lifespan_context(app):
                 transport = httpx.ASGITransport(app=app)
                 async with httpx.AsyncClient(transport=transport, base_url="http://bench", timeout=60) as api:
-                    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=10_000)
+                    seeded = await seed(settings, bots=1, rows=10_000)
                     neighbour = seeded.bot_ids[0]
                     # Every bot a phase deletes is there from the start, idle phase included: the neighbour's
                     # queries meet the same tables in every phase, and only the deletion differs. (Seeded just
                     # before its phase instead, a bot's rows lay above all of the neighbour's in the id index,
                     # and the neighbour's "latest 50" read walked them for seconds: a bulk load's cost, not a
                     # deletion's.)
-                    to_delete = [
-                        await seed(settings.database_url, settings.storage_path, bots=1, rows=rows)
-                        for _ in range(len(budgets) + 1)
-                    ]
+                    to_delete = [await seed(settings, bots=1, rows=rows) for _ in range(len(budgets) + 1)]
                     await _settle(conn)
                     idle = await _traffic(settings, neighbour, PHASE_SECONDS)
                     print(_line("idle", idle, None, None), flush=True)

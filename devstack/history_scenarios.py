@@ -86,7 +86,7 @@ async def _query_until(handle: WorkflowHandle, done: Callable[[DeletionStatus], 
 
 
 async def bot_deletion_happy(ctx: Context) -> str:
-    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=500)
+    seeded = await seed(ctx.settings, bots=1, rows=500)
     response = await ctx.api.delete(f"/bots/{seeded.bot_ids[0]}", headers={"Authorization": f"Bearer {seeded.api_key}"})
     response.raise_for_status()
     workflow_id = response.json()["workflow_id"]
@@ -95,7 +95,7 @@ async def bot_deletion_happy(ctx: Context) -> str:
 
 
 async def account_deletion_happy(ctx: Context) -> str:
-    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=2, rows=200)
+    seeded = await seed(ctx.settings, bots=2, rows=200)
     response = await ctx.api.delete("/account", headers={"Authorization": f"Bearer {seeded.api_key}"})
     response.raise_for_status()
     await ctx.client.get_workflow_handle(account_deletion_id(seeded.account_id)).result()
@@ -105,7 +105,7 @@ async def account_deletion_happy(ctx: Context) -> str:
 async def account_deletion_joins_paused_bot(ctx: Context) -> str:
     """A bot's own deletion, paused by an operator, is running when its account is deleted: the account
     deletion waits for it (await_bot_deletion) instead of starting a second one."""
-    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=200)
+    seeded = await seed(ctx.settings, bots=1, rows=200)
     bot = await _start_bot_deletion(ctx, seeded.bot_ids[0], seeded.account_id, paused=True)
     await _query_until(bot, lambda s: s.status == "paused")
     response = await ctx.api.delete("/account", headers={"Authorization": f"Bearer {seeded.api_key}"})
@@ -120,7 +120,7 @@ async def account_deletion_joins_paused_bot(ctx: Context) -> str:
 async def account_deletion_forwards_in_order(ctx: Context) -> str:
     """An operator's resume, pause and resume reach a paused account deletion together: they go on to its bot
     deletion one at a time, each once the previous was delivered (ordered-forwards), and the last one holds."""
-    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=200)
+    seeded = await seed(ctx.settings, bots=1, rows=200)
     account = await account_deletion_options(seeded.account_id).start(
         ctx.client,
         AccountDeletionInput(account_id=seeded.account_id, site_task_queue=ctx.settings.site_task_queue),
@@ -140,7 +140,7 @@ async def account_deletion_forwards_in_order(ctx: Context) -> str:
 async def bot_deletion_cancelled_then_repeated(ctx: Context) -> str:
     """An operator cancels an open (paused) bot deletion; the user's repeated DELETE starts a new run, which
     counts on from deletion_progress and finishes. The latest run is the one exported."""
-    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=200)
+    seeded = await seed(ctx.settings, bots=1, rows=200)
     bot = await _start_bot_deletion(ctx, seeded.bot_ids[0], seeded.account_id, paused=True)
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
     (await ctx.api.delete(f"/bots/{seeded.bot_ids[0]}", headers=headers)).raise_for_status()  # joins, marks
@@ -240,7 +240,7 @@ FAULTS = "delete_bot_service=permanent,bootstrap_site=permanent"
 
 async def bot_deletion_operator(ctx: Context) -> str:
     """Paused, resized, resumed; every service then fails for good: retried once, then each skipped."""
-    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=200)
+    seeded = await seed(ctx.settings, bots=1, rows=200)
     handle = await _start_bot_deletion(ctx, seeded.bot_ids[0], seeded.account_id, paused=True)
     await _query_until(handle, lambda s: s.status == "paused")
     await handle.execute_update("set_batch_size", 2_000)
@@ -267,7 +267,7 @@ async def account_deletion_incomplete(ctx: Context) -> str:
     """Every deleter of the account's only bot fails for good: each stuck service is skipped (signals, as tctl
     sends them), every round; then the account's own question is answered `skip` (an update). The account
     ends `incomplete`: row kept, no email."""
-    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=200)
+    seeded = await seed(ctx.settings, bots=1, rows=200)
     (await ctx.api.delete("/account", headers={"Authorization": f"Bearer {seeded.api_key}"})).raise_for_status()
     account = ctx.client.get_workflow_handle(account_deletion_id(seeded.account_id))
     bot = ctx.client.get_workflow_handle(bot_deletion_id(seeded.bot_ids[0]))
@@ -317,7 +317,7 @@ async def site_creation_rolled_back(ctx: Context) -> str:
 async def _expired_export(ctx: Context) -> WorkflowHandle:
     """An export written and mailed, then expired at once by an operator's `expire_now` (the retention timer
     cut short)."""
-    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=200)
+    seeded = await seed(ctx.settings, bots=1, rows=200)
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
     created = await ctx.api.post("/account/exports", headers=headers)
     created.raise_for_status()
@@ -350,7 +350,7 @@ async def account_export_reset(ctx: Context) -> str:
 
 async def account_deletion_export_first(ctx: Context) -> str:
     """`DELETE /account {"export_first": true}`: the deletion waits for the export's archive and email."""
-    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=200)
+    seeded = await seed(ctx.settings, bots=1, rows=200)
     response = await ctx.api.request(
         "DELETE", "/account", json={"export_first": True}, headers={"Authorization": f"Bearer {seeded.api_key}"}
     )
@@ -362,7 +362,7 @@ async def account_deletion_export_first(ctx: Context) -> str:
 async def _scheduled_account_deletion(ctx: Context) -> WorkflowHandle:
     """`DELETE /account` as the API takes it with ACCOUNT_DELETION_GRACE=PT1H (the recorder's own API keeps
     the local default, zero): signed out, recorded with its deletes_at, and waiting on its grace timer."""
-    seeded = await seed(ctx.settings.database_url, ctx.settings.storage_path, bots=1, rows=200)
+    seeded = await seed(ctx.settings, bots=1, rows=200)
     graced = ctx.settings.model_copy(update={"account_deletion_grace": timedelta(hours=1)})
     engine = make_engine(ctx.settings.database_url, pool_size=1)
     try:

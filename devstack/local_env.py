@@ -7,11 +7,13 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from devstack.seaweedfs import LOCAL_ACCESS_KEY_ID, LOCAL_SECRET_ACCESS_KEY
 from lifecycle.settings import (
     ADMIN_TOKEN_FILE,
     EXPORT_SIGNING_KEY_FILE,
     LOCAL_DATABASE,
     LOCAL_POSTGRES_PORT,
+    LOCAL_S3_PORT,
     LOCAL_SMTP_PORT,
     LOCAL_TEMPORAL_PORT,
     LOCAL_TEMPORAL_UI_PORT,
@@ -27,6 +29,7 @@ class StackPorts:
     temporal: int = LOCAL_TEMPORAL_PORT
     temporal_ui: int = LOCAL_TEMPORAL_UI_PORT
     smtp: int = LOCAL_SMTP_PORT
+    s3: int = LOCAL_S3_PORT
 
     @classmethod
     def from_environ(cls) -> StackPorts:
@@ -38,6 +41,7 @@ class StackPorts:
             temporal=port("TEMPORAL", LOCAL_TEMPORAL_PORT),
             temporal_ui=port("TEMPORAL_UI", LOCAL_TEMPORAL_UI_PORT),
             smtp=port("SMTP", LOCAL_SMTP_PORT),
+            s3=port("S3", LOCAL_S3_PORT),
         )
 
 
@@ -65,6 +69,17 @@ def export_signing_key(settings: Settings) -> str:
     return key_file.read_text().strip()
 
 
+def with_local_store_credentials(settings: Settings) -> Settings:
+    """`settings`, given the local stack's S3 credentials when they have none of their own and name a store on
+    loopback (only a local stack's is there): `python -m devstack seed` then reaches `make run`'s SeaweedFS."""
+    endpoint = settings.s3_endpoint_url or ""
+    if settings.s3_access_key_id or not endpoint.startswith("http://127.0.0.1:"):
+        return settings
+    return settings.model_copy(
+        update={"s3_access_key_id": LOCAL_ACCESS_KEY_ID, "s3_secret_access_key": LOCAL_SECRET_ACCESS_KEY}
+    )
+
+
 # The local stack's least-privileged role for site databases (devstack/postgres.py creates it).
 SITE_PROVISIONER = "site_provisioner"
 
@@ -82,7 +97,11 @@ def stack_environment(settings: Settings, ports: StackPorts) -> dict[str, str]:
         "SMTP_HOST": "127.0.0.1",
         "SMTP_PORT": str(ports.smtp),
         "MAIL_DIR": str(Path(settings.mail_path).resolve()),
-        "STORAGE_DIR": str(Path(settings.storage_path).resolve()),
+        # SeaweedFS's S3 gateway (devstack/seaweedfs.py), with the local stack's fixed loopback credentials.
+        "S3_ENDPOINT_URL": f"http://127.0.0.1:{ports.s3}",
+        "S3_BUCKET": settings.s3_bucket,
+        "S3_ACCESS_KEY_ID": LOCAL_ACCESS_KEY_ID,
+        "S3_SECRET_ACCESS_KEY": LOCAL_SECRET_ACCESS_KEY,
         "SITES_ROOT": str(Path(settings.sites_path).resolve()),
         "ADMIN_TOKEN": admin_token(settings),
         "EXPORT_SIGNING_KEY": export_signing_key(settings),

@@ -91,4 +91,4 @@ async def _record_all(client: Client, address: str, settings: Settings, out: Pat
                 async with build_worker(client, resources, phase):
                     await _run(ctx, address, scenarios, out)
             finally:
-                await resources.engine.dispose()
+                await resources.close()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from devstack.local_env import SITE_PROVISIONER, StackPorts, stack_environment
 from devstack.postgres import PostgresServer
+from devstack.seaweedfs import SeaweedServer
 from devstack.smtp_sink import SmtpSink
 from devstack.temporal_server import TemporalDevServer
 from lifecycle.migrate import upgrade
@@ -35,6 +36,12 @@ class Stack:
             log_path=self.data_dir / "logs" / "temporal.log",
         )
         self.smtp = SmtpSink(Path(self.env["MAIL_DIR"]), self.ports.smtp)
+        self.objects = SeaweedServer(
+            self.data_dir / "seaweedfs",
+            self.ports.s3,
+            bucket=self.env["S3_BUCKET"],
+            log_path=self.data_dir / "logs" / "seaweedfs.log",
+        )
         self.apps: dict[str, subprocess.Popen[bytes]] = {}
         self._stopping = threading.Event()
 
@@ -47,6 +54,8 @@ class Stack:
         print(f"[stack] PostgreSQL ready on 127.0.0.1:{self.ports.postgres}, migrations applied", flush=True)
         self.temporal.start()
         print(f"[stack] Temporal ready on {self.temporal.address}, search attributes registered", flush=True)
+        self.objects.start()
+        print(f"[stack] SeaweedFS S3 on {self.objects.endpoint_url}, bucket {self.objects.bucket}", flush=True)
         self.smtp.start()
         print(f"[stack] SMTP sink on 127.0.0.1:{self.ports.smtp}, saving to {self.env['MAIL_DIR']}", flush=True)
 
@@ -77,6 +86,7 @@ class Stack:
             lines.append("  Start the worker with `python worker.py` and the API with `python -m api`,")
             lines.append("  after `eval $(python -m devstack env | sed 's/^/export /')`.")
         lines += [
+            f"  Object store  {self.objects.endpoint_url}/{self.objects.bucket} (SeaweedFS S3)",
             f"  Mail dir      {self.env['MAIL_DIR']}",
             f"  Admin token   {self.env['ADMIN_TOKEN']}",
             "Ctrl-C stops everything; data stays in the data directory.",
@@ -93,7 +103,8 @@ class Stack:
                 if process.poll() is not None:
                     print(f"[stack] {name} exited with {process.returncode}; stopping", flush=True)
                     return 1
-            for name, server in (("postgres", self.postgres), ("temporal", self.temporal)):
+            servers = (("postgres", self.postgres), ("temporal", self.temporal), ("seaweedfs", self.objects))
+            for name, server in servers:
                 if server.process is not None and server.process.poll() is not None:
                     print(f"[stack] {name} exited; stopping", flush=True)
                     return 1
@@ -103,7 +114,7 @@ class Stack:
         """Stop in reverse order; each step runs even if an earlier one failed, so nothing is orphaned."""
         apps = [self.apps[name] for name in ("api", "worker-deletions", "worker-sites") if name in self.apps]
         steps: list[Callable[[], None]] = [partial(_terminate, process) for process in apps]
-        steps += [self.smtp.stop, self.temporal.stop, self.postgres.stop]
+        steps += [self.smtp.stop, self.objects.stop, self.temporal.stop, self.postgres.stop]
         for step in steps:
             try:
                 step()

@@ -1,5 +1,5 @@
-"""A stack for one run of a script (benchmarks, history recording): its own PostgreSQL (migrated), SMTP sink
-and Temporal dev server, in a temporary directory, all gone when the run ends."""
+"""A stack for one run of a script (benchmarks, history recording): its own PostgreSQL (migrated), SMTP sink,
+SeaweedFS and Temporal dev server, in a temporary directory, all gone when the run ends."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 from devstack.binaries import temporal_cli
 from devstack.ports import free_port
 from devstack.postgres import PostgresServer
+from devstack.seaweedfs import SeaweedServer
 from devstack.smtp_sink import SmtpSink
 from devstack.temporal_server import DEV_SERVER_TUNING
 from lifecycle import search_attributes
@@ -30,6 +31,7 @@ class ThrowawayStack:
     env: WorkflowEnvironment
     mail: SmtpSink
     postgres: PostgresServer
+    objects: SeaweedServer
 
     @property
     def address(self) -> str:
@@ -45,12 +47,14 @@ async def throwaway_stack(
         root = Path(scratch)
         postgres = PostgresServer(root / "postgres", free_port(), durable=durable)
         mail = SmtpSink(root / "mail", free_port())
+        objects = SeaweedServer(root / "seaweedfs")
         env: WorkflowEnvironment | None = None
         try:
             postgres.start()
             postgres.create_database("lifecycle")
             await upgrade_async(postgres.url("lifecycle"))
             mail.start()
+            objects.start()
             env = await WorkflowEnvironment.start_local(
                 dev_server_existing_path=temporal_cli(),
                 search_attributes=search_attributes.ALL,
@@ -69,10 +73,15 @@ async def throwaway_stack(
                 mail_dir=mail.directory,
                 # One developer's stack: its workers make their version current as they start.
                 worker_make_current=True,
+                s3_endpoint_url=objects.endpoint_url,
+                s3_bucket=objects.bucket,
+                s3_access_key_id=objects.access_key_id,
+                s3_secret_access_key=objects.secret_access_key,
             )
-            yield ThrowawayStack(settings, env, mail, postgres)
+            yield ThrowawayStack(settings, env, mail, postgres, objects)
         finally:
             if env is not None:
                 await env.shutdown()
+            objects.stop()
             mail.stop()
             postgres.stop()

@@ -27,7 +27,9 @@ LOCAL_TEMPORAL_UI_PORT = 8233
 LOCAL_POSTGRES_PORT = 5433
 LOCAL_SMTP_PORT = 1025
 LOCAL_API_PORT = 8000
+LOCAL_S3_PORT = 8333
 LOCAL_DATABASE = "lifecycle"
+LOCAL_BUCKET = "lifecycle"
 
 
 class Settings(BaseSettings):
@@ -68,7 +70,17 @@ class Settings(BaseSettings):
     smtp_port: int = LOCAL_SMTP_PORT
     mail_from: str = "no-reply@lifecycle.local"
     mail_dir: Path | None = None
-    storage_dir: Path | None = None
+    # The S3-compatible object store that holds knowledge documents and export archives (lifecycle/object_store.py):
+    # SeaweedFS on the local stack, any S3 API deployed. Keys: `documents/<bot id>/...` and `exports/<id>.zip`.
+    s3_endpoint_url: str | None = f"http://127.0.0.1:{LOCAL_S3_PORT}"
+    s3_bucket: str = LOCAL_BUCKET
+    s3_region: str = "us-east-1"
+    # Both set, or neither: unset, the AWS SDK's own chain applies (AWS_ACCESS_KEY_ID, an instance or pod role).
+    s3_access_key_id: str | None = Field(default=None, repr=False)
+    s3_secret_access_key: str | None = Field(default=None, repr=False)
+    # Path-style URLs (endpoint/bucket/key) work with every S3 API, SeaweedFS and MinIO included; `virtual` for a
+    # provider that wants the bucket in the host name.
+    s3_addressing_style: Literal["path", "virtual", "auto"] = "path"
     sites_root: Path | None = None
     admin_token: str | None = Field(default=None, repr=False)
     alert_webhook_url: str | None = None
@@ -112,9 +124,9 @@ class Settings(BaseSettings):
     # The longest `Prefer: wait=N` is honoured for: half of nginx's default 60 s proxy_read_timeout, so a
     # proxy in front of the API never cuts a wait off.
     deletion_prefer_wait_max: float = Field(default=30.0, ge=0)
-    # Account data exports: archives live under exports_dir (shared by the worker that writes them and the API
-    # that serves them), download links are HMAC-SHA256-signed with export_signing_key, and an archive is
-    # deleted export_retention (ISO 8601 duration) after it is ready.
+    # Account data exports: archives are assembled under exports_dir (the workers' shared scratch space) and kept
+    # in the object store, from which the API streams them; download links are HMAC-SHA256-signed with
+    # export_signing_key, and an archive is deleted export_retention (ISO 8601 duration) after it is ready.
     exports_dir: Path | None = None
     export_signing_key: str | None = Field(default=None, repr=False)
     export_retention: timedelta = timedelta(days=7)
@@ -138,6 +150,12 @@ class Settings(BaseSettings):
     events_retention: timedelta = timedelta(days=1)
     events_prune_interval: float = Field(default=3600.0, gt=0)
 
+    @field_validator("s3_endpoint_url", "s3_access_key_id", "s3_secret_access_key")
+    @classmethod
+    def _empty_s3_is_unset(cls, value: str | None) -> str | None:
+        # An empty S3_ENDPOINT_URL means AWS S3 itself (the SDK picks the regional endpoint).
+        return value or None
+
     @field_validator(*SECRETS)
     @classmethod
     def _empty_is_unset(cls, value: str | None) -> str | None:
@@ -148,8 +166,6 @@ class Settings(BaseSettings):
     def _derive_paths(self) -> Settings:
         if self.mail_dir is None:
             self.mail_dir = self.data_dir / "mail"
-        if self.storage_dir is None:
-            self.storage_dir = self.data_dir / "storage"
         if self.sites_root is None:
             self.sites_root = self.data_dir / "sites"
         if self.exports_dir is None:
@@ -180,11 +196,6 @@ class Settings(BaseSettings):
     def mail_path(self) -> Path:
         assert self.mail_dir is not None
         return self.mail_dir
-
-    @property
-    def storage_path(self) -> Path:
-        assert self.storage_dir is not None
-        return self.storage_dir
 
     @property
     def exports_path(self) -> Path:

@@ -1,15 +1,14 @@
-"""Paths built from stored data (a document's storage key, an archive's name, a bot id) stay under their root.
+"""Paths built from data a workflow carries (an export's id, in the exports scratch directory) stay under their
+root.
 
-A stored value is data, not a path anyone checked: an absolute one, one with `..`, or one whose directory is a
+Such a value is data, not a path anyone checked: an absolute one, one with `..`, or one whose directory is a
 symlink would otherwise reach other accounts' files, site credentials or the receipt signing key. Every place
-that joins a root with stored data goes through a StoredRoot, which refuses such a value with StoredPathRefused.
-What is left to the caller is what it does with the entry found there (docs/design.md, "Stored paths stay
-under their root").
+that joins a root with such data goes through a StoredRoot, which refuses it with StoredPathRefused. Keys in
+the object store have their own rule (lifecycle/object_keys.py).
 """
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 
@@ -49,30 +48,6 @@ class StoredRoot:
             raise StoredPathRefused("it leaves its root directory")
         return Path(real_parent, name)
 
-    def target(self, stored: str) -> Path:
-        """What `stored` names with every symlink followed, itself included, strictly inside the root: what a
-        read opens."""
-        real = os.path.realpath(self.entry(stored))
-        if real == self._real or not _within(real, self._real):
-            raise StoredPathRefused("it is a symlink that leaves its root directory")
-        return Path(real)
-
 
 def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
-def status(path: Path, *, follow_symlinks: bool) -> os.stat_result | None:
-    """What `path` names, or None if nothing is there (a missing name, or a file where a directory should be).
-
-    A symlink loop is refused rather than left to fail every attempt again; any other error (permissions, the
-    disk) is left to the caller's retries.
-    """
-    try:
-        return os.stat(path, follow_symlinks=follow_symlinks)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise StoredPathRefused("it runs into a symlink loop") from None
-        raise

@@ -1,4 +1,5 @@
-"""Real servers for the suite: PostgreSQL, a Temporal dev server, an SMTP sink; all on free loopback ports."""
+"""Real servers for the suite: PostgreSQL, a Temporal dev server, SeaweedFS, an SMTP sink; all on free loopback
+ports."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from api.app import create_app
 from devstack.binaries import temporal_cli, temporal_test_server
 from devstack.ports import free_port
 from devstack.postgres import PostgresServer
+from devstack.seaweedfs import SeaweedServer
 from devstack.smtp_sink import SmtpSink
 from devstack.temporal_server import DEV_SERVER_TUNING
 from lifecycle import search_attributes
@@ -108,11 +110,31 @@ def smtp_sink(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SmtpSink]:
 
 
 @pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServer]:
+    """The object store of the session's tests. A test that kills it starts one of its own."""
+    server = SeaweedServer(tmp_path_factory.mktemp("seaweedfs"))
+    server.start()
+    yield server
+    server.stop()
+
+
+def object_store_settings(server: SeaweedServer) -> dict[str, Any]:
+    """The settings that point the app at `server`."""
+    return {
+        "s3_endpoint_url": server.endpoint_url,
+        "s3_bucket": server.bucket,
+        "s3_access_key_id": server.access_key_id,
+        "s3_secret_access_key": server.secret_access_key,
+    }
+
+
+@pytest.fixture(scope="session")
 def settings(
     tmp_path_factory: pytest.TempPathFactory,
     database_url: str,
     temporal_client: Client,
     smtp_sink: SmtpSink,
+    seaweedfs: SeaweedServer,
 ) -> Settings:
     data_dir = tmp_path_factory.mktemp("data")
     return Settings(
@@ -131,6 +153,7 @@ def settings(
         # Every test worker is versioned (the SDK requires it of workflow types that declare a versioning
         # behaviour) and makes its version current as it starts, or no run would reach it (docs/versioning.md).
         worker_make_current=True,
+        **object_store_settings(seaweedfs),
     )
 
 

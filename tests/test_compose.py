@@ -31,6 +31,7 @@ SECRETS = (
     "OWNER_DB_PASSWORD",
     "API_DB_PASSWORD",
     "WORKER_DB_PASSWORD",
+    "S3_SECRET_ACCESS_KEY",
 )
 # The sizing that docker-compose.yml's "Connections" comment is written for.
 SIZED_FOR_WORKERS = 3
@@ -46,6 +47,7 @@ PUBLISHED_TAGS = {
     "axllent/mailpit": r"v\d+\.\d+\.\d+",
     "prom/prometheus": r"v\d+\.\d+\.\d+",
     "jaegertracing/all-in-one": r"\d+\.\d+\.\d+",
+    "chrislusf/seaweedfs": r"\d+\.\d+",
 }
 
 
@@ -400,7 +402,7 @@ def test_promtool_accepts_the_prometheus_config(project_root: Path, tmp_path: Pa
 def test_the_env_generator_writes_private_distinct_secrets_once(project_root: Path, generated_env: Path) -> None:
     assert stat.S_IMODE(generated_env.stat().st_mode) == 0o600
     written = generated_env.read_text()
-    values = dict(line.split("=", 1) for line in written.splitlines() if re.match(r"^[A-Z_]+=", line))
+    values = dict(line.split("=", 1) for line in written.splitlines() if re.match(r"^[A-Z][A-Z0-9_]*=", line))
     secrets = [values[name] for name in SECRETS]
     assert all(re.fullmatch(r"[0-9a-f]{48}", secret) for secret in secrets), secrets
     assert len(set(secrets)) == len(secrets)

@@ -255,7 +255,7 @@ async def test_recording_a_status_is_idempotent(
         await record(DeletionState.RUNNING)
         assert await _events(settings.database_url, workflow_id) == requested + 2
     finally:
-        await resources.engine.dispose()
+        await resources.close()
 
 
 async def test_every_deletion_state_and_no_other_can_be_recorded(

@@ -1,7 +1,10 @@
-"""The commands of docs/operations.md and the README: `python -m devstack env`, and `make run` keeping its data."""
+"""The commands of docs/operations.md and the README: `python -m devstack env`, `python -m devstack seed`, and
+`make run` keeping its data, the object store's included."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -14,10 +17,18 @@ import httpx
 import pytest
 
 from devstack.ports import free_port
+from devstack.seed import rows_per_service
+from lifecycle.object_keys import bot_documents_prefix
+from lifecycle.object_store import ObjectStore
+from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_export_id
 from tests.temporal_cli import TemporalCli
 
 REQUIRED_KEYS = {
+    "S3_ENDPOINT_URL",
+    "S3_BUCKET",
+    "S3_ACCESS_KEY_ID",
+    "S3_SECRET_ACCESS_KEY",
     "TEMPORAL_ADDRESS",
     "TEMPORAL_NAMESPACE",
     "DATABASE_URL",
@@ -60,6 +71,7 @@ class RunningStack:
             "DEVSTACK_TEMPORAL_PORT": str(free_port()),
             "DEVSTACK_TEMPORAL_UI_PORT": str(self.ui_port),
             "DEVSTACK_SMTP_PORT": str(free_port()),
+            "DEVSTACK_S3_PORT": str(free_port()),
         }
         self.env.pop("ADMIN_TOKEN", None)
         self.project_root = project_root
@@ -97,8 +109,14 @@ class RunningStack:
         cli = TemporalCli(f"127.0.0.1:{self.env['DEVSTACK_TEMPORAL_PORT']}")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            # The workers make their version current a moment after they start polling.
-            described = cli.json("worker", "deployment", "describe", "--name", "lifecycle")
+            # The workers make their version current a moment after they start polling; the deployment exists
+            # only once one polls, which may be after the API is ready.
+            try:
+                described = cli.json("worker", "deployment", "describe", "--name", "lifecycle")
+            except AssertionError as missing:
+                assert "no Worker Deployment found" in str(missing), missing
+                time.sleep(0.2)  # the polling interval of this synchronous wait, as below
+                continue
             current = described["routingConfig"]["currentVersionBuildID"]
             run = cli.json("workflow", "describe", "--workflow-id", workflow_id)
             versioning = run["workflowExecutionInfo"].get("versioningInfo") or {}
@@ -108,6 +126,49 @@ class RunningStack:
                 return
             time.sleep(0.2)  # the polling interval of this synchronous wait, as in wait_ready above
         raise AssertionError(f"{workflow_id} never ran its first workflow task on a current version")
+
+    def run(self, *args: str, **extra: str) -> str:
+        """`python -m devstack ARGS` with the stack's own variables and `extra`."""
+        return subprocess.run(
+            [sys.executable, "-m", "devstack", *args],
+            env={**self.env, **extra},
+            cwd=self.project_root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    def values(self) -> dict[str, str]:
+        """What `devstack env` says of this stack."""
+        return dict(line.split("=", 1) for line in self.run("env").splitlines())
+
+    def objects_under(self, prefix: str) -> int:
+        """Objects under `prefix` in the stack's SeaweedFS, as `devstack env` names it."""
+        values = self.values()
+        settings = Settings(
+            s3_endpoint_url=values["S3_ENDPOINT_URL"],
+            s3_bucket=values["S3_BUCKET"],
+            s3_access_key_id=values["S3_ACCESS_KEY_ID"],
+            s3_secret_access_key=values["S3_SECRET_ACCESS_KEY"],
+        )
+
+        async def count() -> int:
+            store = ObjectStore(settings)
+            try:
+                return await store.count(prefix)
+            finally:
+                await store.close()
+
+        return asyncio.run(count())
+
+    def wait_export_ready(self, status_url: str, key: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = httpx.get(f"{self.api_url}{status_url}", headers={"Authorization": f"Bearer {key}"}).json()
+            if status["download_url"]:
+                return str(status["download_url"])
+            time.sleep(0.2)  # the polling interval of this synchronous wait, as in wait_ready above
+        raise AssertionError(f"{status_url} never became ready")
 
     def stop(self) -> int:
         assert self.process is not None
@@ -120,7 +181,11 @@ def stack(tmp_path: Path, project_root: Path) -> Iterator[RunningStack]:
     running = RunningStack(project_root, tmp_path / "data")
     yield running
     if running.process is not None and running.process.poll() is None:
-        running.process.kill()
+        # Ctrl-C, as a person would: the stack stops its servers and apps (a SIGKILL would orphan them all).
+        try:
+            running.stop()
+        except subprocess.TimeoutExpired:
+            running.process.kill()
 
 
 def test_make_run_serves_and_keeps_data_across_restart(stack: RunningStack, tmp_path: Path) -> None:
@@ -141,6 +206,16 @@ def test_make_run_serves_and_keeps_data_across_restart(stack: RunningStack, tmp_
     exported = httpx.post(f"{stack.api_url}/account/exports", headers={"Authorization": f"Bearer {key}"})
     assert exported.status_code == 202, exported.text
     stack.wait_pinned_to_current_version(account_export_id(created.json()["id"], 1))
+    link = stack.wait_export_ready(exported.json()["status_url"], key)
+    assert stack.objects_under("exports/") == 1
+    # The seed keeps its flags and JSON output, and puts the documents in the stack's object store: on the
+    # default ports it needs no variable; on these, the database's and the store's addresses, not its credentials.
+    values = stack.values()
+    where = {name: values[name] for name in ("DATABASE_URL", "S3_ENDPOINT_URL")}
+    seeded = json.loads(stack.run("seed", "--bots", "1", "--rows", "100", **where))
+    assert set(seeded) == {"account_id", "api_key", "bot_ids"}
+    documents = bot_documents_prefix(seeded["bot_ids"][0])
+    assert stack.objects_under(documents) == rows_per_service(100)["knowledge_documents"]
 
     assert stack.stop() == 0
     assert "[stack] stopped" in stack.log.read_text()
@@ -149,4 +224,8 @@ def test_make_run_serves_and_keeps_data_across_restart(stack: RunningStack, tmp_
     again = httpx.get(f"{stack.api_url}/account", headers={"Authorization": f"Bearer {key}"})
     assert again.status_code == 200
     assert again.json()["name"] == "Persisted"
+    # SeaweedFS kept its objects: the archive downloads, the documents are there.
+    archive = httpx.get(link if link.startswith("http") else f"{stack.api_url}{link}")
+    assert archive.status_code == 200 and archive.headers["content-type"] == "application/zip"
+    assert stack.objects_under(documents) == rows_per_service(100)["knowledge_documents"]
     assert stack.stop() == 0

@@ -30,7 +30,7 @@ async def own_worker(settings: Settings, client: Client, faults: str | None = No
         async with build_worker(client, resources, own, graceful_shutdown=timedelta(0)) as running:
             yield running
     finally:
-        await resources.engine.dispose()
+        await resources.close()
 
 
 def own_queue(settings: Settings, queue: str | None = None) -> Settings:

@@ -7,13 +7,9 @@ the list of services (DELETION_SERVICES) from here.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from sqlalchemy import Row, TextClause, text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -24,7 +20,8 @@ from activities.deletion.pace import Pacer
 from activities.errors import as_transient, is_transient
 from activities.resources import ActivityResources
 from lifecycle.deletion.contracts import DELETER_SLICE, DeleteServiceInput, ServiceProgress
-from lifecycle.stored_paths import StoredPathRefused, StoredRoot, status
+from lifecycle.object_keys import ObjectKeyRefused, document_key
+from lifecycle.object_store import ObjectStore
 
 DELETE_SERVICE_ACTIVITY = "delete_bot_service"
 
@@ -58,7 +55,7 @@ class Batch:
     deleted: int
     cursor: int
     last: bool
-    # Files unlinked with the rows (a file already missing is not counted).
+    # Objects deleted with the rows: those the store confirmed gone, which S3 answers for a key already gone too.
     files: int = 0
 
 
@@ -117,7 +114,13 @@ class TableDeleter:
         return text(f"DELETE FROM {self.table} WHERE bot_id = :bot AND id > :cursor AND id <= :bound{tail}")
 
     async def delete_batch(
-        self, conn: AsyncConnection, settings_storage: Path, bot_id: str, cursor: int, limit: int
+        self,
+        conn: AsyncConnection,
+        objects: ObjectStore,
+        bot_id: str,
+        cursor: int,
+        limit: int,
+        heartbeat: Callable[[], None] = lambda: None,
     ) -> Batch:
         """Delete up to `limit` rows above `cursor`."""
         batch = await self.next_range(conn, bot_id, cursor, limit)
@@ -136,28 +139,37 @@ class TableDeleter:
 
 @dataclass(frozen=True)
 class DocumentDeleter(TableDeleter):
-    """Knowledge documents: the row and its file under the storage directory; a missing file is fine."""
+    """Knowledge documents: the row and its object in the object store; an object already gone is fine."""
 
-    work_per_row: int = 2  # a row and a file to unlink
+    work_per_row: int = 2  # a row and an object to delete
 
     async def delete_batch(
-        self, conn: AsyncConnection, settings_storage: Path, bot_id: str, cursor: int, limit: int
+        self,
+        conn: AsyncConnection,
+        objects: ObjectStore,
+        bot_id: str,
+        cursor: int,
+        limit: int,
+        heartbeat: Callable[[], None] = lambda: None,
     ) -> Batch:
         batch = await self.next_range(conn, bot_id, cursor, limit)
         result = await conn.execute(
             self._range_delete("id, storage_key"), {"bot": bot_id, "cursor": batch.cursor, "bound": batch.bound}
         )
         rows = result.all()
-        # Files go before the transaction commits: a crash in between leaves rows whose files are gone,
-        # which the next attempt deletes harmlessly; the other order could orphan files forever. A refused key
-        # raises before any file of the batch is touched, and the batch's rows stay with the rollback.
-        files = await asyncio.to_thread(_unlink_all, settings_storage, rows)
+        # Objects go before the transaction commits, keyed by this batch's rows: a crash in between leaves rows
+        # whose objects are gone, which the next attempt deletes again harmlessly (S3 answers a key already gone
+        # as deleted); the other order could leave objects no row points at, which no retry would find. A refused
+        # key raises before any object of the batch is touched, and the batch's rows stay with the rollback.
+        # The store takes the keys in DeleteObjects requests of at most 1,000 (lifecycle/object_store.py).
+        # A 50,000-row batch is 50 requests, seconds of work: a heartbeat after each keeps the attempt alive.
+        files = await objects.delete(_object_keys(bot_id, rows), after_each_request=heartbeat)
         highest = max((row_id for row_id, _ in rows), default=cursor)
         return Batch(len(rows), highest if batch.last else batch.bound, last=batch.last, files=files)
 
 
 class StorageKeyRefused(ApplicationError):
-    """A document whose storage key names nothing the deleter may unlink: data to look at, so never retried.
+    """A document whose storage key names nothing the deleter may delete: data to look at, so never retried.
 
     The workflow takes it as a poison pill (an alert, then an operator's retry or skip); the message names the
     document's id and the rule, never the key, which may hold a file name.
@@ -167,34 +179,16 @@ class StorageKeyRefused(ApplicationError):
         super().__init__(f"document {document_id}: {reason}", type="StorageKeyRefused", non_retryable=True)
 
 
-def _unlink_all(storage: Path, rows: Sequence[Row[int, str]]) -> int:
-    """Unlink every document's file; the count of files that were there.
-
-    Only regular files and symlinks (the link itself, never its target) are unlinked, and only inside the
-    storage directory (lifecycle/stored_paths.py); a key that leaves it, or names a directory, a FIFO, a socket
-    or a device, refuses the whole batch before anything is unlinked.
-    """
-    root = StoredRoot(storage)
-    entries: list[str] = []
-    for document_id, key in rows:
+def _object_keys(bot_id: str, rows: Sequence[Row[int, str]]) -> list[str]:
+    """Every document's object key, each under the bot's own prefix (lifecycle/object_keys.py); one that is not
+    refuses the whole batch before anything is deleted."""
+    keys = []
+    for document_id, storage_key in rows:
         try:
-            entry = root.entry(key)
-            if (found := status(entry, follow_symlinks=False)) is None:
-                continue
-            if stat.S_ISLNK(found.st_mode):
-                root.target(key)
-            elif not stat.S_ISREG(found.st_mode):
-                raise StoredPathRefused("it names something other than a file")
-        except StoredPathRefused as refused:
+            keys.append(document_key(bot_id, storage_key))
+        except ObjectKeyRefused as refused:
             raise StorageKeyRefused(document_id, f"its storage key is refused: {refused}") from None
-        entries.append(str(entry))
-    unlinked = 0
-    # os.unlink on strings: a third faster than Path.unlink over 30k files (measured); the syscall dominates.
-    for path in entries:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-            unlinked += 1
-    return unlinked
+    return keys
 
 
 DELETERS: dict[str, TableDeleter] = {
@@ -257,7 +251,12 @@ class BotDataDeleters:
         deleter = DELETERS[request.service]
         progress = _resume_point(request.progress)
         deadline = time.monotonic() + DELETER_SLICE.total_seconds()
-        pace = Pacer(deleter.table, heartbeat=lambda: activity.heartbeat(replace(progress)))
+
+        def heartbeat() -> None:
+            # The last committed progress, whatever batch is under way.
+            activity.heartbeat(replace(progress))
+
+        pace = Pacer(deleter.table, heartbeat=heartbeat)
         try:
             async with self._resources.engine.connect() as conn:
                 progress = await _starting_point(conn, deleter, request, progress)
@@ -265,7 +264,12 @@ class BotDataDeleters:
                 while time.monotonic() < deadline:
                     rows = await pace.next_batch(conn, request.batch_size)
                     batch = await deleter.delete_batch(
-                        conn, self._resources.settings.storage_path, request.bot_id, progress.cursor, rows
+                        conn,
+                        self._resources.objects,
+                        request.bot_id,
+                        progress.cursor,
+                        rows,
+                        heartbeat=heartbeat,
                     )
                     recorded = await conn.execute(
                         _RECORD_BATCH,

@@ -1,8 +1,8 @@
 """The deletion receipt: an independent check that the subject is gone, then a signed record of what went.
 
 The check does not trust the deleters' counts: it counts every service's rows of the bot (or of every bot the
-account had) in the tables themselves, and looks for the bot's files on disk; a registered service counts its own
-store (VerifySubjectErased, which the workflow calls just before). The receipt records what the
+account had) in the tables themselves, and lists the bot's objects in the object store; a registered service counts
+its own store (VerifySubjectErased, which the workflow calls just before). The receipt records what the
 deleters committed per service (deletion_progress), the check's findings, the phases' times, the operator's
 actions and the budget changes meanwhile; it is chained to the receipt before it by that one's SHA-256, so a
 receipt removed from the table breaks the chain. Idempotent: a retry, a reset or a worker killed after the
@@ -11,13 +11,10 @@ insert finds the receipt of its deletion and returns it.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import uuid
 from dataclasses import asdict
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
@@ -30,7 +27,8 @@ from activities.resources import ActivityResources
 from lifecycle.deletion.contracts import ReceiptInput, ReceiptSubject
 from lifecycle.deletion.receipt_keys import CHAIN_LOCK, ReceiptSigner
 from lifecycle.deletion.receipts import sign
-from lifecycle.stored_paths import StoredRoot
+from lifecycle.object_keys import bot_documents_prefix
+from lifecycle.object_store import ObjectStore
 
 # The receipts' format; a verifier can tell which fields to expect. 2: `key_id` names the signing key.
 RECEIPT_VERSION = 2
@@ -175,7 +173,7 @@ class DeletionReceipts:
         return body
 
     async def _check(self, conn: AsyncConnection, request: ReceiptInput, bot_ids: list[str]) -> list[dict[str, Any]]:
-        """Counted in the tables and on disk, not taken from the deleters."""
+        """Counted in the tables and the object store, not taken from the deleters."""
         checks: list[dict[str, Any]] = []
         for service, deleter in DELETERS.items():
             found = (
@@ -189,7 +187,7 @@ class DeletionReceipts:
         for verified in request.verified:
             found = verified.remaining_rows + verified.remaining_files
             checks.append(_check(f"rows and files of {verified.service}", found, service=verified.service))
-        files = await asyncio.to_thread(_files_left, self._resources.settings.storage_path, bot_ids)
+        files = await _objects_left(self._resources.objects, bot_ids)
         checks.append(_check("files of the bot" if len(bot_ids) == 1 else "files of its bots", files))
         if request.subject_kind == ReceiptSubject.BOT:
             bot_rows = (
@@ -224,12 +222,6 @@ def _check(name: str, found: int, *, service: str | None = None) -> dict[str, An
     return check
 
 
-def _files_left(storage: Path, bot_ids: list[str]) -> int:
-    """Entries other than directories left in the bots' directories (a symlink or a FIFO counts as left)."""
-    root = StoredRoot(storage)
-    left = 0
-    for bot_id in bot_ids:
-        for directory, directories, files in os.walk(root.entry(bot_id)):
-            # os.walk lists a symlink to a directory among the directories, and does not enter it.
-            left += len(files) + sum(1 for name in directories if os.path.islink(os.path.join(directory, name)))
-    return left
+async def _objects_left(store: ObjectStore, bot_ids: list[str]) -> int:
+    """Objects left under the bots' document prefixes, listed in the store itself."""
+    return sum([await store.count(bot_documents_prefix(bot_id)) for bot_id in bot_ids])

@@ -3,10 +3,6 @@ emptied rows."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
-
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -27,7 +23,6 @@ from lifecycle.deletion.contracts import (
     FinishBotDeletionResult,
 )
 from lifecycle.statuses import TOMBSTONE_SITE_STATUSES
-from lifecycle.stored_paths import StoredPathRefused, StoredRoot
 from lifecycle.workflow_ids import bot_deletion_id
 
 # The ApplicationError type await_bot_deletion raises when the run it waited for closed without completing
@@ -130,10 +125,6 @@ class DeletionRecords:
                 remaining = await _services_with_rows(conn, request.bot_id)
             activity.logger.warning("rows of bot %s remain after deleting: %s", request.bot_id, remaining)
             return FinishBotDeletionResult(remaining_services=remaining or list(DELETERS))
-        # The documents' files are gone by now; their directory goes too (kept if anything is left in it).
-        storage = StoredRoot(self._resources.settings.storage_path)
-        with contextlib.suppress(OSError, StoredPathRefused):
-            await asyncio.to_thread(lambda: os.rmdir(storage.entry(request.bot_id)))
         return FinishBotDeletionResult(bot_row_deleted=True)
 
     @activity.defn(name="finish_account_deletion")

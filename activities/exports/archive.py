@@ -1,11 +1,12 @@
 """The account export's files: parts written whole then renamed into place, and the ZIP assembled from them.
 
-Everything here is blocking file I/O, run in a thread by activities/exports/steps.py. Two rules make a crash
+Everything here is blocking file I/O in the exports directory (the workers' scratch space), run in a thread by
+activities/exports/steps.py, which then uploads the finished ZIP to the object store. Two rules make a crash
 at any point harmless:
 - a file is only ever created under a `.partial` name (truncated on every attempt) and renamed into place
   once complete and fsynced, so a final name always holds a complete file, and the API never serves a
   partial one;
-- the ZIP is assembled from immutable parts and document files, so assembling it again from the start after
+- the ZIP is assembled from immutable parts and document objects, so assembling it again from the start after
   a crash yields an equally complete archive (no entry twice: every attempt starts from an empty file).
 """
 
@@ -15,21 +16,17 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 from zipfile import ZIP_DEFLATED, ZipFile
 
 from lifecycle.exports.contracts import DOCUMENTS_TABLE, ArchiveFacts, ExportPart
-from lifecycle.stored_paths import StoredPathRefused, StoredRoot, status
+from lifecycle.object_keys import ObjectKeyRefused, archive_name, document_key
+from lifecycle.stored_paths import StoredRoot
 
 CHUNK = 1024 * 1024
 PARTIAL = ".partial"
-
-
-def archive_name(export_id: str) -> str:
-    return f"{export_id}.zip"
 
 
 def archive_path(exports: Path, export_id: str) -> Path:
@@ -70,41 +67,49 @@ def _copy_counting_lines(source: Path, target: Any) -> int:
     return lines
 
 
-def _document_file(root: StoredRoot, storage_key: str) -> Path:
-    """The document's file to read: a regular file inside the storage directory, symlinks followed.
-
-    Anything else is refused rather than opened: a directory would fail every attempt again, and a FIFO would
-    block the read for ever.
-    """
-    path = root.target(storage_key)
-    if (found := status(path, follow_symlinks=True)) is None:
-        raise FileNotFoundError(storage_key)
-    if not stat.S_ISREG(found.st_mode):
-        raise StoredPathRefused("it names something other than a file")
-    return path
+# Reads documents' objects by their keys: each one's bytes, or None where the store has no such object.
+FetchObjects = Callable[[list[str]], list[bytes | None]]
+# Documents read from the store at once: their round trips overlap, and memory holds this many documents.
+FETCH_AT_ONCE = 32
 
 
 def _add_documents(
-    archive: ZipFile, storage: StoredRoot, part: ExportPart, rows_file: Path, manifest: dict[str, Any]
+    archive: ZipFile, fetch: FetchObjects, part: ExportPart, rows_file: Path, manifest: dict[str, Any]
 ) -> int:
-    """Add the file of every document listed in `rows_file`; return how many were added.
+    """Add the object of every document listed in `rows_file`; return how many were added.
 
-    A missing file is listed in the manifest's `missing_documents`, a refused one in `refused_documents`.
+    A missing object is listed in the manifest's `missing_documents`, a refused key (lifecycle/object_keys.py)
+    in `refused_documents`, never read.
     """
+    assert part.bot_id is not None
     added = 0
+    wanted: list[tuple[str, int, str]] = []
+
+    def add_wanted() -> None:
+        nonlocal added
+        bodies = fetch([key for key, _, _ in wanted])
+        for (_, document_id, name), body in zip(wanted, bodies, strict=True):
+            if body is None:
+                manifest["missing_documents"].append(document_id)
+                continue
+            with archive.open(name, "w", force_zip64=True) as entry:
+                entry.write(body)
+            added += 1
+        wanted.clear()
+
     with rows_file.open("rb") as rows:
         for line in rows:
             row = json.loads(line)
             name = f"bots/{part.bot_id}/documents/{row['id']}/{PurePosixPath(str(row['storage_key'])).name}"
             try:
-                source = _document_file(storage, str(row["storage_key"]))
-                with source.open("rb") as document, archive.open(name, "w", force_zip64=True) as entry:
-                    shutil.copyfileobj(document, entry, CHUNK)
-                added += 1
-            except FileNotFoundError:
-                manifest["missing_documents"].append(int(row["id"]))
-            except StoredPathRefused as refused:
+                key = document_key(part.bot_id, str(row["storage_key"]))
+            except ObjectKeyRefused as refused:
                 manifest["refused_documents"].append({"id": int(row["id"]), "reason": str(refused)})
+                continue
+            wanted.append((key, int(row["id"]), name))
+            if len(wanted) == FETCH_AT_ONCE:
+                add_wanted()
+    add_wanted()
     return added
 
 
@@ -114,7 +119,7 @@ def sha256_of(path: Path) -> str:
 
 
 def assemble(
-    exports: Path, storage: Path, export_id: str, parts: list[ExportPart], on_entry: Callable[[int], None]
+    exports: Path, fetch: FetchObjects, export_id: str, parts: list[ExportPart], on_entry: Callable[[int], None]
 ) -> ArchiveFacts:
     """Build the ZIP from the written parts (unless a previous attempt already renamed it into place)."""
     final = archive_path(exports, export_id)
@@ -128,7 +133,6 @@ def assemble(
             "missing_documents": [],
             "refused_documents": [],
         }
-        documents = StoredRoot(storage)
         # A seekable file: entries get their sizes written back into their headers; ZIP64 for any size.
         with ZipFile(building, "w", compression=ZIP_DEFLATED, allowZip64=True) as archive:
             for index, part in enumerate(parts):
@@ -137,7 +141,7 @@ def assemble(
                     manifest["rows"][part.name] = _copy_counting_lines(source, entry)
                 entries += 1
                 if part.table == DOCUMENTS_TABLE:
-                    added = _add_documents(archive, documents, part, source, manifest)
+                    added = _add_documents(archive, fetch, part, source, manifest)
                     manifest["document_files"] += added
                     entries += added
                 on_entry(entries)
@@ -145,11 +149,15 @@ def assemble(
             entries += 1
         fsync_and_rename(building, final)
     else:
-        with ZipFile(final) as archive:
-            entries = len(archive.infolist())
+        entries = entries_of(final)
     return ArchiveFacts(
         archive_name=final.name, size_bytes=final.stat().st_size, sha256=sha256_of(final), entries=entries
     )
+
+
+def entries_of(path: Path) -> int:
+    with ZipFile(path) as archive:
+        return len(archive.infolist())
 
 
 def refused_documents(exports: Path, export_id: str) -> list[dict[str, Any]]:
@@ -160,7 +168,7 @@ def refused_documents(exports: Path, export_id: str) -> list[dict[str, Any]]:
 
 
 def remove_export_files(exports: Path, export_id: str) -> None:
-    """Delete the archive, a half-built one and the parts; whatever is already gone is fine."""
+    """Delete the local archive, a half-built one and the parts; whatever is already gone is fine."""
     final = archive_path(exports, export_id)
     for path in (final, partial(final)):
         path.unlink(missing_ok=True)

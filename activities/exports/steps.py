@@ -4,7 +4,8 @@ expire it; and the look-once wait an account deletion makes for an export reques
 The export holds every row of the account (`account`, `bots`) and every service's rows of each bot (one
 JSON-lines file per bot and table, rendered by PostgreSQL's `to_jsonb`), plus every knowledge document file.
 Rows are read in keyset batches of `export_batch_rows` and written straight to disk, so memory holds one
-batch whatever the account's size.
+batch whatever the account's size. The finished ZIP is uploaded to the object store, which the API serves it
+from, and deleted there when it expires.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from activities.alerts import record_alert
 from activities.deletion.deleters import DELETERS
 from activities.exports.archive import (
+    CHUNK,
+    archive_path,
     assemble,
     fsync_and_rename,
     part_path,
@@ -49,6 +52,8 @@ from lifecycle.exports.contracts import (
     WritePartsInput,
 )
 from lifecycle.exports.links import download_url
+from lifecycle.object_keys import archive_name, export_archive_key
+from lifecycle.object_store import ObjectStore
 from lifecycle.statuses import OPEN_EXPORT_STATUSES, ExportStatus
 
 EXPORT_NOT_READY = "ExportNotReady"
@@ -108,9 +113,26 @@ def _write_lines(handle: object, lines: list[str]) -> None:
     handle.write("".join(line + "\n" for line in lines).encode())  # type: ignore[attr-defined]
 
 
+async def remove_archive(resources: ActivityResources, export_id: str) -> None:
+    """Delete the archive from the object store and whatever of it is left on disk. Idempotent."""
+    await resources.objects.delete([export_archive_key(archive_name(export_id))])
+    await asyncio.to_thread(remove_export_files, resources.settings.exports_path, export_id)
+
+
+async def _download(store: ObjectStore, key: str, target: Path) -> None:
+    """Fetch an object into `target`, written under a temporary name and renamed once complete."""
+    building = partial(target)
+    async with store.reading(key) as answer:
+        assert answer is not None, f"{key} vanished while being fetched"
+        with building.open("wb") as handle:
+            while chunk := await answer["Body"].read(CHUNK):
+                await asyncio.to_thread(handle.write, chunk)
+    await asyncio.to_thread(fsync_and_rename, building, target)
+
+
 async def expire_export(resources: ActivityResources, export_id: str) -> None:
     """Delete the archive (whatever of it exists) and mark the export expired. Idempotent."""
-    await asyncio.to_thread(remove_export_files, resources.settings.exports_path, export_id)
+    await remove_archive(resources, export_id)
     async with resources.engine.begin() as conn:
         await conn.execute(
             _MARK_EXPIRED, {"id": export_id, "expired": ExportStatus.EXPIRED, "failed": ExportStatus.FAILED}
@@ -211,17 +233,35 @@ class AccountExportActivities:
 
     @activity.defn(name="assemble_export_archive")
     async def assemble_export_archive(self, request: AssembleInput) -> ArchiveFacts:
-        """Build the ZIP (in a thread) from the parts and the document files; checksum it."""
+        """Build the ZIP (in a thread) from the parts and the document files, checksum it, upload it.
+
+        An attempt after one that uploaded the archive but died before returning fetches it back rather than
+        building it again: its facts and its manifest's refused documents come from the archive itself.
+        """
         progress = {"entries": 0}
+        store = self._resources.objects
+        key = export_archive_key(archive_name(request.export_id))
+        local = archive_path(self._exports, request.export_id)
 
         def on_entry(entries: int) -> None:
             progress["entries"] = entries
 
         async with heartbeating(lambda: dict(progress)):
+            if not await asyncio.to_thread(local.exists) and await store.size(key) is not None:
+                await _download(store, key, local)
+            loop = asyncio.get_running_loop()
+
+            async def read_all(keys: list[str]) -> list[bytes | None]:
+                return list(await asyncio.gather(*(store.read(key) for key in keys)))
+
+            def fetch(keys: list[str]) -> list[bytes | None]:
+                # Called from the assembling thread: the reads run on this loop, the thread waits for them.
+                return asyncio.run_coroutine_threadsafe(read_all(keys), loop).result()
+
             facts = await asyncio.to_thread(
                 assemble,
                 self._exports,
-                self._resources.settings.storage_path,
+                fetch,
                 request.export_id,
                 request.parts,
                 on_entry,
@@ -229,6 +269,11 @@ class AccountExportActivities:
             # Read back from the archive, so an attempt that finds it already built alerts all the same.
             if refused := await asyncio.to_thread(refused_documents, self._exports, request.export_id):
                 await record_alert(self._resources, _refused_alert(request.export_id, refused))
+            # A PUT is atomic: the key holds the whole archive or nothing.
+            if await store.size(key) != facts.size_bytes:
+                await store.put_file(key, local, "application/zip")
+        # The store keeps it now; the scratch copy only took disk space.
+        await asyncio.to_thread(local.unlink, True)
         return facts
 
     @activity.defn(name="mark_export_ready")
@@ -292,7 +337,7 @@ class AccountExportActivities:
                 _SET_STATUS,
                 {"id": request.export_id, "to": ExportStatus.FAILED, "from_statuses": _OPEN},
             )
-        await asyncio.to_thread(remove_export_files, self._exports, request.export_id)
+        await remove_archive(self._resources, request.export_id)
         return AccountExportResult(export_id=request.export_id, status=ExportStatus.FAILED)
 
     @activity.defn(name="await_account_exports")

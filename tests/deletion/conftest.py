@@ -20,7 +20,7 @@ async def resources(settings: Settings, temporal_client: Client) -> AsyncIterato
     try:
         yield created
     finally:
-        await created.engine.dispose()
+        await created.close()
 
 
 @pytest_asyncio.fixture

@@ -4,7 +4,6 @@ the reconciler once."""
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncpg
@@ -14,6 +13,8 @@ from activities.deletion.deleters import DELETION_SERVICES as SERVICES
 from devstack.seed import asyncpg_dsn
 from lifecycle.contracts import ReconcileResult
 from lifecycle.deletion.contracts import AccountDeletionInput, AccountDeletionResult
+from lifecycle.object_keys import bot_documents_prefix
+from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
 from lifecycle.start_options import account_deletion_options
 from lifecycle.workflow_types import RECONCILER_WORKFLOW
@@ -32,9 +33,13 @@ async def remaining_rows(database_url: str, bot_id: str) -> dict[str, int]:
         await conn.close()
 
 
-def remaining_files(storage: Path, bot_id: str) -> int:
-    directory = storage / bot_id
-    return sum(1 for _ in directory.iterdir()) if directory.exists() else 0
+async def remaining_objects(settings: Settings, bot_id: str) -> int:
+    """The bot's document objects left in the object store, listed there."""
+    store = ObjectStore(settings)
+    try:
+        return await store.count(bot_documents_prefix(bot_id))
+    finally:
+        await store.close()
 
 
 async def start_paused_account_deletion(

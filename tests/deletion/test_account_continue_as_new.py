@@ -41,7 +41,7 @@ async def test_a_paused_account_deletion_stays_paused_across_continue_as_new(
     smtp_sink: SmtpSink,
     api: httpx.AsyncClient,
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=2, rows=ROWS)
+    seeded = await seed(settings, bots=2, rows=ROWS)
     address = await fetchval(settings.database_url, "SELECT email FROM accounts WHERE id = $1::uuid", seeded.account_id)
     # One bot per wave, and a history always "long": it continues as new after every wave.
     account = await start_paused_account_deletion(

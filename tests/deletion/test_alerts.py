@@ -75,7 +75,7 @@ async def _raise(settings: Settings, client: Client, url: str, *, attempts: int 
             )
             return [tuple(row) for row in rows]
     finally:
-        await resources.engine.dispose()
+        await resources.close()
 
 
 async def test_a_refused_post_is_retried_within_the_call_and_the_alert_recorded_once(

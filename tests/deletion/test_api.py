@@ -11,7 +11,7 @@ from temporalio.client import Client
 from devstack.seed import rows_per_service, seed
 from lifecycle.settings import Settings
 from tests.conftest import ADMIN_HEADERS, ApiAccount
-from tests.deletion.helpers import remaining_files, remaining_rows
+from tests.deletion.helpers import remaining_objects, remaining_rows
 from tests.eventually import eventually
 from worker import LifecycleWorkers
 
@@ -44,7 +44,7 @@ async def seed_account(api: httpx.AsyncClient) -> dict[str, str]:
 async def test_delete_bot_removes_everything_and_repeats_return_the_same_deletion(
     api: httpx.AsyncClient, settings: Settings, worker: LifecycleWorkers, temporal_client: Client
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=3_000)
+    seeded = await seed(settings, bots=1, rows=3_000)
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
     bot_id = seeded.bot_ids[0]
 
@@ -66,8 +66,7 @@ async def test_delete_bot_removes_everything_and_repeats_return_the_same_deletio
     assert status["progress"] == {name: {"deleted": n, "total": n} for name, n in expected.items()}
     assert status["completed_at"] is not None
     assert set((await remaining_rows(settings.database_url, bot_id)).values()) == {0}
-    assert remaining_files(settings.storage_path, bot_id) == 0
-    assert not (settings.storage_path / bot_id).exists()
+    assert await remaining_objects(settings, bot_id) == 0
 
     again = await api.delete(f"/bots/{bot_id}", headers=headers)
     assert again.status_code == 202
@@ -81,7 +80,7 @@ async def test_concurrent_duplicate_deletes_start_one_execution(
     api: httpx.AsyncClient, settings: Settings, temporal_client: Client
 ) -> None:
     # No worker needed: only the start path is under test, and the run may stay queued.
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=10)
+    seeded = await seed(settings, bots=1, rows=10)
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
     bot_id = seeded.bot_ids[0]
 

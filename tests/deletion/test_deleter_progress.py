@@ -18,7 +18,7 @@ from lifecycle.workflow_ids import bot_deletion_id
 
 
 async def _bot(settings: Settings) -> str:
-    return (await seed(settings.database_url, settings.storage_path, bots=1, rows=10)).bot_ids[0]
+    return (await seed(settings, bots=1, rows=10)).bot_ids[0]
 
 
 async def _add_messages(conn: asyncpg.Connection, bot_id: str, count: int) -> None:

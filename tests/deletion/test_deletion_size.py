@@ -36,7 +36,7 @@ async def conn(settings: Settings) -> AsyncIterator[AsyncConnection]:
 async def test_a_bot_is_counted_exactly_below_the_limit_and_stops_at_it(
     settings: Settings, conn: AsyncConnection
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=ROWS)
+    seeded = await seed(settings, bots=1, rows=ROWS)
     bot_id = uuid.UUID(seeded.bot_ids[0])
     assert await bot_deletion_size(conn, bot_id, limit=10_000) == _work(ROWS)
     assert await bot_deletion_size(conn, bot_id, limit=20) == 20
@@ -44,7 +44,7 @@ async def test_a_bot_is_counted_exactly_below_the_limit_and_stops_at_it(
 
 
 async def test_an_account_counts_its_bots_and_live_sites(settings: Settings, conn: AsyncConnection) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=2, rows=ROWS)
+    seeded = await seed(settings, bots=2, rows=ROWS)
     account_id = uuid.UUID(seeded.account_id)
     for status in ("active", "deleted"):
         await conn.execute(

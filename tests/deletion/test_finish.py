@@ -26,7 +26,7 @@ def records(resources: ActivityResources) -> DeletionRecords:
 
 async def _bot_emptied_but(settings: Settings, conn: asyncpg.Connection, kept: str | None = None) -> str:
     """A seeded bot whose rows are all gone but `kept`'s (as after the deleters), with its deletion recorded."""
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=50)
+    seeded = await seed(settings, bots=1, rows=50)
     bot_id = seeded.bot_ids[0]
     for name, deleter in DELETERS.items():
         if name != kept:

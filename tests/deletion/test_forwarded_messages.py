@@ -31,7 +31,7 @@ _SETTLED = {
 async def test_messages_that_arrive_together_reach_the_bot_deletion_one_at_a_time(
     settings: Settings, temporal_client: Client
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=30)
+    seeded = await seed(settings, bots=1, rows=30)
     own = own_queue(settings)
     account = await start_paused_account_deletion(temporal_client, own, seeded.account_id)
     bot = temporal_client.get_workflow_handle(bot_deletion_id(seeded.bot_ids[0]))

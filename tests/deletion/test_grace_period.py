@@ -26,7 +26,7 @@ from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import remaining_files, remaining_rows, run_reconciler
+from tests.deletion.helpers import remaining_objects, remaining_rows, run_reconciler
 from tests.eventually import eventually
 from worker import LifecycleWorkers
 
@@ -49,7 +49,7 @@ def bearer(key: str) -> dict[str, str]:
 
 
 async def seeded_account(settings: Settings) -> Seeded:
-    return await seed(settings.database_url, settings.storage_path, bots=2, rows=ROWS)
+    return await seed(settings, bots=2, rows=ROWS)
 
 
 async def scheduled_deletion(api: httpx.AsyncClient, seeded: Seeded, grace: timedelta) -> datetime:
@@ -75,7 +75,7 @@ async def deletion_status(api: httpx.AsyncClient, account_id: str) -> dict[str, 
 async def assert_intact(settings: Settings, seeded: Seeded) -> None:
     for bot_id in seeded.bot_ids:
         assert await remaining_rows(settings.database_url, bot_id) == rows_per_service(ROWS)
-        assert remaining_files(settings.storage_path, bot_id) == rows_per_service(ROWS)["knowledge_documents"]
+        assert await remaining_objects(settings, bot_id) == rows_per_service(ROWS)["knowledge_documents"]
 
 
 async def account_email(settings: Settings, account_id: str) -> str:

@@ -21,7 +21,7 @@ from devstack.seed import asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
-from tests.deletion.helpers import remaining_files, remaining_rows
+from tests.deletion.helpers import remaining_objects, remaining_rows
 from tests.eventually import eventually
 from tests.workers import own_queue, own_worker
 from worker import LifecycleWorkers
@@ -66,7 +66,7 @@ async def _bot_row_exists(settings: Settings, bot_id: str) -> bool:
 async def test_a_small_bot_answers_200_once_everything_is_gone(
     settings: Settings, worker: LifecycleWorkers, temporal_client: Client
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=SMALL)
+    seeded = await seed(settings, bots=1, rows=SMALL)
     bot_id = seeded.bot_ids[0]
     async with inline_api(settings, temporal_client) as api:
         answer = await api.delete(f"/bots/{bot_id}", headers={"Authorization": f"Bearer {seeded.api_key}"})
@@ -82,14 +82,14 @@ async def test_a_small_bot_answers_200_once_everything_is_gone(
     assert "preference-applied" not in answer.headers
     # Gone by the time the answer came, not eventually.
     assert set((await remaining_rows(settings.database_url, bot_id)).values()) == {0}
-    assert remaining_files(settings.storage_path, bot_id) == 0
+    assert await remaining_objects(settings, bot_id) == 0
     assert not await _bot_row_exists(settings, bot_id)
 
 
 async def test_a_bot_above_the_threshold_answers_202_at_once(
     settings: Settings, worker: LifecycleWorkers, temporal_client: Client
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=SMALL)
+    seeded = await seed(settings, bots=1, rows=SMALL)
     bot_id = seeded.bot_ids[0]
     async with inline_api(settings, temporal_client, deletion_inline_threshold=SMALL // 2) as api:
         answer = await api.delete(f"/bots/{bot_id}", headers={"Authorization": f"Bearer {seeded.api_key}"})
@@ -106,7 +106,7 @@ async def test_a_bot_above_the_threshold_answers_202_at_once(
 async def test_respond_async_answers_202_for_a_small_bot(
     settings: Settings, worker: LifecycleWorkers, temporal_client: Client
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=SMALL)
+    seeded = await seed(settings, bots=1, rows=SMALL)
     headers = {"Authorization": f"Bearer {seeded.api_key}", "Prefer": "respond-async"}
     async with inline_api(settings, temporal_client) as api:
         answer = await api.delete(f"/bots/{seeded.bot_ids[0]}", headers=headers)
@@ -119,7 +119,7 @@ async def test_respond_async_answers_202_for_a_small_bot(
 async def test_prefer_wait_waits_for_a_bot_above_the_threshold_capped_at_the_maximum(
     settings: Settings, worker: LifecycleWorkers, temporal_client: Client
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=SMALL)
+    seeded = await seed(settings, bots=1, rows=SMALL)
     bot_id = seeded.bot_ids[0]
     headers = {"Authorization": f"Bearer {seeded.api_key}", "Prefer": "respond-async, wait=3600"}
     overrides = {"deletion_inline_threshold": SMALL // 2, "deletion_prefer_wait_max": GENEROUS_WAIT}
@@ -136,7 +136,7 @@ async def test_prefer_wait_waits_for_a_bot_above_the_threshold_capped_at_the_max
 async def test_a_prefer_header_it_cannot_use_is_ignored(
     settings: Settings, worker: LifecycleWorkers, temporal_client: Client
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=SMALL)
+    seeded = await seed(settings, bots=1, rows=SMALL)
     headers = {"Authorization": f"Bearer {seeded.api_key}", "Prefer": 'wait=soon, respond-async=please, x="open'}
     async with inline_api(settings, temporal_client) as api:
         answer = await api.delete(f"/bots/{seeded.bot_ids[0]}", headers=headers)
@@ -149,7 +149,7 @@ async def test_a_prefer_header_it_cannot_use_is_ignored(
 async def test_a_small_account_answers_200_once_it_is_gone_and_told(
     settings: Settings, worker: LifecycleWorkers, temporal_client: Client, smtp_sink: SmtpSink
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=2, rows=SMALL // 2)
+    seeded = await seed(settings, bots=2, rows=SMALL // 2)
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
     conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
     try:
@@ -181,7 +181,7 @@ async def test_a_wait_that_runs_out_answers_202_and_the_deletion_still_finishes(
     settings: Settings, temporal_client: Client
 ) -> None:
     queue = own_queue(settings)
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=SMALL)
+    seeded = await seed(settings, bots=1, rows=SMALL)
     bot_id = seeded.bot_ids[0]
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
     # Every deleter call takes a second longer than the request is allowed to wait.
@@ -205,7 +205,7 @@ async def test_a_run_that_stops_for_an_operator_answers_202_with_that_status(
     settings: Settings, temporal_client: Client
 ) -> None:
     queue = own_queue(settings)
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=SMALL)
+    seeded = await seed(settings, bots=1, rows=SMALL)
     bot_id = seeded.bot_ids[0]
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
     async with (
@@ -264,7 +264,7 @@ async def test_a_bot_run_terminated_during_the_wait_answers_202_not_an_error(
 ) -> None:
     # Nobody polls this queue: the run stays open until the operator terminates it.
     queue = own_queue(settings)
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=SMALL)
+    seeded = await seed(settings, bots=1, rows=SMALL)
     bot_id = seeded.bot_ids[0]
     handle = temporal_client.get_workflow_handle(bot_deletion_id(bot_id))
     async with inline_app(queue, temporal_client) as app, http_to(app) as api:
@@ -282,7 +282,7 @@ async def test_an_account_run_terminated_during_the_wait_answers_202_not_an_erro
     settings: Settings, temporal_client: Client
 ) -> None:
     queue = own_queue(settings)
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=SMALL)
+    seeded = await seed(settings, bots=1, rows=SMALL)
     handle = temporal_client.get_workflow_handle(account_deletion_id(seeded.account_id))
     async with inline_app(queue, temporal_client) as app, http_to(app) as api:
         request = asyncio.create_task(api.delete("/account", headers={"Authorization": f"Bearer {seeded.api_key}"}))

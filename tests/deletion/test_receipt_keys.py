@@ -149,7 +149,6 @@ async def own_stack(
         update={
             "database_url": url,
             "data_dir": data_dir,
-            "storage_dir": data_dir / "storage",
             "exports_dir": data_dir / "exports",
             "sites_root": data_dir / "sites",
             "task_queue": queue,
@@ -175,7 +174,7 @@ async def _worker(settings: Settings, client: Client) -> AsyncIterator[None]:
         async with build_worker(client, resources, settings):
             yield
     finally:
-        await resources.engine.dispose()
+        await resources.close()
 
 
 async def _receipt(api: httpx.AsyncClient, bot_id: str, api_key: str) -> Any:
@@ -217,7 +216,7 @@ async def test_a_rotation_leaves_older_receipts_verifiable_by_their_key_id(
     # No worker has started on this database yet: nothing to serve.
     assert (await own_api.get("/deletion-receipts/public-key")).status_code == 503
     assert (await own_api.get("/deletion-receipts/public-keys")).json() == {"keys": []}
-    seeded = await seed(own.database_url, own.storage_path, bots=2, rows=100)
+    seeded = await seed(own, bots=2, rows=100)
     key_file = own.data_dir / RECEIPT_SIGNING_KEY_FILE
     async with _worker(own, own_stack.client):
         assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
@@ -285,7 +284,7 @@ async def test_a_worker_holding_a_retired_key_signs_nothing_until_restarted_with
     """RECEIPT_SIGNING_KEY, as docker-compose gives it: rotate with the new value, then restart the workers."""
     own = own_stack.settings
     old_secret, new_secret = secrets.token_hex(32), secrets.token_hex(32)
-    seeded = await seed(own.database_url, own.storage_path, bots=2, rows=100)
+    seeded = await seed(own, bots=2, rows=100)
     first, second = seeded.bot_ids
     async with _worker(own.model_copy(update={"receipt_signing_key": old_secret}), own_stack.client):
         before = await _deleted_with_receipt(own_api, first, seeded.api_key)
@@ -329,7 +328,7 @@ async def test_a_worker_holding_a_retired_key_signs_nothing_until_restarted_with
 async def test_a_rotation_replaces_a_key_file_left_empty(own_stack: OwnStack, own_api: httpx.AsyncClient) -> None:
     """The remedy the start-up error names: the old key is lost, its receipts stay verifiable, a new key signs."""
     own = own_stack.settings
-    seeded = await seed(own.database_url, own.storage_path, bots=2, rows=100)
+    seeded = await seed(own, bots=2, rows=100)
     async with _worker(own, own_stack.client):
         before = await _deleted_with_receipt(own_api, seeded.bot_ids[0], seeded.api_key)
     (own.data_dir / RECEIPT_SIGNING_KEY_FILE).write_text("")
@@ -353,7 +352,7 @@ async def test_a_rotation_cut_short_is_finished_by_running_it_again(
 ) -> None:
     """Cut short after publishing the new key, before the key file holds it: the state a crash there leaves."""
     own = own_stack.settings
-    seeded = await seed(own.database_url, own.storage_path, bots=1, rows=100)
+    seeded = await seed(own, bots=1, rows=100)
     async with _worker(own, own_stack.client):
         pass
     staged_secret = secrets.token_hex(32)

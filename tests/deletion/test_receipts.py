@@ -66,7 +66,7 @@ async def _completed(api: httpx.AsyncClient, url: str, headers: dict[str, str]) 
 async def test_a_bot_deletion_leaves_a_signed_receipt_that_verifies_offline(
     api: httpx.AsyncClient, settings: Settings, worker: LifecycleWorkers, tmp_path: Path
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=ROWS)
+    seeded = await seed(settings, bots=1, rows=ROWS)
     bot_id = seeded.bot_ids[0]
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
     assert (await api.get(f"/bots/{bot_id}/deletion/receipt", headers=headers)).status_code == 404
@@ -126,7 +126,7 @@ async def test_a_bot_deletion_leaves_a_signed_receipt_that_verifies_offline(
 async def test_a_skipped_service_shows_as_remaining_and_the_receipt_is_incomplete(
     api: httpx.AsyncClient, settings: Settings, temporal_client: Client
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=ROWS)
+    seeded = await seed(settings, bots=1, rows=ROWS)
     bot_id = seeded.bot_ids[0]
     queue = own_queue(settings)
     # Every deleter call fails for good: each service waits for an operator, who skips it.
@@ -158,6 +158,9 @@ async def test_a_skipped_service_shows_as_remaining_and_the_receipt_is_incomplet
     assert all(s["rows_deleted"] == 0 for s in receipt["services"].values())
     failed = {check["name"] for check in receipt["checks"] if not check["passed"]}
     assert failed == {f"rows of {s}" for s in DELETION_SERVICES} | {"bot row", "files of the bot"}
+    # Listed in the object store: every document's object is still there.
+    (objects,) = [check for check in receipt["checks"] if check["name"] == "files of the bot"]
+    assert objects["found"] == seeded_counts["knowledge_documents"]
     skips = [action for action in receipt["operator_actions"] if action["action"] == "skip"]
     assert sorted(action["target"] for action in skips) == sorted(DELETION_SERVICES)
     assert verifies(signed, await _public_key(api))
@@ -166,7 +169,7 @@ async def test_a_skipped_service_shows_as_remaining_and_the_receipt_is_incomplet
 async def test_an_account_receipt_survives_the_account_and_is_named_in_the_confirmation(
     api: httpx.AsyncClient, settings: Settings, worker: LifecycleWorkers, smtp_sink: SmtpSink
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=2, rows=ROWS)
+    seeded = await seed(settings, bots=2, rows=ROWS)
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
     mails_before = len(smtp_sink.messages())
     # The admin's change meanwhile is an operator action the receipt records.

@@ -18,7 +18,7 @@ from devstack.smtp_sink import SmtpSink
 from lifecycle.deletion.contracts import AccountDeletionResult, BotDeletionResult
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
-from tests.deletion.helpers import remaining_files, remaining_rows
+from tests.deletion.helpers import remaining_objects, remaining_rows
 from tests.eventually import eventually
 from tests.operators.starts import start_bot_deletion
 from tests.workers import own_queue, own_worker
@@ -50,7 +50,7 @@ async def _recorded_deleted(settings: Settings, workflow_id: str) -> int:
 async def test_a_terminated_bot_deletion_is_finished_by_a_repeated_delete_counting_on(
     api: httpx.AsyncClient, settings: Settings, worker: LifecycleWorkers, temporal_client: Client
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=20_000)
+    seeded = await seed(settings, bots=1, rows=20_000)
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
     bot_id = seeded.bot_ids[0]
     workflow_id = bot_deletion_id(bot_id)
@@ -79,7 +79,7 @@ async def test_a_terminated_bot_deletion_is_finished_by_a_repeated_delete_counti
         name: (n, n) for name, n in expected.items()
     }
     assert set((await remaining_rows(settings.database_url, bot_id)).values()) == {0}
-    assert remaining_files(settings.storage_path, bot_id) == 0
+    assert await remaining_objects(settings, bot_id) == 0
     assert await _fetch(settings, "SELECT count(*) FROM bots WHERE id = $1::uuid", bot_id) == 0
     runs = [run async for run in temporal_client.list_workflows(f'WorkflowId = "{workflow_id}"')]
     assert sorted(run.status.name for run in runs if run.status) == ["COMPLETED", "TERMINATED"]
@@ -88,7 +88,7 @@ async def test_a_terminated_bot_deletion_is_finished_by_a_repeated_delete_counti
 async def test_an_account_deletion_redrives_bot_deletions_an_operator_stopped(
     settings: Settings, temporal_client: Client, smtp_sink: SmtpSink, app: FastAPI
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=2, rows=300)
+    seeded = await seed(settings, bots=2, rows=300)
     address = await _fetch(settings, "SELECT email FROM accounts WHERE id = $1::uuid", seeded.account_id)
     # One bot's deletion was started by DELETE /bots and is paused: the account deletion joins it.
     joined = seeded.bot_ids[0]
@@ -132,7 +132,7 @@ async def _status(client: Client, workflow_id: str) -> WorkflowExecutionStatus |
 async def test_a_bot_created_while_the_keys_were_revoked_is_deleted_before_the_account(
     settings: Settings, temporal_client: Client, smtp_sink: SmtpSink, app: FastAPI
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=100)
+    seeded = await seed(settings, bots=1, rows=100)
     address = await _fetch(settings, "SELECT email FROM accounts WHERE id = $1::uuid", seeded.account_id)
     own = own_queue(settings)
     account = temporal_client.get_workflow_handle(

@@ -105,7 +105,7 @@ async def _let_through_when_it_cannot_go_further(
 async def test_a_bot_deletion_requested_again_as_it_completes_stays_one_run(
     settings: Settings, temporal_client: Client, engine: AsyncEngine
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=30)
+    seeded = await seed(settings, bots=1, rows=30)
     bot_id = seeded.bot_ids[0]
     workflow_id = bot_deletion_id(bot_id)
     running = await start_bot_deletion(
@@ -136,7 +136,7 @@ async def test_a_bot_deletion_requested_again_as_it_completes_stays_one_run(
 async def test_an_account_deletion_redriven_as_it_completes_stays_one_run_and_one_email(
     settings: Settings, temporal_client: Client, worker: LifecycleWorkers, smtp_sink: SmtpSink, engine: AsyncEngine
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=30)
+    seeded = await seed(settings, bots=1, rows=30)
     address = await fetchval(settings.database_url, "SELECT email FROM accounts WHERE id = $1::uuid", seeded.account_id)
     workflow_id = account_deletion_id(seeded.account_id)
     running = await start_paused_account_deletion(temporal_client, settings, seeded.account_id)
@@ -171,7 +171,7 @@ async def test_an_account_deletion_redriven_as_it_completes_stays_one_run_and_on
 async def test_a_start_after_the_deletion_completed_reads_the_row_once_and_starts_nothing(
     settings: Settings, temporal_client: Client, engine: AsyncEngine
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=30)
+    seeded = await seed(settings, bots=1, rows=30)
     bot_id = seeded.bot_ids[0]
     done = await start_bot_deletion(temporal_client, settings.task_queue, bot_id=bot_id, account_id=seeded.account_id)
     await asyncio.wait_for(done.result(), timeout=60)
@@ -194,7 +194,7 @@ async def test_an_account_that_went_while_its_request_ran_is_answered_finished(
     settings: Settings, temporal_client: Client, engine: AsyncEngine
 ) -> None:
     """The admin's re-drive found the account row, then the deletion completed before the request read it."""
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=30)
+    seeded = await seed(settings, bots=1, rows=30)
     account_id = uuid.UUID(seeded.account_id)
     sessions = make_sessionmaker(engine)
     async with sessions() as session:

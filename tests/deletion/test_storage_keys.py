@@ -1,11 +1,9 @@
-"""A document whose storage key names something the deleter must not unlink, on a real worker, PostgreSQL,
-Temporal dev server and filesystem: the deleter refuses the batch at once (no retries), the run alerts and waits
-for an operator, nothing outside the storage directory is touched, and after a skip the receipt records the
-documents as remaining."""
+"""A document whose storage key names no object under its bot's prefix, on a real worker, PostgreSQL, Temporal
+dev server and SeaweedFS: the deleter refuses the batch at once (no retries), the run alerts and waits for an
+operator, another bot's object is never touched, and after a skip the receipt records the documents as
+remaining."""
 
 from __future__ import annotations
-
-import uuid
 
 import httpx
 import pytest
@@ -15,7 +13,7 @@ from devstack.seed import rows_per_service, seed
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.eventually import eventually
-from tests.planted_keys import CANARY, PLANTED, alerts, plant_document
+from tests.planted_keys import CANARY, PLANTED, alerts, canary_of, plant_document
 from worker import LifecycleWorkers
 
 ROWS = 300
@@ -25,12 +23,10 @@ ROWS = 300
 async def test_a_refused_storage_key_waits_for_an_operator_and_touches_nothing_outside(
     api: httpx.AsyncClient, settings: Settings, worker: LifecycleWorkers, temporal_client: Client, kind: str
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=ROWS)
+    seeded = await seed(settings, bots=1, rows=ROWS)
     bot_id = seeded.bot_ids[0]
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
-    # Beside the storage directory, in the data directory that also holds the receipt signing key.
-    outside = settings.data_dir / f"outside-{uuid.uuid4().hex[:8]}"
-    document_id, canary = await plant_document(settings, bot_id, kind, outside)
+    document_id, canary = await plant_document(settings, bot_id, kind)
 
     assert (await api.delete(f"/bots/{bot_id}", headers=headers)).status_code == 202
 
@@ -40,12 +36,12 @@ async def test_a_refused_storage_key_waits_for_an_operator_and_touches_nothing_o
     settled = await eventually(
         status, "the deletion stops", until=lambda s: s in ("waiting_for_operator", "completed", "incomplete")
     )
-    assert canary.read_bytes() == CANARY
+    assert await canary_of(settings, canary) == CANARY
     assert settled == "waiting_for_operator"
     (alert,) = await eventually(lambda: alerts(settings, bot_deletion_id(bot_id)), "the alert is recorded")
     assert alert["subject"] == "bot deletion stuck on knowledge_documents"
     assert f"document {document_id}: its storage key is refused" in alert["reason"]
-    assert canary.read_bytes() == CANARY
+    assert await canary_of(settings, canary) == CANARY
 
     # The operator leaves the documents; the receipt says they remain, the canary is still there.
     handle = temporal_client.get_workflow_handle(bot_deletion_id(bot_id))
@@ -56,5 +52,4 @@ async def test_a_refused_storage_key_waits_for_an_operator_and_touches_nothing_o
     assert receipt["complete"] is False
     assert receipt["remaining"] == {"knowledge_documents": documents}
     assert receipt["services"]["knowledge_documents"]["remaining"] == documents
-    assert canary.read_bytes() == CANARY
-    assert sorted(path.name for path in outside.iterdir()) == ["canary.txt"]
+    assert await canary_of(settings, canary) == CANARY

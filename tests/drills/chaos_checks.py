@@ -18,7 +18,7 @@ from devstack.smtp_sink import SmtpSink
 from lifecycle.settings import Settings
 from lifecycle.statuses import SiteStatus
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
-from tests.deletion.helpers import remaining_files
+from tests.deletion.helpers import remaining_objects
 from tests.sites.helpers import site_resources
 
 ACCOUNT_DELETED_SUBJECT = "Your account has been deleted"
@@ -55,10 +55,8 @@ async def bot_leftovers(settings: Settings, bot_ids: list[str], *, requested_one
     finally:
         await conn.close()
     for bot_id in bot_ids:
-        if files := remaining_files(settings.storage_path, bot_id):
-            problems.append(f"bot {bot_id}: {files} knowledge document files left")
-        if (settings.storage_path / bot_id).exists():
-            problems.append(f"bot {bot_id}: storage directory left")
+        if files := await remaining_objects(settings, bot_id):
+            problems.append(f"bot {bot_id}: {files} knowledge document objects left")
     return problems
 
 

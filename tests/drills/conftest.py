@@ -15,13 +15,14 @@ from temporalio.client import Client
 
 from devstack.ports import free_port
 from devstack.postgres import PostgresServer
+from devstack.seaweedfs import SeaweedServer
 from devstack.smtp_sink import SmtpSink
 from devstack.temporal_server import TemporalDevServer
 from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.budget import set_budget
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
-from tests.conftest import ADMIN_TOKEN
+from tests.conftest import ADMIN_TOKEN, object_store_settings
 from tests.processes import ApiProcess, ChildProcess, worker_process
 
 # The drills' deletion budget. They test recovery from kills and outages, not pacing: at the default 20,000
@@ -36,6 +37,7 @@ class DrillStack:
     postgres: PostgresServer
     temporal: TemporalDevServer
     smtp: SmtpSink
+    objects: SeaweedServer
     settings: Settings
     client: Client
 
@@ -95,9 +97,21 @@ def drill_smtp(drill_root: Path) -> Iterator[SmtpSink]:
     sink.stop()
 
 
+@pytest.fixture(scope="package")
+def drill_objects(drill_root: Path) -> Iterator[SeaweedServer]:
+    server = SeaweedServer(drill_root / "seaweedfs")
+    server.start()
+    yield server
+    server.stop()
+
+
 @pytest_asyncio.fixture(scope="package")
 async def drill_stack(
-    drill_root: Path, drill_postgres: PostgresServer, drill_temporal: TemporalDevServer, drill_smtp: SmtpSink
+    drill_root: Path,
+    drill_postgres: PostgresServer,
+    drill_temporal: TemporalDevServer,
+    drill_smtp: SmtpSink,
+    drill_objects: SeaweedServer,
 ) -> AsyncIterator[DrillStack]:
     database_url = drill_postgres.url("lifecycle")
     await upgrade_async(database_url)
@@ -120,6 +134,7 @@ async def drill_stack(
         deletion_inline_threshold=0,
         # Every worker of the drills makes its version current as it starts (docs/versioning.md).
         worker_make_current=True,
+        **object_store_settings(drill_objects),
     )
     client = await Client.connect(drill_temporal.address, data_converter=DATA_CONVERTER)
-    yield DrillStack(drill_root, drill_postgres, drill_temporal, drill_smtp, settings, client)
+    yield DrillStack(drill_root, drill_postgres, drill_temporal, drill_smtp, drill_objects, settings, client)

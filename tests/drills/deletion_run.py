@@ -49,7 +49,7 @@ class DeletionRun:
 
 async def start_bot_deletion(stack: DrillStack, api_url: str, rows: int) -> DeletionRun:
     settings = stack.settings
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=rows)
+    seeded = await seed(settings, bots=1, rows=rows)
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
     run = DeletionRun(stack, seeded.bot_ids[0], headers, sum(rows_per_service(rows).values()))
     async with httpx.AsyncClient(base_url=api_url) as http:

@@ -66,7 +66,7 @@ async def _site_active_seconds(http: httpx.AsyncClient, headers: dict[str, str])
 
 async def _small_bot(stack: DrillStack, moved_to: Seeded | None = None) -> tuple[str, str]:
     """A 300-row bot and its owner's API key: of an account of its own, or moved into `moved_to`'s account."""
-    small = await seed(stack.settings.database_url, stack.settings.storage_path, bots=1, rows=SMALL_DELETION_ROWS)
+    small = await seed(stack.settings, bots=1, rows=SMALL_DELETION_ROWS)
     bot_id = small.bot_ids[0]
     if moved_to is None:
         return bot_id, small.api_key
@@ -159,7 +159,7 @@ async def test_backlog_keeps_status_fast_and_other_work_moving(drill_stack: Dril
             for idle in workers:
                 assert idle.terminate() == 0, idle.log()[-2000:]
 
-            backlog = await seed(settings.database_url, settings.storage_path, bots=BACKLOG_BOTS, rows=ROWS_PER_BOT)
+            backlog = await seed(settings, bots=BACKLOG_BOTS, rows=ROWS_PER_BOT)
             # Seeded now, so that the measurements below start with the DELETEs alone.
             beside, behind = await _small_bot(stack), await _small_bot(stack, moved_to=backlog)
             headers = {"Authorization": f"Bearer {backlog.api_key}"}

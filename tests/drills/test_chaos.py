@@ -108,8 +108,8 @@ class Scenario:
 
 async def _prepare(stack: DrillStack, api: ChaosApi) -> Scenario:
     settings = stack.settings
-    bots = await seed(settings.database_url, settings.storage_path, bots=len(BOT_DELETION_STARTS), rows=ROWS_PER_BOT)
-    doomed = await seed(settings.database_url, settings.storage_path, bots=DOOMED_BOTS, rows=DOOMED_ROWS_PER_BOT)
+    bots = await seed(settings, bots=len(BOT_DELETION_STARTS), rows=ROWS_PER_BOT)
+    doomed = await seed(settings, bots=DOOMED_BOTS, rows=DOOMED_ROWS_PER_BOT)
     doomed_email = await fetchval(
         settings.database_url, "SELECT email FROM accounts WHERE id = $1::uuid", doomed.account_id
     )

@@ -162,7 +162,7 @@ async def test_deploy_v2_while_runs_are_in_flight(
 
         # In flight on v1: paused bot deletions, an account deletion in its grace period, a site creation
         # inside its bootstrap step, an export being written.
-        bots = await seed(settings.database_url, settings.storage_path, bots=PAUSED_BOTS, rows=300)
+        bots = await seed(settings, bots=PAUSED_BOTS, rows=300)
         paused = [await _start_bot_deletion(ctx, str(b), bots.account_id, paused=True) for b in bots.bot_ids]
         graced = await _scheduled_account_deletion(ctx)
         site = await ctx.api.post(
@@ -171,7 +171,7 @@ async def test_deploy_v2_while_runs_are_in_flight(
         )  # fmt: skip
         site.raise_for_status()
         creation = client.get_workflow_handle(site_creation_id(str(site.json()["id"])))
-        exported = await seed(settings.database_url, settings.storage_path, bots=1, rows=200)
+        exported = await seed(settings, bots=1, rows=200)
         requested = await ctx.api.post("/account/exports", headers={"Authorization": f"Bearer {exported.api_key}"})
         requested.raise_for_status()
         export = client.get_workflow_handle(account_export_id(exported.account_id, 1))

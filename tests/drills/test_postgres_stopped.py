@@ -29,7 +29,7 @@ ONE_LINE_ERROR = re.compile(r"^[A-Za-z_][\w.]*: .+$")
 
 async def test_deletion_rides_out_a_postgres_outage(drill_stack: DrillStack) -> None:
     settings = drill_stack.settings
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=ROWS)
+    seeded = await seed(settings, bots=1, rows=ROWS)
     bot_id = seeded.bot_ids[0]
     total = sum(rows_per_service(ROWS).values())
     headers = {"Authorization": f"Bearer {seeded.api_key}"}

@@ -18,7 +18,7 @@ ROWS = 30_000
 
 async def test_runs_resume_after_temporal_restarts(drill_stack: DrillStack) -> None:
     settings = drill_stack.settings
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=ROWS)
+    seeded = await seed(settings, bots=1, rows=ROWS)
     bot_id = seeded.bot_ids[0]
     total = sum(rows_per_service(ROWS).values())
     worker = drill_stack.worker("survivor")

@@ -14,7 +14,7 @@ from devstack.seed import rows_per_service, seed
 from lifecycle.deletion.contracts import AccountDeletionResult
 from lifecycle.workflow_ids import account_deletion_id, site_creation_id
 from tests.conftest import ADMIN_TOKEN
-from tests.deletion.helpers import remaining_files
+from tests.deletion.helpers import remaining_objects
 from tests.drills import figures
 from tests.drills.conftest import DrillStack
 from tests.drills.probes import ProgressRecorder, fetchval, mail_to, rows_left
@@ -28,7 +28,7 @@ BOTS = 2
 
 async def test_worker_killed_during_account_deletion(drill_stack: DrillStack) -> None:
     settings = drill_stack.settings
-    seeded = await seed(settings.database_url, settings.storage_path, bots=BOTS, rows=ROWS_PER_BOT)
+    seeded = await seed(settings, bots=BOTS, rows=ROWS_PER_BOT)
     email = await fetchval(settings.database_url, "SELECT email FROM accounts WHERE id = $1::uuid", seeded.account_id)
     total = BOTS * sum(rows_per_service(ROWS_PER_BOT).values())
     api = drill_stack.api()
@@ -73,7 +73,7 @@ async def test_worker_killed_during_account_deletion(drill_stack: DrillStack) ->
     )
     assert result.account_row_deleted and result.bots_deleted == BOTS
     assert await rows_left(settings.database_url, seeded.bot_ids) == 0
-    assert all(remaining_files(settings.storage_path, bot_id) == 0 for bot_id in seeded.bot_ids)
+    assert [await remaining_objects(settings, bot_id) for bot_id in seeded.bot_ids] == [0] * len(seeded.bot_ids)
     assert await fetchval(settings.database_url, "SELECT count(*) FROM accounts WHERE email = $1", email) == 0
     keys = "SELECT count(*) FROM api_keys WHERE account_id = $1::uuid"
     assert await fetchval(settings.database_url, keys, seeded.account_id) == 0

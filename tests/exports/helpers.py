@@ -17,8 +17,10 @@ import asyncpg
 import httpx
 
 from activities.deletion.deleters import DELETION_SERVICES as SERVICES
-from devstack.seed import Seeded, asyncpg_dsn, seed
+from devstack.seed import Seeded, asyncpg_dsn, rows_per_service, seed, storage_keys
 from devstack.smtp_sink import SmtpSink
+from lifecycle.object_keys import archive_name, document_key, export_archive_key
+from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
 from tests.eventually import eventually
 
@@ -26,12 +28,32 @@ READY_SUBJECT = "Your data export is ready"
 
 
 async def seeded_account(settings: Settings, *, bots: int, rows: int) -> Seeded:
-    """A seeded account whose document files all differ, so a file swapped in the archive is caught."""
-    seeded = await seed(settings.database_url, settings.storage_path, bots=bots, rows=rows)
-    for bot_id in seeded.bot_ids:
-        for path in sorted((settings.storage_path / bot_id).glob("*.txt")):
-            path.write_bytes(f"document {bot_id}/{path.name}\n".encode() + uuid.uuid4().bytes * 8)
+    """A seeded account whose document objects all differ, so an object swapped in the archive is caught."""
+    seeded = await seed(settings, bots=bots, rows=rows)
+    store = ObjectStore(settings)
+    try:
+        for bot_id in seeded.bot_ids:
+            for key in storage_keys(bot_id, rows_per_service(rows)["knowledge_documents"]):
+                body = f"document {key}\n".encode() + uuid.uuid4().bytes * 8
+                await store.put_bytes(document_key(bot_id, key), body)
+    finally:
+        await store.close()
     return seeded
+
+
+async def stored_archive(settings: Settings, export_id: str) -> bytes | None:
+    """The export's archive as the object store holds it, or None."""
+    store = ObjectStore(settings)
+    try:
+        return await store.read(export_archive_key(archive_name(export_id)))
+    finally:
+        await store.close()
+
+
+async def archive_traces(settings: Settings, export_id: str) -> list[str]:
+    """Whatever of the export is left: its object in the store, its files in the exports directory."""
+    local = sorted(path.name for path in settings.exports_path.glob(f"{export_id}*"))
+    return (["object"] if await stored_archive(settings, export_id) is not None else []) + local
 
 
 def headers_of(seeded: Seeded) -> dict[str, str]:
@@ -112,6 +134,7 @@ async def check_archive(body: bytes, settings: Settings, seeded: Seeded) -> None
     (account,) = [json.loads(line) for line in archive.read("account.jsonl").splitlines()]
     assert account["id"] == seeded.account_id
     files = 0
+    store = ObjectStore(settings)
     for bot_id in seeded.bot_ids:
         for service in SERVICES:
             exported = [json.loads(line) for line in archive.read(f"bots/{bot_id}/{service}.jsonl").splitlines()]
@@ -123,8 +146,9 @@ async def check_archive(body: bytes, settings: Settings, seeded: Seeded) -> None
             if service == "knowledge_documents":
                 for row in stored:
                     name = f"bots/{bot_id}/documents/{row['id']}/{Path(row['storage_key']).name}"
-                    assert archive.read(name) == (settings.storage_path / row["storage_key"]).read_bytes()
+                    assert archive.read(name) == await store.read(document_key(bot_id, row["storage_key"]))
                     files += 1
+    await store.close()
     manifest = json.loads(archive.read("manifest.json"))
     assert manifest["document_files"] == files and manifest["missing_documents"] == []
 

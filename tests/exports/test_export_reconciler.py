@@ -16,7 +16,7 @@ from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, account_export_id
 from tests.deletion.helpers import run_reconciler
 from tests.exports.conftest import ApiWith
-from tests.exports.helpers import export_row, headers_of, seeded_account, wait_for_status
+from tests.exports.helpers import archive_traces, export_row, headers_of, seeded_account, wait_for_status
 from tests.workers import own_queue, own_worker
 from worker import LifecycleWorkers
 
@@ -27,10 +27,6 @@ async def _execute(settings: Settings, sql: str, *args: object) -> None:
         await conn.execute(sql, *args)
     finally:
         await conn.close()
-
-
-def _files(settings: Settings, export_id: str) -> list[str]:
-    return sorted(path.name for path in settings.exports_path.glob(f"{export_id}*"))
 
 
 async def test_an_archive_whose_run_was_terminated_is_deleted_once_it_expires(
@@ -44,7 +40,7 @@ async def test_an_archive_whose_run_was_terminated_is_deleted_once_it_expires(
     ready = await wait_for_status(settings, export_id, "ready")
     # An operator terminates the run during the archive's retention, so its timer will never fire.
     await temporal_client.get_workflow_handle(ready["workflow_id"]).terminate("operator test")
-    assert _files(settings, export_id)
+    assert await archive_traces(settings, export_id) == ["object"]
     # The retention runs out (set back rather than waited for: the export's default retention is days).
     await _execute(
         settings, "UPDATE account_exports SET expires_at = now() - interval '1 second' WHERE id = $1", ready["id"]
@@ -55,7 +51,7 @@ async def test_an_archive_whose_run_was_terminated_is_deleted_once_it_expires(
     assert result.exports is not None and result.exports.expired >= 1
     row = await export_row(settings, export_id)
     assert row["status"] == "expired" and row["expired_at"] is not None
-    assert _files(settings, export_id) == []
+    assert await archive_traces(settings, export_id) == []
 
 
 async def test_an_export_a_deletion_waits_for_is_started_again_after_a_terminate(
@@ -110,7 +106,7 @@ async def test_an_export_whose_run_never_started_is_started(
 
     assert result.exports is not None and result.exports.started >= 1
     row = await wait_for_status(settings, str(export_id), "ready")
-    assert row["workflow_id"] == workflow_id and _files(settings, str(export_id))
+    assert row["workflow_id"] == workflow_id and await archive_traces(settings, str(export_id)) == ["object"]
 
 
 async def test_an_export_an_operator_terminated_is_left_for_the_users_next_request(
@@ -152,4 +148,4 @@ async def test_an_export_whose_run_failed_is_started_again(
 
     assert result.exports is not None and result.exports.started >= 1
     ready = await wait_for_status(settings, export_id, "ready")
-    assert ready["mailed_at"] is not None and _files(settings, export_id)
+    assert ready["mailed_at"] is not None and await archive_traces(settings, export_id) == ["object"]

@@ -12,6 +12,7 @@ import asyncpg
 import httpx
 from temporalio.client import Client
 
+from devstack.ports import free_port
 from devstack.seed import asyncpg_dsn, rows_per_service
 from devstack.smtp_sink import SmtpSink
 from lifecycle.exports.links import download_path
@@ -21,12 +22,14 @@ from tests.exports.conftest import ApiWith
 from tests.exports.helpers import (
     SERVICES,
     account_email,
+    archive_traces,
     check_archive,
     headers_of,
     link_in,
     open_archive,
     ready_mails,
     seeded_account,
+    stored_archive,
     wait_for_status,
 )
 from worker import LifecycleWorkers
@@ -57,6 +60,9 @@ async def test_the_archive_holds_every_row_and_file_and_the_link_is_mailed_once(
     assert int(response.headers["content-length"]) == status["size_bytes"] == len(response.content)
     assert hashlib.sha256(response.content).hexdigest() == status["sha256"]
     await check_archive(response.content, settings, seeded)
+    # Served from the object store; the worker kept no copy on its disk.
+    assert await stored_archive(settings, export_id) == response.content
+    assert await archive_traces(settings, export_id) == ["object"]
 
     (mail,) = ready_mails(smtp_sink, await account_email(settings, seeded.account_id))
     assert link_in(mail) == link
@@ -96,9 +102,25 @@ async def test_range_requests_and_the_link_checks(
     handle = temporal_client.get_workflow_handle(row["workflow_id"])
     assert "expired" in await handle.execute_update("expire_now", result_type=str)
     assert (await api.get(link)).status_code == 410
-    assert not (settings.exports_path / f"{export_id}.zip").exists()
+    assert await archive_traces(settings, export_id) == []
     status = (await api.get(f"/account/exports/{export_id}", headers=headers_of(seeded))).json()
     assert status["status"] == "expired" and status["download_url"] is None
+
+
+async def test_a_download_while_the_store_is_unreachable_is_503(
+    api_with: ApiWith, worker: LifecycleWorkers, settings: Settings
+) -> None:
+    seeded = await seeded_account(settings, bots=1, rows=10)
+    async with api_with() as api:
+        export_id = await _export(api, headers_of(seeded))
+    row = await wait_for_status(settings, export_id, "ready")
+    link = download_path(settings, export_id, int(row["expires_at"].timestamp()))
+    # An API whose store address answers nothing: the link is fine, the store is not.
+    async with api_with(s3_endpoint_url=f"http://127.0.0.1:{free_port()}") as cut_off:
+        response = await cut_off.get(link)
+    assert response.status_code == 503, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.headers["retry-after"] == "30"
 
 
 async def test_retention_deletes_the_archive(api_with: ApiWith, worker: LifecycleWorkers, settings: Settings) -> None:
@@ -109,7 +131,7 @@ async def test_retention_deletes_the_archive(api_with: ApiWith, worker: Lifecycl
         link = download_path(settings, export_id, int(ready["expires_at"].timestamp()) + 3600)
         expired = await wait_for_status(settings, export_id, "expired")
         assert expired["expired_at"] >= expired["expires_at"]
-        assert not any(settings.exports_path.glob(f"{export_id}*"))
+        assert await archive_traces(settings, export_id) == []
         # Even a link signed for later: the archive is gone.
         assert (await api.get(link)).status_code == 410
 

@@ -18,7 +18,7 @@ from tests.workers import own_queue, own_worker
 async def test_resume_every_paused_deletion_of_an_account(
     cli: AsyncCli, temporal_client: Client, settings: Settings, task_queue: str
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=2, rows=200)
+    seeded = await seed(settings, bots=2, rows=200)
     handles = [
         await start_bot_deletion(temporal_client, task_queue, bot_id=bot_id, account_id=seeded.account_id, paused=True)
         for bot_id in seeded.bot_ids

@@ -21,7 +21,7 @@ ROWS = 300
 async def test_pause_query_update_list_resume(
     cli: AsyncCli, temporal_client: Client, settings: Settings, task_queue: str
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=ROWS)
+    seeded = await seed(settings, bots=1, rows=ROWS)
     bot_id = seeded.bot_ids[0]
     account_id = seeded.account_id
     handle = await start_bot_deletion(temporal_client, task_queue, bot_id=bot_id, account_id=account_id)

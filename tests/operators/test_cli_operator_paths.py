@@ -34,7 +34,7 @@ from lifecycle.statuses import AlertDelivery, DeletionState
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from lifecycle.workflow_types import RECONCILER_WORKFLOW
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.helpers import remaining_files, remaining_rows
+from tests.deletion.helpers import remaining_objects, remaining_rows
 from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
 from tests.operators.starts import start_bot_deletion
@@ -91,7 +91,7 @@ class Deleting:
 
 async def _one_bot_account_deleting(app: FastAPI, client: Client, settings: Settings, task_queue: str) -> Deleting:
     """An account with one seeded bot whose deletion runs on `task_queue` (the test's own worker)."""
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=ROWS)
+    seeded = await seed(settings, bots=1, rows=ROWS)
     account_id = seeded.account_id
     address = (await _fetch(settings, "SELECT email FROM accounts WHERE id = $1::uuid", account_id))[0][0]
     own = settings.model_copy(update={"task_queue": task_queue, "site_task_queue": task_queue})
@@ -157,7 +157,7 @@ async def test_skipped_bot_ends_the_account_incomplete_then_the_admin_redrive_fi
     finished = await asyncio.wait_for(latest.result(), timeout=90)
     assert finished["status"] == DeletionState.COMPLETED and finished["account_row_deleted"] is True
     assert set((await remaining_rows(settings.database_url, bot_id)).values()) == {0}
-    assert remaining_files(settings.storage_path, bot_id) == 0
+    assert await remaining_objects(settings, bot_id) == 0
     assert not await _fetch(settings, "SELECT 1 FROM accounts WHERE id = $1::uuid", account_id)
     assert not await _fetch(settings, "SELECT 1 FROM api_keys WHERE account_id = $1::uuid", account_id)
     mails = _confirmations(smtp_sink, address)
@@ -213,9 +213,9 @@ async def test_the_reconciler_restarts_crash_like_closings_and_leaves_deliberate
     task_queue: str,
     worker: LifecycleWorkers,
 ) -> None:
-    failed = await seed(settings.database_url, settings.storage_path, bots=1, rows=ROWS)
-    timed_out = await seed(settings.database_url, settings.storage_path, bots=1, rows=ROWS)
-    stopped = await seed(settings.database_url, settings.storage_path, bots=1, rows=ROWS)
+    failed = await seed(settings, bots=1, rows=ROWS)
+    timed_out = await seed(settings, bots=1, rows=ROWS)
+    stopped = await seed(settings, bots=1, rows=ROWS)
     failed_wid = account_deletion_id(failed.account_id)
     address = (await _fetch(settings, "SELECT email FROM accounts WHERE id = $1::uuid", failed.account_id))[0][0]
     timed_out_wid, stopped_wid = bot_deletion_id(timed_out.bot_ids[0]), bot_deletion_id(stopped.bot_ids[0])
@@ -315,7 +315,7 @@ async def test_the_run_waits_for_its_operator_while_the_alert_webhook_fails(
     failing_webhook: tuple[SlowFailingWebhook, int],
 ) -> None:
     hook, status = failing_webhook
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=ROWS)
+    seeded = await seed(settings, bots=1, rows=ROWS)
     queue = f"hook-{uuid.uuid4().hex[:8]}"
     own = settings.model_copy(update={"task_queue": queue, "site_task_queue": queue, "alert_webhook_url": hook.url})
     handle = await start_bot_deletion(temporal_client, queue, bot_id=seeded.bot_ids[0], account_id=seeded.account_id)

@@ -68,7 +68,7 @@ async def test_reset_account_deletion_to_first_task_sends_no_second_email(
 async def test_reset_bot_deletion_to_last_task_completes_on_deleted_rows(
     cli: AsyncCli, temporal_client: Client, settings: Settings, worker: LifecycleWorkers
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=200)
+    seeded = await seed(settings, bots=1, rows=200)
     bot_id = seeded.bot_ids[0]
     handle = await start_bot_deletion(temporal_client, settings.task_queue, bot_id=bot_id, account_id=seeded.account_id)
     await handle.result()

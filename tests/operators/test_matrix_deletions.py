@@ -33,7 +33,7 @@ from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from tests.conftest import ADMIN_HEADERS
 from tests.deletion.helpers import (
-    remaining_files,
+    remaining_objects,
     remaining_rows,
     run_reconciler,
     start_paused_account_deletion,
@@ -94,7 +94,7 @@ async def _query_progress(client: Client, workflow_id: str) -> DeletionStatus | 
 
 
 async def _seeded(settings: Settings, kind: str) -> Subject:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=ROWS)
+    seeded = await seed(settings, bots=1, rows=ROWS)
     address = (await _fetch(settings, "SELECT email FROM accounts WHERE id = $1::uuid", seeded.account_id))[0][0]
     return Subject(kind, seeded.account_id, seeded.api_key, address, list(seeded.bot_ids))
 
@@ -160,7 +160,7 @@ async def _assert_nothing_left(settings: Settings, sink: SmtpSink, subject: Subj
     expected = rows_per_service(ROWS)
     for bot_id in subject.bot_ids:
         assert set((await remaining_rows(settings.database_url, bot_id)).values()) == {0}
-        assert remaining_files(settings.storage_path, bot_id) == 0
+        assert await remaining_objects(settings, bot_id) == 0
         assert not await _fetch(settings, "SELECT 1 FROM bots WHERE id = $1::uuid", bot_id)
         recorded = await _fetch(
             settings,

@@ -203,7 +203,7 @@ async def _reconcile(stack: Stack) -> None:
     try:
         await ActivityEnvironment().run(SiteReconciler(resources).reconcile_sites, SiteReconcileInput())
     finally:
-        await resources.engine.dispose()
+        await resources.close()
 
 
 ACTIONS = [FIRST, LAST, MIDDLE, CANCEL, TERMINATE]

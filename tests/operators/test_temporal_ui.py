@@ -58,7 +58,7 @@ async def _shows(page: Page, text: str) -> bool:
 async def test_ui_shows_summary_and_current_details(ui_server: TemporalDevServer, settings: Settings) -> None:
     client = await Client.connect(ui_server.address, data_converter=DATA_CONVERTER)
     own = own_queue(settings)
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=100)
+    seeded = await seed(settings, bots=1, rows=100)
     bot_id = seeded.bot_ids[0]
     async with own_worker(own, client):
         handle = await start_bot_deletion(

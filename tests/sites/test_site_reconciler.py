@@ -96,7 +96,7 @@ async def test_reconcile_sites_settles_what_no_run_will(temporal_client: Client,
             SiteReconciler(resources).reconcile_sites, SiteReconcileInput(page_size=1)
         )
     finally:
-        await resources.engine.dispose()
+        await resources.close()
     assert result.examined >= 4
     assert result.creations_started >= 1 and result.rollbacks_started >= 1 and result.deletions_started >= 1
     assert result.open_runs_skipped >= 1

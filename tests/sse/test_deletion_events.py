@@ -25,7 +25,7 @@ from tests.workers import own_worker
 async def test_a_bot_deletion_streams_its_progress_and_ends_at_completed(
     served: ServedApi, http: httpx.AsyncClient, temporal_client: Client
 ) -> None:
-    seeded = await seed(served.settings.database_url, served.settings.storage_path, bots=1, rows=60)
+    seeded = await seed(served.settings, bots=1, rows=60)
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
     bot_id = seeded.bot_ids[0]
     assert (await http.delete(f"/bots/{bot_id}", headers=headers)).status_code == 202
@@ -94,7 +94,7 @@ async def test_pruning_deletes_events_past_retention_only(served: ServedApi) -> 
 async def test_the_account_stream_ends_when_the_account_is_restored_in_its_grace_period(
     settings: Settings, temporal_client: Client
 ) -> None:
-    seeded = await seed(settings.database_url, settings.storage_path, bots=1, rows=20)
+    seeded = await seed(settings, bots=1, rows=20)
     path = f"/accounts/{seeded.account_id}/deletion/events"
     async with (
         serve(settings, temporal_client, account_deletion_grace=timedelta(hours=1)) as graced,

@@ -1,0 +1,61 @@
+"""Object keys built from stored data (a document's storage key, an archive's name) stay under their prefix.
+
+A stored value is data, not a key anyone checked. In the object store, documents live under
+`documents/<bot id>/` and export archives under `exports/`; a storage key that names another bot's document, one
+with an empty, `.` or `..` segment (SeaweedFS's filer resolves such paths, so `<bot>/../<other bot>/x` would
+reach another bot's object), an absolute one, or one with a control character is refused with ObjectKeyRefused,
+never used. The disk-based StoredRoot (lifecycle/stored_paths.py) kept the same promise for a directory.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+DOCUMENTS_PREFIX = "documents/"
+EXPORTS_PREFIX = "exports/"
+# S3's limit on a key's length, in UTF-8 bytes.
+MAX_KEY_BYTES = 1024
+
+
+class ObjectKeyRefused(ValueError):
+    """Stored data that names no object under its prefix; the message names the rule broken, never the value."""
+
+
+def _checked_segments(stored: str) -> list[str]:
+    if not stored:
+        raise ObjectKeyRefused("it is empty")
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in stored):
+        raise ObjectKeyRefused("it holds a NUL byte or another control character")
+    if stored.startswith("/"):
+        raise ObjectKeyRefused("it is an absolute path")
+    segments = stored.split("/")
+    if any(segment in ("", ".", "..") for segment in segments):
+        raise ObjectKeyRefused("it has an empty, `.` or `..` segment")
+    return segments
+
+
+def bot_documents_prefix(bot_id: str) -> str:
+    """`documents/<bot id>/`: every object of the bot's documents, and nothing else."""
+    return f"{DOCUMENTS_PREFIX}{uuid.UUID(bot_id)}/"
+
+
+def document_key(bot_id: str, storage_key: str) -> str:
+    """The object of a document of `bot_id` whose stored key is `storage_key` (`<bot id>/<name>...`)."""
+    segments = _checked_segments(storage_key)
+    if len(segments) < 2 or segments[0] != str(uuid.UUID(bot_id)):
+        raise ObjectKeyRefused("it lies outside its bot's prefix")
+    key = DOCUMENTS_PREFIX + storage_key
+    if len(key.encode()) > MAX_KEY_BYTES:
+        raise ObjectKeyRefused("it is longer than an object key may be")
+    return key
+
+
+def archive_name(export_id: str) -> str:
+    return f"{uuid.UUID(export_id)}.zip"
+
+
+def export_archive_key(stored_name: str) -> str:
+    """The object of an export archive whose stored name is `stored_name` (one segment, `<export id>.zip`)."""
+    if len(_checked_segments(stored_name)) != 1:
+        raise ObjectKeyRefused("it names something under another prefix")
+    return EXPORTS_PREFIX + stored_name

@@ -1,0 +1,38 @@
+"""The object store the suite and `make run` start (devstack/seaweedfs.py), through the app's own client."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from botocore.exceptions import ClientError
+
+from lifecycle.object_store import ObjectStore
+from lifecycle.settings import Settings
+
+
+async def test_the_bucket_is_made_at_start_and_keeps_what_is_written(settings: Settings) -> None:
+    store = ObjectStore(settings)
+    key = f"probe/{uuid.uuid4().hex}"
+    try:
+        await store.put_bytes(key, b"kept")
+        assert await store.read(key) == b"kept"
+        assert await store.size(key) == 4
+        assert await store.delete([key, f"{key}-never-written"]) == 2
+        assert await store.read(key) is None
+    finally:
+        await store.close()
+
+
+async def test_wrong_credentials_are_refused(settings: Settings) -> None:
+    store = ObjectStore(settings.model_copy(update={"s3_secret_access_key": "not-the-secret-key-at-all"}))
+    try:
+        with pytest.raises(ClientError) as refused:
+            await store.put_bytes(f"probe/{uuid.uuid4().hex}", b"never stored")
+        assert refused.value.response["Error"]["Code"] in (
+            "SignatureDoesNotMatch",
+            "InvalidAccessKeyId",
+            "AccessDenied",
+        )
+    finally:
+        await store.close()
