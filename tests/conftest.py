@@ -15,6 +15,8 @@ import httpx
 import pytest
 import pytest_asyncio
 from fastapi import FastAPI
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
@@ -176,6 +178,23 @@ async def api(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
         yield client
+
+
+@pytest_asyncio.fixture
+async def registry_left_as_found(settings: Settings) -> AsyncIterator[None]:
+    """Retires every deletion service a test registered, once it is done.
+
+    Every bot deletion calls every registered service and waits for it without end, which is the point; so a
+    service left registered in the session's database, on a queue nobody polls, would hold every later deletion
+    of the session open. Modules that register services use this fixture.
+    """
+    yield
+    engine = create_async_engine(settings.database_url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(text("UPDATE deletion_services SET retired_at = now() WHERE retired_at IS NULL"))
+    finally:
+        await engine.dispose()
 
 
 @dataclass(frozen=True)

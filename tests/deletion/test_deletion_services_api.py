@@ -10,6 +10,8 @@ import pytest
 
 from tests.conftest import ADMIN_HEADERS, ApiAccount
 
+pytestmark = pytest.mark.usefixtures("registry_left_as_found")
+
 CONTRACT = "lifecycle.deletion.v1"
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import pytest_asyncio
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -40,6 +41,8 @@ from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN, ApiAccount
 from tests.eventually import eventually
 from tests.processes import ApiProcess, ChildProcess
 from worker import LifecycleWorkers
+
+pytestmark = pytest.mark.usefixtures("registry_left_as_found")
 
 ENTRIES = 1_234  # three slices of the index's (500 at most): the run resumes from the service's own cursor
 FILES = 3

@@ -35,6 +35,8 @@ from lifecycle.db.models import AccountExport, ApiKey, Site
 from lifecycle.statuses import ExportStatus, SiteStatus
 from tests.conftest import ADMIN_HEADERS, ApiAccount
 
+pytestmark = pytest.mark.usefixtures("registry_left_as_found")
+
 
 class Credential(StrEnum):
     ACCOUNT_KEY = "account key"
