@@ -62,8 +62,12 @@ class Seeded:
     bot_ids: list[str]
 
 
-def rows_per_service(rows: int) -> dict[str, int]:
-    return {service: max(1, round(rows * share)) for service, share in SHARES.items()}
+def rows_per_service(rows: int, documents: int | None = None) -> dict[str, int]:
+    """Each service's rows of a bot of `rows`; `documents`, when given, replaces the documents' share."""
+    counts = {service: max(1, round(rows * share)) for service, share in SHARES.items()}
+    if documents is not None:
+        counts["knowledge_documents"] = documents
+    return counts
 
 
 def asyncpg_dsn(database_url: str) -> str:
@@ -86,9 +90,12 @@ async def upload_documents(store: ObjectStore, bot_id: str, keys: list[str], bod
     await asyncio.gather(*(uploader() for _ in range(DOCUMENT_UPLOADS)))
 
 
-async def seed(settings: Settings, *, bots: int, rows: int) -> Seeded:
+async def seed(settings: Settings, *, bots: int, rows: int, documents: int | None = None) -> Seeded:
+    """`documents`: each bot's documents, instead of their share of `rows`. A document is an upload, which costs
+    the client and the store about as much CPU as a thousand rows cost PostgreSQL, so a test that deletes many
+    rows to exercise something else keeps its documents few."""
     database_url = settings.database_url
-    counts = rows_per_service(rows)
+    counts = rows_per_service(rows, documents)
     suffix = uuid.uuid4().hex[:8]
     api_key = generate_api_key()
     account_id = uuid.uuid4()

@@ -37,6 +37,8 @@ from tests.workers import own_worker
 from worker import LifecycleWorkers
 
 _OWN_BASETEMP = pytest.StashKey[str]()
+# Documents per bot for the tests that delete many rows to exercise something else than documents (devstack.seed).
+FEW_DOCUMENTS = 50
 ADMIN_TOKEN = "test-admin-token-at-least-32-bytes-long"
 EXPORT_SIGNING_KEY = "test-export-signing-key-of-32-bytes-or-more"
 

@@ -20,7 +20,7 @@ from lifecycle.deletion.budget import DEFAULT_ROWS_PER_SECOND
 from lifecycle.deletion.contracts import DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
-from tests.conftest import ADMIN_HEADERS
+from tests.conftest import ADMIN_HEADERS, FEW_DOCUMENTS
 from tests.eventually import eventually
 from worker import LifecycleWorkers
 
@@ -87,7 +87,7 @@ async def test_the_budget_is_an_admin_setting_read_and_changed_live(api: httpx.A
 async def test_a_budget_change_mid_run_changes_the_rate_and_moves_the_estimate(
     api: httpx.AsyncClient, settings: Settings, worker: LifecycleWorkers, temporal_client: Client
 ) -> None:
-    seeded = await seed(settings, bots=1, rows=200_000)
+    seeded = await seed(settings, bots=1, rows=200_000, documents=FEW_DOCUMENTS)
     bot_id = seeded.bot_ids[0]
     workflow_id = bot_deletion_id(bot_id)
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
@@ -170,7 +170,7 @@ def lock_queue_row(settings: Settings) -> Any:
 async def test_a_deletion_under_pressure_reports_it_slows_down_and_still_finishes(
     api: httpx.AsyncClient, settings: Settings, worker: LifecycleWorkers, lock_queue_row: Any
 ) -> None:
-    seeded = await seed(settings, bots=1, rows=150_000)
+    seeded = await seed(settings, bots=1, rows=150_000, documents=FEW_DOCUMENTS)
     bot_id = seeded.bot_ids[0]
     workflow_id = bot_deletion_id(bot_id)
     headers = {"Authorization": f"Bearer {seeded.api_key}"}

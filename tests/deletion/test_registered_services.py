@@ -240,13 +240,17 @@ async def test_a_service_that_answers_errors_goes_to_an_operator(
         await eventually(stuck, "the deletion waits for an operator")
         engine = create_async_engine(settings.database_url)
         try:
-            async with engine.connect() as conn:
-                subjects = (
-                    await conn.execute(
+
+            async def alert_subjects() -> list[str]:
+                # The status is recorded as the run starts waiting; the alert is raised just after.
+                async with engine.connect() as conn:
+                    found = await conn.execute(
                         text("SELECT subject FROM alerts WHERE workflow_id = :w"), {"w": bot_deletion_id(bot_id)}
                     )
-                ).scalars()
-                assert list(subjects) == [f"bot deletion stuck on {name}"]
+                    return list(found.scalars())
+
+            await eventually(alert_subjects, "the operator is alerted")
+            assert await alert_subjects() == [f"bot deletion stuck on {name}"]
         finally:
             await engine.dispose()
         handle = temporal_client.get_workflow_handle(bot_deletion_id(bot_id))

@@ -10,6 +10,7 @@ from temporalio.client import WorkflowHandle
 
 from devstack.seed import rows_per_service, seed
 from lifecycle.workflow_ids import bot_deletion_id
+from tests.conftest import FEW_DOCUMENTS
 from tests.drills.conftest import DrillStack
 from tests.drills.probes import rows_left
 from tests.eventually import seconds_until
@@ -49,9 +50,9 @@ class DeletionRun:
 
 async def start_bot_deletion(stack: DrillStack, api_url: str, rows: int) -> DeletionRun:
     settings = stack.settings
-    seeded = await seed(settings, bots=1, rows=rows)
+    seeded = await seed(settings, bots=1, rows=rows, documents=FEW_DOCUMENTS)
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
-    run = DeletionRun(stack, seeded.bot_ids[0], headers, sum(rows_per_service(rows).values()))
+    run = DeletionRun(stack, seeded.bot_ids[0], headers, sum(rows_per_service(rows, FEW_DOCUMENTS).values()))
     async with httpx.AsyncClient(base_url=api_url) as http:
         accepted = await http.delete(f"/bots/{run.bot_id}", headers=headers)
     assert accepted.status_code == 202, accepted.text

@@ -27,7 +27,7 @@ from lifecycle.deletion.contracts import MIN_BATCH_SIZE
 from lifecycle.statuses import SiteStatus
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id, site_creation_id, site_deletion_id
 from lifecycle.workflow_types import RECONCILER_WORKFLOW
-from tests.conftest import ADMIN_TOKEN
+from tests.conftest import ADMIN_TOKEN, FEW_DOCUMENTS
 from tests.drills import figures
 from tests.drills.chaos import ChaosApi, ChaosWorkers, kill_intervals, retrying
 from tests.drills.chaos_checks import (
@@ -108,8 +108,8 @@ class Scenario:
 
 async def _prepare(stack: DrillStack, api: ChaosApi) -> Scenario:
     settings = stack.settings
-    bots = await seed(settings, bots=len(BOT_DELETION_STARTS), rows=ROWS_PER_BOT)
-    doomed = await seed(settings, bots=DOOMED_BOTS, rows=DOOMED_ROWS_PER_BOT)
+    bots = await seed(settings, bots=len(BOT_DELETION_STARTS), rows=ROWS_PER_BOT, documents=FEW_DOCUMENTS)
+    doomed = await seed(settings, bots=DOOMED_BOTS, rows=DOOMED_ROWS_PER_BOT, documents=FEW_DOCUMENTS)
     doomed_email = await fetchval(
         settings.database_url, "SELECT email FROM accounts WHERE id = $1::uuid", doomed.account_id
     )

@@ -14,6 +14,7 @@ from temporalio.client import WorkflowHandle
 
 from devstack.seed import rows_per_service, seed
 from lifecycle.deletion.contracts import MIN_BATCH_SIZE
+from tests.conftest import FEW_DOCUMENTS
 from tests.drills import figures
 from tests.drills.conftest import DrillStack
 from tests.drills.probes import rows_left
@@ -29,9 +30,9 @@ ONE_LINE_ERROR = re.compile(r"^[A-Za-z_][\w.]*: .+$")
 
 async def test_deletion_rides_out_a_postgres_outage(drill_stack: DrillStack) -> None:
     settings = drill_stack.settings
-    seeded = await seed(settings, bots=1, rows=ROWS)
+    seeded = await seed(settings, bots=1, rows=ROWS, documents=FEW_DOCUMENTS)
     bot_id = seeded.bot_ids[0]
-    total = sum(rows_per_service(ROWS).values())
+    total = sum(rows_per_service(ROWS, FEW_DOCUMENTS).values())
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
     worker = drill_stack.worker("outage")
     api = drill_stack.api()

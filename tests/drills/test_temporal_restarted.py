@@ -6,6 +6,7 @@ import asyncio
 import time
 
 from devstack.seed import rows_per_service, seed
+from tests.conftest import FEW_DOCUMENTS
 from tests.drills import figures
 from tests.drills.conftest import DrillStack
 from tests.drills.probes import rows_left
@@ -18,9 +19,9 @@ ROWS = 30_000
 
 async def test_runs_resume_after_temporal_restarts(drill_stack: DrillStack) -> None:
     settings = drill_stack.settings
-    seeded = await seed(settings, bots=1, rows=ROWS)
+    seeded = await seed(settings, bots=1, rows=ROWS, documents=FEW_DOCUMENTS)
     bot_id = seeded.bot_ids[0]
-    total = sum(rows_per_service(ROWS).values())
+    total = sum(rows_per_service(ROWS, FEW_DOCUMENTS).values())
     worker = drill_stack.worker("survivor")
     try:
         # Deleting runs at hundreds of thousands of rows a second, so the run is held open with a pause:

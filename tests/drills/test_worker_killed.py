@@ -13,7 +13,7 @@ from activities.sites.database import site_database_name
 from devstack.seed import rows_per_service, seed
 from lifecycle.deletion.contracts import AccountDeletionResult
 from lifecycle.workflow_ids import account_deletion_id, site_creation_id
-from tests.conftest import ADMIN_TOKEN
+from tests.conftest import ADMIN_TOKEN, FEW_DOCUMENTS
 from tests.deletion.helpers import remaining_objects
 from tests.drills import figures
 from tests.drills.conftest import DrillStack
@@ -28,9 +28,9 @@ BOTS = 2
 
 async def test_worker_killed_during_account_deletion(drill_stack: DrillStack) -> None:
     settings = drill_stack.settings
-    seeded = await seed(settings, bots=BOTS, rows=ROWS_PER_BOT)
+    seeded = await seed(settings, bots=BOTS, rows=ROWS_PER_BOT, documents=FEW_DOCUMENTS)
     email = await fetchval(settings.database_url, "SELECT email FROM accounts WHERE id = $1::uuid", seeded.account_id)
-    total = BOTS * sum(rows_per_service(ROWS_PER_BOT).values())
+    total = BOTS * sum(rows_per_service(ROWS_PER_BOT, FEW_DOCUMENTS).values())
     api = drill_stack.api()
     first = drill_stack.worker("killed")
     try:
