@@ -120,7 +120,8 @@ class RunningStack:
             current = described["routingConfig"]["currentVersionBuildID"]
             run = cli.json("workflow", "describe", "--workflow-id", workflow_id)
             versioning = run["workflowExecutionInfo"].get("versioningInfo") or {}
-            if current and versioning:
+            # The behavior shows once a worker has completed the run's first workflow task.
+            if current and versioning.get("behavior"):
                 assert versioning["behavior"] == "VERSIONING_BEHAVIOR_PINNED", versioning
                 assert versioning["deploymentVersion"] == {"deploymentName": "lifecycle", "buildId": current}
                 return
