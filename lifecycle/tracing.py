@@ -4,27 +4,25 @@ Off unless the standard variables ask for it: OTEL_TRACES_EXPORTER=console and/o
 over HTTP, to OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT). The SDK itself reads the
 rest: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER, OTEL_BSP_* and OTEL_SDK_DISABLED.
 While off, nothing is installed at all (no middleware, no SQL event listeners, no Temporal interceptor), so
-tracing costs a request nothing.
+tracing costs a request nothing; nor is the SDK imported, so it costs no process its start-up time either.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fastapi import FastAPI
 from opentelemetry import trace
-from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
-from opentelemetry.instrumentation.sqlalchemy.engine import EngineTracer
-from opentelemetry.metrics import NoOpMeter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
-from opentelemetry.trace import Span
-from sqlalchemy.ext.asyncio import AsyncEngine
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from temporalio.contrib.opentelemetry import TracingInterceptor
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
+    from opentelemetry.trace import Span
+    from sqlalchemy.ext.asyncio import AsyncEngine
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+    from temporalio.contrib.opentelemetry import TracingInterceptor
 
 from lifecycle.logging_setup import redact_query
 
@@ -39,6 +37,8 @@ class UnknownExporter(ValueError):
 
 def _exporter(name: str) -> SpanExporter:
     if name == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
         return ConsoleSpanExporter()
     if name == "otlp":
         # Imported only when asked for: it pulls in protobuf and requests.
@@ -60,6 +60,10 @@ def configure_tracing(service_name: str) -> TracerProvider | None:
     exporters = exporters_from_environment()
     if not exporters:
         return None
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
     # OTEL_SERVICE_NAME, when set, wins over the default name given here.
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
     for exporter in exporters:
@@ -101,12 +105,19 @@ def tracer() -> trace.Tracer:
 def temporal_interceptors() -> Sequence[TracingInterceptor]:
     """For Client.connect: spans for each start, and, in a worker built on that client, for each workflow run
     and activity, parented by the caller's span through the workflow's headers."""
-    return [TracingInterceptor()] if tracing_enabled() else []
+    if not tracing_enabled():
+        return []
+    from temporalio.contrib.opentelemetry import TracingInterceptor
+
+    return [TracingInterceptor()]
 
 
 def trace_engine(engine: AsyncEngine) -> None:
     """A span per SQL statement on `engine`, a child of whatever span is current when it runs."""
     if tracing_enabled():
+        from opentelemetry.instrumentation.sqlalchemy.engine import EngineTracer
+        from opentelemetry.metrics import NoOpMeter
+
         connections = NoOpMeter(TRACER_NAME).create_up_down_counter("db.client.connections.usage")
         EngineTracer(trace.get_tracer("opentelemetry.instrumentation.sqlalchemy"), engine.sync_engine, connections)
 
@@ -156,6 +167,8 @@ def instrument_app(app: FastAPI) -> None:
     """
     if not tracing_enabled():
         return
+    from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+
     app.add_middleware(_RouteName)
     app.add_middleware(
         OpenTelemetryMiddleware, exclude_spans=["receive", "send"], server_request_hook=_redact_url_attributes
