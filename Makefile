@@ -64,8 +64,14 @@ promtool:
 # Three xdist workers on two cores: a test spends about a third of its time waiting on timers, retries and
 # servers, so three keep both cores busy without crowding them. The fault drills run in two groups, one drill at a
 # time in each, on two of the workers (tests/conftest.py); the rest of the suite spreads over all three.
-test: install browser promtool lint typecheck
-	$(PY) -m pytest -n 3 --dist loadgroup
+#
+# mypy (about 20 s from a cold start, on one core) runs beside pytest instead of before it: the suite's first
+# seconds mostly wait on its servers starting. Both must pass.
+test: install browser promtool lint
+	$(PY) -m mypy & typecheck=$$!; \
+	$(PY) -m pytest -n 3 --dist loadgroup; tests=$$?; \
+	wait $$typecheck; types=$$?; \
+	[ $$tests -eq 0 ] && [ $$types -eq 0 ]
 
 # The one command that upgrades dependencies: re-resolves everything within pyproject.toml's bounds, then
 # rewrites the exports that `make`, CI and the Dockerfile install from. Commit all three files together.
