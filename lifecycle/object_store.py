@@ -14,12 +14,12 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
-from typing import Any
-
-from aiobotocore.config import AioConfig
-from aiobotocore.session import get_session
+from typing import TYPE_CHECKING, Any
 
 from lifecycle.settings import Settings
+
+if TYPE_CHECKING:
+    from aiobotocore.config import AioConfig
 
 # S3's own limit on the keys of one DeleteObjects request.
 DELETE_OBJECTS_MAX_KEYS = 1_000
@@ -28,6 +28,8 @@ CHUNK = 1024 * 1024
 
 
 def _config(settings: Settings) -> AioConfig:
+    from aiobotocore.config import AioConfig
+
     return AioConfig(
         s3={"addressing_style": settings.s3_addressing_style},
         # A blip is retried here; an outage reaches the caller within seconds, whose own retries take over.
@@ -52,6 +54,10 @@ class ObjectStore:
         if self._client is None:
             async with self._opening:
                 if self._client is None:
+                    # Imported here, not at the top: aiobotocore costs about 0.9 s of CPU to import, and most
+                    # processes (every API, most workers) never touch the store.
+                    from aiobotocore.session import get_session
+
                     settings = self.settings
                     self._client = await self._exit.enter_async_context(
                         get_session().create_client(

@@ -91,14 +91,15 @@ class RunningStack:
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.process is not None and self.process.poll() is None, self.log.read_text()[-3000:]
-            try:
-                if httpx.get(f"{self.api_url}/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)  # the polling interval of this synchronous wait (the stack runs outside any event loop)
+        with httpx.Client(timeout=2) as http:  # one client: each new one builds an SSL context
+            while time.monotonic() < deadline:
+                assert self.process is not None and self.process.poll() is None, self.log.read_text()[-3000:]
+                try:
+                    if http.get(f"{self.api_url}/readyz").status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.5)  # the polling interval of this synchronous wait (the stack runs outside any loop)
         raise AssertionError(f"stack not ready in {timeout}s:\n{self.log.read_text()[-3000:]}")
 
     @property
