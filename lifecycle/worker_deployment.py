@@ -63,8 +63,17 @@ def workflow_modules(root: Path = PROJECT_ROOT) -> set[Path]:
 def _imported_names(path: Path, root: Path) -> Iterator[str]:
     """Every dotted module name an import statement of `path` may load."""
     # The package a relative import starts from: the enclosing directory, for a module and an __init__.py alike.
-    package = path.relative_to(root).parts[:-1]
-    for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+    return iter(_names_imported_by(path.relative_to(root).parts[:-1], path.read_bytes()))
+
+
+@functools.lru_cache(maxsize=1024)
+def _names_imported_by(package: tuple[str, ...], source: bytes) -> tuple[str, ...]:
+    """Parsed once per content: the build-id tests hash whole copies of the tree that differ in one file."""
+    return tuple(_parsed_import_names(package, source))
+
+
+def _parsed_import_names(package: tuple[str, ...], source: bytes) -> Iterator[str]:
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
