@@ -33,7 +33,9 @@ class DeletionBudgetBody(BaseModel):
         "number or null); null removes its override. Services not named keep theirs. A name not registered "
         "(yet) is accepted: its override applies once the service registers. A running deletion passes the "
         "new value in the service's next call.",
-        examples=[{"analytics": 5_000, "search-index": None}],
+        examples=[{"analytics": 5_000}],
+        # The document says what the API enforces: a key that is not a service name is refused.
+        json_schema_extra={"additionalProperties": False},
     )
 
 
