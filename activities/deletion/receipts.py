@@ -54,7 +54,7 @@ _BOT_RECEIPTS = text(
     " ORDER BY seq"
 )
 _BUDGET_CHANGES = text(
-    "SELECT rows_per_second, changed_at FROM deletion_budget_changes WHERE changed_at >= :since ORDER BY id"
+    "SELECT rows_per_second, changed_at, service FROM deletion_budget_changes WHERE changed_at >= :since ORDER BY id"
 )
 
 
@@ -145,8 +145,12 @@ class DeletionReceipts:
             )
         phases.append({"name": "independent check", "started_at": _time(check_started), "ended_at": _time(check_ended)})
         budget_changes = [
+            # A service's override names it (a null rate: removed); a change of the shared budget names none.
             {"action": "budget", "at": _time(changed_at), "rows_per_second": rate}
-            for rate, changed_at in await conn.execute(_BUDGET_CHANGES, {"since": requested_at or check_started})
+            | ({"service": service} if service is not None else {})
+            for rate, changed_at, service in await conn.execute(
+                _BUDGET_CHANGES, {"since": requested_at or check_started}
+            )
         ]
         actions = [{k: v for k, v in asdict(action).items() if v is not None} for action in request.operator_actions]
         if request.subject_kind == ReceiptSubject.ACCOUNT:

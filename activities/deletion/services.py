@@ -9,8 +9,14 @@ from temporalio import activity
 from activities.deletion.deleters import DELETION_SERVICES
 from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
-from lifecycle.deletion.budget import read_budget
-from lifecycle.deletion.contracts import RegisteredService, ServiceProgress, ServiceProgressRecord, ServiceRegistry
+from lifecycle.deletion.budget import read_deletion_budget
+from lifecycle.deletion.contracts import (
+    DeletionBudget,
+    RegisteredService,
+    ServiceProgress,
+    ServiceProgressRecord,
+    ServiceRegistry,
+)
 from lifecycle.deletion.registry import SUPPORTED_CONTRACTS
 
 _ACTIVE = text(
@@ -35,12 +41,15 @@ _RECORD = text(
 _ANSWERED = text("UPDATE deletion_services SET last_answered_at = now() WHERE name = :service")
 
 
-def budget_share(budget: int | None, registered: int) -> int:
-    """A registered service's share of the deletion budget: the budget split evenly over a deletion's services,
-    built-in and registered; 0 (unlimited) without a budget."""
-    if budget is None:
+def budget_share(budget: DeletionBudget, registered: list[str], service: str) -> int:
+    """A registered service's rows/s for its next call: its override if it has one; otherwise the budget split
+    evenly over the deletion's services that have none, built-in and registered; 0 (unlimited) without a budget."""
+    if (own := budget.services.get(service)) is not None:
+        return own
+    if budget.rows_per_second is None:
         return 0
-    return max(1, budget // (len(DELETION_SERVICES) + registered))
+    sharing = len(DELETION_SERVICES) + sum(1 for name in registered if name not in budget.services)
+    return max(1, budget.rows_per_second // sharing)
 
 
 class RegisteredServices:
@@ -68,14 +77,14 @@ class RegisteredServices:
                     _RECORDED, {"workflow_id": workflow_id, "services": [service.name for service in services]}
                 )
             }
-            budget = await read_budget(conn)
-        return ServiceRegistry(services, budget_share(budget, len(services)), recorded)
+            budget = await read_deletion_budget(conn)
+        return ServiceRegistry(services, budget, recorded)
 
     @activity.defn(name="record_service_progress")
     @heartbeats
-    async def record_service_progress(self, record: ServiceProgressRecord) -> int | None:
-        """Record the service's progress (idempotent); returns the deletion budget as it stands now (None:
-        unlimited), for the run to take the service's share of it (budget_share) in its next call."""
+    async def record_service_progress(self, record: ServiceProgressRecord) -> DeletionBudget:
+        """Record the service's progress (idempotent); returns the deletion budget as it stands now, overrides
+        included, for the run to take the service's rows/s from it (budget_share) in its next call."""
         progress = record.progress
         async with self._resources.engine.begin() as conn:
             await conn.execute(
@@ -95,4 +104,4 @@ class RegisteredServices:
             )
             if record.answered:
                 await conn.execute(_ANSWERED, {"service": record.service})
-            return await read_budget(conn)
+            return await read_deletion_budget(conn)

@@ -24,6 +24,7 @@ TABLES_WITHOUT_MODELS: Final = {
     "integrations": _SERVICE,
     "alerts": "recorded once per raising activity, and its webhook delivery, by activities/alerts.py",
     "deletion_budget": "the shared rows/s budget's one row, read and set by lifecycle/deletion/budget.py",
+    "deletion_budget_overrides": "each service's own rows/s, read and set by lifecycle/deletion/budget.py",
     "deletion_budget_changes": "the budget's history: appended by lifecycle/deletion/budget.py, read by "
     "activities/deletion/receipts.py",
     "sent_notifications": "claimed and marked sent around each email by activities/mail.py",

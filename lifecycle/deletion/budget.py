@@ -11,15 +11,21 @@ shared by every worker, changed live by `PUT /deletion-budget`, and its clock is
 
 A budget change reaches every deleter at its next reservation: a reservation covers at most RESERVATION seconds
 of the budget, so no deleter waits long on a rate that has changed.
+
+A registered service may have a rows/s of its own (an override, in deletion_budget_overrides): a deletion passes
+it in that service's DeleteRequest instead of a share of the budget (activities/deletion/services.py,
+budget_share). An override may name a service that is not registered yet; it applies once the service joins.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from lifecycle.deletion.contracts import DeletionBudget
 from lifecycle.statuses import Throttle
 
 # Chosen by measurement (bench.neighbour, docs/deletion-budget.md): a neighbour's p99 stays within 2x idle.
@@ -63,18 +69,38 @@ _READ = text("SELECT rows_per_second FROM deletion_budget WHERE id = 1")
 _SET = text(
     "UPDATE deletion_budget SET rows_per_second = :rate, next_slot = clock_timestamp(), updated_at = now() WHERE id = 1"
 )
-_RECORD_CHANGE = text("INSERT INTO deletion_budget_changes (rows_per_second) VALUES (:rate)")
+_RECORD_CHANGE = text("INSERT INTO deletion_budget_changes (rows_per_second, service) VALUES (:rate, :service)")
+_READ_OVERRIDES = text("SELECT service, rows_per_second FROM deletion_budget_overrides ORDER BY service")
+_SET_OVERRIDE = text(
+    "INSERT INTO deletion_budget_overrides (service, rows_per_second) VALUES (:service, :rate)"
+    " ON CONFLICT (service) DO UPDATE SET rows_per_second = EXCLUDED.rows_per_second, updated_at = now()"
+)
+_REMOVE_OVERRIDE = text("DELETE FROM deletion_budget_overrides WHERE service = :service")
 
 
 async def read_budget(conn: AsyncConnection) -> int | None:
     return (await conn.execute(_READ)).scalar_one_or_none()
 
 
+async def read_deletion_budget(conn: AsyncConnection) -> DeletionBudget:
+    """The shared budget and every service's override, as they stand now."""
+    overrides = {service: int(rate) for service, rate in await conn.execute(_READ_OVERRIDES)}
+    return DeletionBudget(rows_per_second=await read_budget(conn), services=overrides)
+
+
 async def set_budget(conn: AsyncConnection, rows_per_second: int | None) -> None:
     """Change the budget (None: unlimited) and record the change; the caller commits. The limiter's clock
     restarts from now, so reservations made at the old rate are not paid for at the new one."""
     await conn.execute(_SET, {"rate": rows_per_second})
-    await conn.execute(_RECORD_CHANGE, {"rate": rows_per_second})
+    await conn.execute(_RECORD_CHANGE, {"rate": rows_per_second, "service": None})
+
+
+async def set_overrides(conn: AsyncConnection, overrides: Mapping[str, int | None]) -> None:
+    """Set each named service's own rows/s, or remove it (None: the service shares the budget again), and record
+    each change; services not named keep theirs. The caller commits."""
+    for service, rate in overrides.items():
+        await conn.execute(_REMOVE_OVERRIDE if rate is None else _SET_OVERRIDE, {"service": service, "rate": rate})
+        await conn.execute(_RECORD_CHANGE, {"rate": rate, "service": service})
 
 
 async def reserve(conn: AsyncConnection, max_rows: int, min_rows: int, *, pressured: bool) -> Reservation:

@@ -53,13 +53,22 @@ class RegisteredService:
 
 
 @dataclass
+class DeletionBudget:
+    """The deletion budget as it stands (lifecycle/deletion/budget.py): the rows/s the services share (None:
+    unlimited), and the services that have a rows/s of their own instead."""
+
+    rows_per_second: int | None = None
+    services: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
 class ServiceRegistry:
     """The registered services a deletion calls, read once by its first run and carried across continue-as-new,
     so every replay calls the same ones."""
 
     services: list[RegisteredService] = field(default_factory=list)
-    # Each registered service's share of the deletion budget, in rows/s, for its next call; 0 = unlimited.
-    rows_per_second: int = 0
+    # The budget as the last activity read it; each service's next call takes its rows/s from it (budget_share).
+    budget: DeletionBudget = field(default_factory=DeletionBudget)
     # What earlier runs of the same deletion recorded for these services (a run after a cancel or a terminate
     # resumes from it); the first run takes it into its progress, and carries none on.
     recorded: dict[str, ServiceProgress] = field(default_factory=dict)

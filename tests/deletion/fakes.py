@@ -17,6 +17,7 @@ from activities.deletion.deleters import DELETE_SERVICE_ACTIVITY
 from lifecycle.contracts import AlertInput, DeletionStatusChange
 from lifecycle.deletion.contracts import (
     DeleteServiceInput,
+    DeletionBudget,
     FinishBotDeletionInput,
     FinishBotDeletionResult,
     ReceiptInput,
@@ -101,9 +102,9 @@ class FakeBotServices:
         return ServiceRegistry(services=list(self.registered))
 
     @activity.defn(name="record_service_progress")
-    async def record_service_progress(self, record: ServiceProgressRecord) -> int | None:
+    async def record_service_progress(self, record: ServiceProgressRecord) -> DeletionBudget:
         self.service_records.append(record)
-        return None
+        return DeletionBudget()
 
     @activity.defn(name="DeleteSubjectData")
     async def delete_subject_data(self, request: DeleteRequest) -> DeleteResponse:

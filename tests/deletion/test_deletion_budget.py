@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
@@ -15,9 +16,10 @@ import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
+from activities.deletion.services import budget_share
 from devstack.seed import asyncpg_dsn, seed
 from lifecycle.deletion.budget import DEFAULT_ROWS_PER_SECOND
-from lifecycle.deletion.contracts import DeletionStatus
+from lifecycle.deletion.contracts import DeletionBudget, DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS, FEW_DOCUMENTS
@@ -65,12 +67,12 @@ async def _completed(api: httpx.AsyncClient, bot_id: str, headers: dict[str, str
 async def test_the_budget_is_an_admin_setting_read_and_changed_live(api: httpx.AsyncClient, account: Any) -> None:
     current = await api.get("/deletion-budget", headers=ADMIN_HEADERS)
     assert current.status_code == 200
-    assert current.json() == {"rows_per_second": DEFAULT_ROWS_PER_SECOND}
+    assert current.json()["rows_per_second"] == DEFAULT_ROWS_PER_SECOND
     async with budget(api, 5_000):
-        assert (await api.get("/deletion-budget", headers=ADMIN_HEADERS)).json() == {"rows_per_second": 5_000}
+        assert (await api.get("/deletion-budget", headers=ADMIN_HEADERS)).json()["rows_per_second"] == 5_000
         unlimited = await api.put("/deletion-budget", json={"rows_per_second": None}, headers=ADMIN_HEADERS)
-        assert unlimited.json() == {"rows_per_second": None}
-        assert (await api.get("/deletion-budget", headers=ADMIN_HEADERS)).json() == {"rows_per_second": None}
+        assert unlimited.json()["rows_per_second"] is None
+        assert (await api.get("/deletion-budget", headers=ADMIN_HEADERS)).json()["rows_per_second"] is None
     for bad in ({"rows_per_second": 0}, {"rows_per_second": -5}, {"rows_per_second": "fast"}, {}, {"rps": 1}):
         refused = await api.put("/deletion-budget", json=bad, headers=ADMIN_HEADERS)
         assert refused.status_code == 422, bad
@@ -79,9 +81,70 @@ async def test_the_budget_is_an_admin_setting_read_and_changed_live(api: httpx.A
         await api.put("/deletion-budget", json={"rows_per_second": 1_000}, headers=account.headers)
     ).status_code == 403
     assert (await api.get("/deletion-budget")).status_code == 401
-    assert (await api.get("/deletion-budget", headers=ADMIN_HEADERS)).json() == {
-        "rows_per_second": DEFAULT_ROWS_PER_SECOND
-    }
+    assert (await api.get("/deletion-budget", headers=ADMIN_HEADERS)).json()["rows_per_second"] == (
+        DEFAULT_ROWS_PER_SECOND
+    )
+
+
+def test_services_without_an_override_share_the_budget_and_the_others_take_their_own() -> None:
+    services = ["chat", "analytics", "search-index"]
+    none = DeletionBudget(rows_per_second=12_000)
+    analytics_own = DeletionBudget(rows_per_second=12_000, services={"analytics": 500})
+    assert budget_share(analytics_own, services, "analytics") == 500
+    assert budget_share(analytics_own, services, "chat") == budget_share(analytics_own, services, "search-index")
+    # One fewer shares the budget: each of the others gets more of it.
+    assert budget_share(analytics_own, services, "chat") > budget_share(none, services, "chat")
+    unlimited = DeletionBudget(rows_per_second=None, services={"analytics": 500})
+    assert budget_share(unlimited, services, "analytics") == 500
+    assert budget_share(unlimited, services, "chat") == 0  # 0: unlimited
+
+
+async def test_a_service_may_have_a_budget_of_its_own(api: httpx.AsyncClient) -> None:
+    """Set, shown, kept by a PUT that does not name it, removed by null; a name not registered yet is taken
+    (its override waits for it to join); anything else is a problem, and changes nothing."""
+    suffix = uuid.uuid4().hex[:8]
+    analytics, joining = f"analytics-{suffix}", f"joining-{suffix}"
+
+    async def put(body: dict[str, Any]) -> httpx.Response:
+        return await api.put("/deletion-budget", json=body, headers=ADMIN_HEADERS)
+
+    async def overrides() -> dict[str, int]:
+        shown = (await api.get("/deletion-budget", headers=ADMIN_HEADERS)).json()
+        return {name: rate for name, rate in shown["services"].items() if name.endswith(suffix)}
+
+    try:
+        both = await put({"rows_per_second": DEFAULT_ROWS_PER_SECOND, "services": {analytics: 5_000, joining: 300}})
+        assert both.status_code == 200, both.text
+        assert both.json()["services"][analytics] == 5_000
+        assert await overrides() == {analytics: 5_000, joining: 300}
+        assert (await put({"rows_per_second": None})).json()["rows_per_second"] is None
+        assert await overrides() == {analytics: 5_000, joining: 300}, "a PUT that does not name them keeps them"
+        removed = await put({"rows_per_second": DEFAULT_ROWS_PER_SECOND, "services": {analytics: None}})
+        assert removed.status_code == 200, removed.text
+        assert await overrides() == {joining: 300}
+        for services in (
+            {analytics: 0},
+            {analytics: -5},
+            {analytics: 99},  # below the shared budget's minimum
+            {analytics: 1.5},
+            {analytics: "fast"},
+            {analytics: {"rows_per_second": 500}},
+            {"Analytics": 500},
+            {"search_index": 500},
+            {"a": 500},
+            {"a" * 41: 500},
+            ["analytics"],
+        ):
+            refused = await put({"rows_per_second": DEFAULT_ROWS_PER_SECOND, "services": services})
+            assert refused.status_code == 422, services
+            assert refused.headers["content-type"] == "application/problem+json"
+            assert refused.json()["errors"], services
+        for body in ({"services": {analytics: 500}}, {"rows_per_second": 1_000, "services": {}, "extra": 1}):
+            assert (await put(body)).status_code == 422, body
+        assert await overrides() == {joining: 300}, "a refused PUT changes nothing"
+    finally:
+        await put({"rows_per_second": DEFAULT_ROWS_PER_SECOND, "services": {analytics: None, joining: None}})
+    assert await overrides() == {}
 
 
 async def test_a_budget_change_mid_run_changes_the_rate_and_moves_the_estimate(

@@ -7,7 +7,9 @@ dev server, the session's real gateway worker, and the API.
 - with its worker stopped, the deletion shows it `waiting` (since when), loses nothing, and finishes with exact
   counts once the worker is back;
 - one that answers errors is a poison pill, as a built-in service is: an operator decides;
-- its worker may register it at start-up, through the same call.
+- its worker may register it at start-up, through the same call;
+- with a rows/s of its own (PUT /deletion-budget's `services`), each call it gets carries that, and a change
+  reaches the running deletion at its next call.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from examples.search_index.store import SearchIndex
-from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse
+from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse, VerifyRequest, VerifyResponse
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN, ApiAccount
@@ -264,6 +266,60 @@ async def test_a_service_that_answers_errors_goes_to_an_operator(
     assert receipt["complete"] is False
     assert receipt["services"][name]["rows_deleted"] == 0
     assert [action["action"] for action in receipt["operator_actions"]] == ["skip"]
+
+
+@dataclass
+class RecordingService:
+    """A service of two slices that keeps every DeleteRequest it gets, and holds its first call until released,
+    so the test can change the budget while a slice is under way."""
+
+    requests: list[DeleteRequest]
+    release: asyncio.Event
+
+    @activity.defn(name="DeleteSubjectData")
+    async def delete(self, request: DeleteRequest) -> DeleteResponse:
+        self.requests.append(request)
+        if len(self.requests) == 1:
+            await self.release.wait()
+        done = len(self.requests) >= 2
+        return DeleteResponse(rows_deleted=1, cursor=str(len(self.requests)), done=done)
+
+    @activity.defn(name="VerifySubjectErased")
+    async def verify(self, request: VerifyRequest) -> VerifyResponse:
+        return VerifyResponse()
+
+
+async def test_a_service_with_a_budget_of_its_own_gets_it_and_its_changes(
+    api: httpx.AsyncClient,
+    account: ApiAccount,
+    worker: LifecycleWorkers,
+    register: Register,
+    temporal_client: Client,
+) -> None:
+    name, queue = await register("paced")
+    shared = (await api.get("/deletion-budget", headers=ADMIN_HEADERS)).json()["rows_per_second"]
+
+    async def own_budget(rows_per_second: int | None) -> None:
+        body = {"rows_per_second": shared, "services": {name: rows_per_second}}
+        answer = await api.put("/deletion-budget", json=body, headers=ADMIN_HEADERS)
+        assert answer.status_code == 200, answer.text
+
+    service = RecordingService([], asyncio.Event())
+    bot_id = await a_bot(api, account)
+    await own_budget(1_500)
+    try:
+        async with Worker(temporal_client, task_queue=queue, activities=[service.delete, service.verify]):
+            assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
+            await eventually(lambda: service.requests, "the service gets its first call")
+            await own_budget(3_000)  # while the first slice is under way
+            service.release.set()
+            await completed(api, bot_id, account)
+    finally:
+        await own_budget(None)
+    assert [request.rows_per_second for request in service.requests] == [1_500, 3_000]
+    receipt = await receipt_of(api, bot_id, account)
+    changes = [action for action in receipt["operator_actions"] if action.get("service") == name]
+    assert [(change["action"], change["rows_per_second"]) for change in changes] == [("budget", 3_000)]
 
 
 async def test_a_service_registers_itself_at_start_up(

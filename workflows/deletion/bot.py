@@ -218,7 +218,7 @@ class BotDeletionWorkflow:
                     registered_calls.bot_subject(request.bot_id),
                     self._progress[service],
                     max_rows=self._batch_size,
-                    rows_per_second=self._registry.rows_per_second,
+                    rows_per_second=registered_calls.rows_per_second(self._registry, service),
                 )
                 await self._record_service(service, answered=True)
             else:

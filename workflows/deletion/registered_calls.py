@@ -91,12 +91,16 @@ async def verify(service: RegisteredService, subject: Subject) -> ServiceVerific
     return ServiceVerification(service.name, response.remaining_rows, response.remaining_files)
 
 
+def rows_per_second(registry: ServiceRegistry, service: str) -> int:
+    """The service's rows/s for its next call (0: unlimited), from the budget the last activity read."""
+    return budget_share(registry.budget, [registered.name for registered in registry.services], service)
+
+
 async def record(registry: ServiceRegistry, service: str, progress: ServiceProgress, *, answered: bool) -> None:
-    """Record the service's progress (idempotent), and take its share of the budget as it stands now."""
-    budget = await workflow.execute_activity_method(
+    """Record the service's progress (idempotent), and take the budget as it stands now for the next calls."""
+    registry.budget = await workflow.execute_activity_method(
         RegisteredServices.record_service_progress,
         ServiceProgressRecord(workflow.info().workflow_id, service, progress, answered),
         **presets.STEP,
         summary=f"record the progress of {service}",
     )
-    registry.rows_per_second = budget_share(budget, len(registry.services))
