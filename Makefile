@@ -20,8 +20,8 @@ $(STAMP): requirements/dev.txt | $(UV)
 	$(UV) pip install --python $(PY) --quiet --no-deps -e .
 	touch $(STAMP)
 
-# Node tools (package.json: buf, the contract's breaking-change check), exactly as package-lock.json records them;
-# again only when the lock changes.
+# Node packages (package.json: buf, the contract's breaking-change check, and the TypeScript example service's),
+# exactly as package-lock.json records them; again only when the lock changes.
 $(NODE_STAMP): package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $(NODE_STAMP)
@@ -42,9 +42,11 @@ infra: install
 histories: install
 	$(PY) -m devstack record-histories
 
-# Regenerates the deletion contract's Python code (lifecycle/deletion/v1) from proto/; commit both (proto/README.md).
+# Regenerates the deletion contract's Python code (lifecycle/deletion/v1) and the TypeScript example's
+# (examples/search_index_ts/src/gen) from proto/; commit them with it (proto/README.md).
 proto: install
 	$(PY) -m devstack.proto_codegen
+	node_modules/.bin/buf generate proto --template examples/search_index_ts/buf.gen.yaml
 
 lint: install
 	$(PY) -m ruff check .

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import asyncpg
+import httpx
 import pytest_asyncio
 from temporalio.client import Client
 
 from activities.resources import ActivityResources
 from devstack.seed import asyncpg_dsn
 from lifecycle.settings import Settings
+from tests.conftest import ADMIN_HEADERS
+
+# register(kind) -> (name, task queue) of a deletion service it registered.
+Register = Callable[[str], Awaitable[tuple[str, str]]]
 
 
 @pytest_asyncio.fixture
@@ -31,3 +37,26 @@ async def conn(settings: Settings) -> AsyncIterator[asyncpg.Connection]:
         yield connection
     finally:
         await connection.close()
+
+
+@pytest_asyncio.fixture
+async def register(api: httpx.AsyncClient) -> AsyncIterator[Register]:
+    """Registers a service through the API under a name and a task queue of its own: (name, queue). Each is
+    retired afterwards, so no later deletion of the session calls it."""
+    names: list[str] = []
+
+    async def registered(kind: str) -> tuple[str, str]:
+        suffix = uuid.uuid4().hex[:8]
+        name, queue = f"{kind}-{suffix}", f"{kind}-queue-{suffix}"
+        answer = await api.put(
+            f"/deletion-services/{name}",
+            json={"task_queue": queue, "contract": "lifecycle.deletion.v1"},
+            headers=ADMIN_HEADERS,
+        )
+        assert answer.status_code == 201, answer.text
+        names.append(name)
+        return name, queue
+
+    yield registered
+    for name in names:
+        assert (await api.delete(f"/deletion-services/{name}", headers=ADMIN_HEADERS)).status_code == 204

@@ -1,12 +1,14 @@
-"""Shared by the deletion tests: counting what a bot still owns, starting a paused account deletion, and running
-the reconciler once."""
+"""Shared by the deletion tests: counting what a bot still owns, starting a paused account deletion, running the
+reconciler once, and following a bot's deletion through the API."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import asyncpg
+import httpx
 from temporalio.client import Client, WorkflowHandle
 
 from activities.deletion.deleters import DELETION_SERVICES as SERVICES
@@ -18,6 +20,8 @@ from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
 from lifecycle.start_options import account_deletion_options
 from lifecycle.workflow_types import RECONCILER_WORKFLOW
+from tests.conftest import ApiAccount
+from tests.eventually import eventually
 
 T = TypeVar("T")
 
@@ -65,3 +69,34 @@ async def run_reconciler(client: Client, settings: Settings) -> ReconcileResult:
         task_queue=settings.task_queue,
         result_type=ReconcileResult,
     )
+
+
+async def a_bot(api: httpx.AsyncClient, account: ApiAccount) -> str:
+    created = await api.post("/bots", json={"name": "indexed"}, headers=account.headers)
+    assert created.status_code == 201, created.text
+    return str(created.json()["id"])
+
+
+def status_of(api: httpx.AsyncClient, bot_id: str, account: ApiAccount) -> Callable[[], Awaitable[dict[str, Any]]]:
+    async def status() -> dict[str, Any]:
+        answer = await api.get(f"/bots/{bot_id}/deletion", headers=account.headers)
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+    return status
+
+
+async def completed(api: httpx.AsyncClient, bot_id: str, account: ApiAccount) -> dict[str, Any]:
+    status = status_of(api, bot_id, account)
+
+    async def done() -> dict[str, Any] | None:
+        body = await status()
+        return body if body["status"] == "completed" else None
+
+    return await eventually(done, "the bot deletion completes")
+
+
+async def receipt_of(api: httpx.AsyncClient, bot_id: str, account: ApiAccount) -> dict[str, Any]:
+    answer = await api.get(f"/bots/{bot_id}/deletion/receipt", headers=account.headers)
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json()["receipt"])

@@ -19,7 +19,7 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,8 @@ from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse, Ver
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN, ApiAccount
+from tests.deletion.conftest import Register
+from tests.deletion.helpers import a_bot, completed, receipt_of, status_of
 from tests.eventually import eventually
 from tests.processes import ApiProcess, ChildProcess
 from worker import LifecycleWorkers
@@ -65,9 +67,6 @@ class RegisteredIndex:
             self.process.terminate()
 
 
-Register = Callable[[str], Awaitable[tuple[str, str]]]
-
-
 def index_process(client: Client, queue: str, store: Path, *options: str, **env: str) -> ChildProcess:
     """The search index's worker process, on `queue`, keeping its store in `store`."""
     address = client.service_client.config.target_host
@@ -80,29 +79,6 @@ def index_process(client: Client, queue: str, store: Path, *options: str, **env:
 
 
 @pytest_asyncio.fixture
-async def register(api: httpx.AsyncClient) -> AsyncIterator[Register]:
-    """Registers a service through the API under a name and a task queue of its own: (name, queue). Each is
-    retired afterwards, so no later deletion of the session calls it."""
-    names: list[str] = []
-
-    async def registered(kind: str) -> tuple[str, str]:
-        suffix = uuid.uuid4().hex[:8]
-        name, queue = f"{kind}-{suffix}", f"{kind}-queue-{suffix}"
-        answer = await api.put(
-            f"/deletion-services/{name}",
-            json={"task_queue": queue, "contract": "lifecycle.deletion.v1"},
-            headers=ADMIN_HEADERS,
-        )
-        assert answer.status_code == 201, answer.text
-        names.append(name)
-        return name, queue
-
-    yield registered
-    for name in names:
-        assert (await api.delete(f"/deletion-services/{name}", headers=ADMIN_HEADERS)).status_code == 204
-
-
-@pytest_asyncio.fixture
 async def search_index(register: Register, temporal_client: Client, tmp_path: Path) -> AsyncIterator[RegisteredIndex]:
     """The search index, registered; its worker process is not started yet."""
     name, queue = await register("search")
@@ -112,37 +88,6 @@ async def search_index(register: Register, temporal_client: Client, tmp_path: Pa
         yield service
     finally:
         service.stop()
-
-
-async def a_bot(api: httpx.AsyncClient, account: ApiAccount) -> str:
-    created = await api.post("/bots", json={"name": "indexed"}, headers=account.headers)
-    assert created.status_code == 201, created.text
-    return str(created.json()["id"])
-
-
-def status_of(api: httpx.AsyncClient, bot_id: str, account: ApiAccount) -> Callable[[], Awaitable[dict[str, Any]]]:
-    async def status() -> dict[str, Any]:
-        answer = await api.get(f"/bots/{bot_id}/deletion", headers=account.headers)
-        assert answer.status_code == 200, answer.text
-        return dict(answer.json())
-
-    return status
-
-
-async def completed(api: httpx.AsyncClient, bot_id: str, account: ApiAccount) -> dict[str, Any]:
-    status = status_of(api, bot_id, account)
-
-    async def done() -> dict[str, Any] | None:
-        body = await status()
-        return body if body["status"] == "completed" else None
-
-    return await eventually(done, "the bot deletion completes")
-
-
-async def receipt_of(api: httpx.AsyncClient, bot_id: str, account: ApiAccount) -> dict[str, Any]:
-    answer = await api.get(f"/bots/{bot_id}/deletion/receipt", headers=account.headers)
-    assert answer.status_code == 200, answer.text
-    return dict(answer.json()["receipt"])
 
 
 async def test_a_registered_service_is_deleted_counted_and_listed(
