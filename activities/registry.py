@@ -35,6 +35,7 @@ def build_activities(resources: ActivityResources, signer: ReceiptSigner) -> lis
         records.finish_account_deletion,
         records.await_bot_deletion,
         registered.list_deletion_services,
+        registered.list_registered_services,
         registered.record_service_progress,
         account_sites.stop_account_site_creations,
         account_sites.list_account_sites,

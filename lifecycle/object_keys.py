@@ -59,3 +59,18 @@ def export_archive_key(stored_name: str) -> str:
     if len(_checked_segments(stored_name)) != 1:
         raise ObjectKeyRefused("it names something under another prefix")
     return EXPORTS_PREFIX + stored_name
+
+
+def export_parts_prefix(export_id: str) -> str:
+    """`exports/<export id>/`: where each registered service writes its part of one export
+    (ExportRequest.object_key_prefix), naming the object itself; deleted once the archive holds them or the export
+    ends."""
+    return f"{EXPORTS_PREFIX}{uuid.UUID(export_id)}/"
+
+
+def service_part_key(prefix: str, object_key: str) -> str:
+    """A service's answer to ExportSubjectData names its object: one object directly under the prefix it was
+    given, or the part is refused (a service must not point the archive at another's objects)."""
+    if not object_key.startswith(prefix) or len(_checked_segments(object_key[len(prefix) :])) != 1:
+        raise ObjectKeyRefused("it lies outside the prefix the export gave")
+    return object_key

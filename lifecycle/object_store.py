@@ -143,6 +143,14 @@ class ObjectStore:
             after_each_request()
         return deleted
 
+    async def keys(self, prefix: str) -> list[str]:
+        """Every object's key under `prefix`."""
+        client = await self.client()
+        found: list[str] = []
+        async for page in client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            found.extend(str(item["Key"]) for item in page.get("Contents", []))
+        return found
+
     async def count(self, prefix: str) -> int:
         """How many objects lie under `prefix`."""
         client = await self.client()

@@ -4,6 +4,7 @@ recorded where the status API and the receipt read the built-in services' (delet
 from __future__ import annotations
 
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
 from temporalio import activity
 
 from activities.deletion.deleters import DELETION_SERVICES
@@ -52,19 +53,30 @@ def budget_share(budget: DeletionBudget, registered: list[str], service: str) ->
     return max(1, budget.rows_per_second // sharing)
 
 
+async def _active_services(conn: AsyncConnection) -> list[RegisteredService]:
+    return [
+        RegisteredService(name, queue)
+        for name, queue in await conn.execute(_ACTIVE, {"contracts": list(SUPPORTED_CONTRACTS)})
+    ]
+
+
 class RegisteredServices:
     def __init__(self, resources: ActivityResources) -> None:
         self._resources = resources
+
+    @activity.defn(name="list_registered_services")
+    @heartbeats
+    async def list_registered_services(self) -> list[RegisteredService]:
+        """The active services of a contract this code calls: those an export asks for their part."""
+        async with self._resources.engine.connect() as conn:
+            return await _active_services(conn)
 
     @activity.defn(name="list_deletion_services")
     @heartbeats
     async def list_deletion_services(self, workflow_id: str) -> ServiceRegistry:
         """The active services of a contract this code calls, with what earlier runs of the deletion recorded."""
         async with self._resources.engine.connect() as conn:
-            services = [
-                RegisteredService(name, queue)
-                for name, queue in await conn.execute(_ACTIVE, {"contracts": list(SUPPORTED_CONTRACTS)})
-            ]
+            services = await _active_services(conn)
             recorded = {
                 row.service: ServiceProgress(
                     deleted=row.deleted,

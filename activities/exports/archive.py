@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 from zipfile import ZIP_DEFLATED, ZipFile
@@ -40,6 +41,22 @@ def parts_dir(exports: Path, export_id: str) -> Path:
 
 def part_path(exports: Path, export_id: str, index: int) -> Path:
     return parts_dir(exports, export_id) / f"{index:05d}.jsonl"
+
+
+def service_part_path(exports: Path, export_id: str, index: int) -> Path:
+    """The local copy of the export's `index`th service part (AssembleInput.service_parts), fetched from the store."""
+    return parts_dir(exports, export_id) / f"service-{index:05d}"
+
+
+@dataclass(frozen=True)
+class ServiceEntry:
+    """A registered service's part as the archive holds it: its local copy, under `name`, with its counts."""
+
+    name: str
+    path: Path
+    service: str
+    rows: int
+    files: int
 
 
 def partial(path: Path) -> Path:
@@ -119,7 +136,12 @@ def sha256_of(path: Path) -> str:
 
 
 def assemble(
-    exports: Path, fetch: FetchObjects, export_id: str, parts: list[ExportPart], on_entry: Callable[[int], None]
+    exports: Path,
+    fetch: FetchObjects,
+    export_id: str,
+    parts: list[ExportPart],
+    services: list[ServiceEntry],
+    on_entry: Callable[[int], None],
 ) -> ArchiveFacts:
     """Build the ZIP from the written parts (unless a previous attempt already renamed it into place)."""
     final = archive_path(exports, export_id)
@@ -132,6 +154,8 @@ def assemble(
             "document_files": 0,
             "missing_documents": [],
             "refused_documents": [],
+            # Each registered service's rows and files, summed over the account's bots (ExportSubjectData).
+            "services": {},
         }
         # A seekable file: entries get their sizes written back into their headers; ZIP64 for any size.
         with ZipFile(building, "w", compression=ZIP_DEFLATED, allowZip64=True) as archive:
@@ -144,6 +168,14 @@ def assemble(
                     added = _add_documents(archive, fetch, part, source, manifest)
                     manifest["document_files"] += added
                     entries += added
+                on_entry(entries)
+            for service in services:
+                with archive.open(service.name, "w", force_zip64=True) as entry, service.path.open("rb") as body:
+                    shutil.copyfileobj(body, entry, CHUNK)
+                counts = manifest["services"].setdefault(service.service, {"rows": 0, "files": 0})
+                counts["rows"] += service.rows
+                counts["files"] += service.files
+                entries += 1
                 on_entry(entries)
             archive.writestr("manifest.json", json.dumps(manifest, indent=1, sort_keys=True))
             entries += 1

@@ -14,7 +14,7 @@ import asyncio
 import shutil
 from dataclasses import asdict, replace
 from email.message import EmailMessage
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from sqlalchemy import text
@@ -26,6 +26,7 @@ from activities.alerts import record_alert
 from activities.deletion.deleters import DELETERS
 from activities.exports.archive import (
     CHUNK,
+    ServiceEntry,
     archive_path,
     assemble,
     fsync_and_rename,
@@ -34,6 +35,8 @@ from activities.exports.archive import (
     parts_dir,
     refused_documents,
     remove_export_files,
+    service_part_path,
+    sha256_of,
 )
 from activities.heartbeat import heartbeating, heartbeats
 from activities.mail import send_once
@@ -52,7 +55,13 @@ from lifecycle.exports.contracts import (
     WritePartsInput,
 )
 from lifecycle.exports.links import download_url
-from lifecycle.object_keys import archive_name, export_archive_key
+from lifecycle.object_keys import (
+    ObjectKeyRefused,
+    archive_name,
+    export_archive_key,
+    export_parts_prefix,
+    service_part_key,
+)
 from lifecycle.object_store import ObjectStore
 from lifecycle.statuses import OPEN_EXPORT_STATUSES, ExportStatus
 
@@ -116,7 +125,14 @@ def _write_lines(handle: object, lines: list[str]) -> None:
 async def remove_archive(resources: ActivityResources, export_id: str) -> None:
     """Delete the archive from the object store and whatever of it is left on disk. Idempotent."""
     await resources.objects.delete([export_archive_key(archive_name(export_id))])
+    await remove_service_parts(resources, export_id)
     await asyncio.to_thread(remove_export_files, resources.settings.exports_path, export_id)
+
+
+async def remove_service_parts(resources: ActivityResources, export_id: str) -> None:
+    """Delete the objects the registered services wrote for this export; the archive holds what they held."""
+    store = resources.objects
+    await store.delete(await store.keys(export_parts_prefix(export_id)))
 
 
 async def _download(store: ObjectStore, key: str, target: Path) -> None:
@@ -173,7 +189,7 @@ class AccountExportActivities:
                 _SET_STATUS,
                 {"id": request.export_id, "to": ExportStatus.WRITING, "from_statuses": [ExportStatus.PENDING.value]},
             )
-        return ExportPlan(found=True, parts=plan_parts(bot_ids))
+        return ExportPlan(found=True, parts=plan_parts(bot_ids), bot_ids=bot_ids)
 
     @activity.defn(name="write_export_parts")
     async def write_export_parts(self, request: WritePartsInput) -> PartsProgress:
@@ -258,12 +274,14 @@ class AccountExportActivities:
                 # Called from the assembling thread: the reads run on this loop, the thread waits for them.
                 return asyncio.run_coroutine_threadsafe(read_all(keys), loop).result()
 
+            services = await self._fetch_service_parts(request)
             facts = await asyncio.to_thread(
                 assemble,
                 self._exports,
                 fetch,
                 request.export_id,
                 request.parts,
+                services,
                 on_entry,
             )
             # Read back from the archive, so an attempt that finds it already built alerts all the same.
@@ -275,6 +293,44 @@ class AccountExportActivities:
         # The store keeps it now; the scratch copy only took disk space.
         await asyncio.to_thread(local.unlink, True)
         return facts
+
+    async def _fetch_service_parts(self, request: AssembleInput) -> list[ServiceEntry]:
+        """A local copy of each service's part, checked against the digest the service answered.
+
+        A part whose key lies outside the prefix the export gave is left out and alerted, never read: a service
+        must not point the archive at objects that are not its own part.
+        """
+        store = self._resources.objects
+        entries: list[ServiceEntry] = []
+        refused: list[str] = []
+        for index, part in enumerate(request.service_parts):
+            if not part.object_key:
+                continue  # the service holds nothing of the account
+            try:
+                key = service_part_key(export_parts_prefix(request.export_id), part.object_key)
+            except ObjectKeyRefused as why:
+                refused.append(f"{part.service}: {why}")
+                continue
+            local = service_part_path(self._exports, request.export_id, index)
+            if not await asyncio.to_thread(local.exists):
+                await asyncio.to_thread(local.parent.mkdir, parents=True, exist_ok=True)
+                await _download(store, key, local)
+            if await asyncio.to_thread(sha256_of, local) != part.sha256:
+                # Written again by a retried call after it answered: the next attempt fetches it afresh.
+                await asyncio.to_thread(local.unlink, True)
+                raise ApplicationError(f"{part.service}'s part does not match its digest")
+            name = f"services/{part.service}/{PurePosixPath(key).name}"
+            entries.append(ServiceEntry(name, local, part.service, part.rows, part.files))
+        if refused:
+            await record_alert(
+                self._resources,
+                AlertInput(
+                    workflow_id=activity.info().workflow_id or request.export_id,
+                    subject="account export: service parts refused",
+                    reason=f"export {request.export_id} leaves out: " + "; ".join(refused[:10]),
+                ),
+            )
+        return entries
 
     @activity.defn(name="mark_export_ready")
     @heartbeats
@@ -293,6 +349,7 @@ class AccountExportActivities:
                 },
             )
         # The archive holds everything now; the parts were only the way there.
+        await remove_service_parts(self._resources, request.export_id)
         await asyncio.to_thread(shutil.rmtree, parts_dir(self._exports, request.export_id), True)
 
     @activity.defn(name="send_export_ready_email")

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import os
 import signal
 import time
 from pathlib import Path
 
 import httpx
+from aiobotocore.session import get_session
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
@@ -26,6 +28,8 @@ from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.v1.service_pb2 import (
     DeleteRequest,
     DeleteResponse,
+    ExportRequest,
+    ExportResponse,
     Subject,
     VerifyRequest,
     VerifyResponse,
@@ -42,9 +46,20 @@ def _bot(subject: Subject) -> str:
     return subject.id
 
 
+def _s3_from_environment() -> dict[str, str]:
+    """The object store the exports go to, from the same S3_* variables the gateway reads."""
+    return {
+        "endpoint_url": os.environ["S3_ENDPOINT_URL"],
+        "region_name": os.environ.get("S3_REGION", "us-east-1"),
+        "aws_access_key_id": os.environ["S3_ACCESS_KEY_ID"],
+        "aws_secret_access_key": os.environ["S3_SECRET_ACCESS_KEY"],
+    }
+
+
 class SearchIndexService:
-    def __init__(self, index: SearchIndex) -> None:
+    def __init__(self, index: SearchIndex, name: str) -> None:
         self._index = index
+        self._name = name
 
     @activity.defn(name="DeleteSubjectData")
     async def delete_subject_data(self, request: DeleteRequest) -> DeleteResponse:
@@ -69,6 +84,29 @@ class SearchIndexService:
             measured_rows_per_second=deleted.rows / elapsed if deleted.rows and elapsed > 0 else 0.0,
         )
 
+    @activity.defn(name="ExportSubjectData")
+    async def export_subject_data(self, request: ExportRequest) -> ExportResponse:
+        """The account's bots' entries and files as one JSON-lines object under the prefix the gateway gave.
+
+        The index keys its data by bot, so it exports the bots the request lists. A retried call writes the same
+        object again (the same content, so the same digest).
+        """
+        if request.subject.kind != Subject.KIND_ACCOUNT:
+            raise ApplicationError("an export's subject is an account", non_retryable=True)
+        body, rows, files = await asyncio.to_thread(self._index.export, list(request.bot_ids))
+        key = f"{request.object_key_prefix}{self._name}.ndjson"
+        session = get_session()
+        async with session.create_client("s3", **_s3_from_environment()) as s3:
+            await s3.put_object(Bucket=request.bucket or os.environ["S3_BUCKET"], Key=key, Body=body)
+        return ExportResponse(
+            object_key=key,
+            rows=rows,
+            files=files,
+            sha256=hashlib.sha256(body).hexdigest(),
+            size_bytes=len(body),
+            content_type="application/x-ndjson",
+        )
+
     @activity.defn(name="VerifySubjectErased")
     async def verify_subject_erased(self, request: VerifyRequest) -> VerifyResponse:
         rows, files = await asyncio.to_thread(self._index.count, _bot(request.subject))
@@ -87,17 +125,17 @@ async def register(gateway: str, name: str, task_queue: str, admin_token: str) -
     print(f"registered as {name} with {gateway}", flush=True)
 
 
-async def serve(address: str, task_queue: str, store: Path) -> None:
+async def serve(address: str, task_queue: str, store: Path, name: str) -> None:
     # The project's converter reads JSON protobuf ignoring unknown fields, as the contract asks of every reader.
     client = await Client.connect(address, data_converter=DATA_CONVERTER)
-    service = SearchIndexService(SearchIndex(store))
+    service = SearchIndexService(SearchIndex(store), name)
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(signum, stop.set)
     async with Worker(
         client,
         task_queue=task_queue,
-        activities=[service.delete_subject_data, service.verify_subject_erased],
+        activities=[service.delete_subject_data, service.verify_subject_erased, service.export_subject_data],
     ):
         print(f"search index serving {task_queue}", flush=True)
         await stop.wait()
@@ -113,7 +151,9 @@ def main() -> None:
         metavar="GATEWAY_URL",
         help="register with the gateway's API at start-up, under --name, with the admin token in GATEWAY_ADMIN_TOKEN",
     )
-    parser.add_argument("--name", default="search-index", help="the name to register under")
+    parser.add_argument(
+        "--name", default="search-index", help="the name it registers under, and its export objects' name"
+    )
     arguments = parser.parse_args()
     asyncio.run(start(arguments))
 
@@ -121,7 +161,7 @@ def main() -> None:
 async def start(arguments: argparse.Namespace) -> None:
     if arguments.register_with:
         await register(arguments.register_with, arguments.name, arguments.task_queue, os.environ["GATEWAY_ADMIN_TOKEN"])
-    await serve(arguments.address, arguments.task_queue, arguments.store)
+    await serve(arguments.address, arguments.task_queue, arguments.store, arguments.name)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Nothing here knows about Temporal or the gateway; the worker (__main__.py) turns
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -73,6 +74,20 @@ class SearchIndex:
                     file.unlink()
                     files += 1
         return Deleted(rows=len(ids), files=files, cursor=ids[-1] if ids else after)
+
+    def export(self, bot_ids: list[str]) -> tuple[bytes, int, int]:
+        """The bots' entries and snapshot files as JSON lines, with how many of each it holds."""
+        lines: list[str] = []
+        files = 0
+        with self._db() as db:
+            for bot_id in bot_ids:
+                found = db.execute("SELECT id, term FROM entries WHERE bot_id = ? ORDER BY id", (bot_id,))
+                lines.extend(json.dumps({"bot_id": bot_id, "entry_id": row[0], "term": row[1]}) for row in found)
+        for bot_id in bot_ids:
+            for file in sorted(self._snapshots(bot_id).glob("*")):
+                lines.append(json.dumps({"bot_id": bot_id, "snapshot": file.name, "content": file.read_text()}))
+                files += 1
+        return "".join(line + "\n" for line in lines).encode(), len(lines) - files, files
 
     def count(self, bot_id: str) -> tuple[int, int]:
         """The bot's entries and snapshot files."""

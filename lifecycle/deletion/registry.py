@@ -23,6 +23,7 @@ SUPPORTED_CONTRACTS: Final = (service_pb2.DESCRIPTOR.package,)
 # The contract's calls: each rpc of DeletionService is an activity type of the rpc's exact name.
 DELETE_SUBJECT_DATA: Final = "DeleteSubjectData"
 VERIFY_SUBJECT_ERASED: Final = "VerifySubjectErased"
+EXPORT_SUBJECT_DATA: Final = "ExportSubjectData"
 
 # What a service's DeleteResponse.throttled says, as the status API shows it.
 THROTTLES: Final = {

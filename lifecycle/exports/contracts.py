@@ -37,6 +37,8 @@ class ExportPlan:
 
     found: bool
     parts: list[ExportPart] = field(default_factory=list)
+    # The account's bots, told to each registered service that is asked for its part (ExportSubjectData).
+    bot_ids: list[str] = field(default_factory=list)
     # `expired` or `failed` when an earlier run settled this export (a reset runs it again): nothing to redo.
     settled: str | None = None
 
@@ -57,9 +59,24 @@ class PartsProgress:
 
 
 @dataclass(frozen=True)
+class ServicePart:
+    """A registered service's part of the archive, as its ExportSubjectData answered: one object in the store under
+    the prefix the export gave (lifecycle/object_keys.py), or none when it holds nothing of the account."""
+
+    service: str
+    object_key: str
+    rows: int
+    files: int
+    sha256: str
+    size_bytes: int
+    content_type: str
+
+
+@dataclass(frozen=True)
 class AssembleInput:
     export_id: str
     parts: list[ExportPart]
+    service_parts: list[ServicePart] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

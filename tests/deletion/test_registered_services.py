@@ -15,11 +15,13 @@ dev server, the session's real gateway worker, and the API.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
+import zipfile
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,11 +81,16 @@ def index_process(client: Client, queue: str, store: Path, *options: str, **env:
 
 
 @pytest_asyncio.fixture
-async def search_index(register: Register, temporal_client: Client, tmp_path: Path) -> AsyncIterator[RegisteredIndex]:
+async def search_index(
+    register: Register, temporal_client: Client, settings: Settings, tmp_path: Path
+) -> AsyncIterator[RegisteredIndex]:
     """The search index, registered; its worker process is not started yet."""
     name, queue = await register("search")
     store = tmp_path / "search-index"
-    service = RegisteredIndex(name, queue, SearchIndex(store), index_process(temporal_client, queue, store))
+    # Its exports go to the gateway's object store, named by the S3_* variables the gateway reads too.
+    s3 = {field.upper(): str(getattr(settings, field)) for field in Settings.model_fields if field.startswith("s3_")}
+    process = index_process(temporal_client, queue, store, "--name", name, **s3)
+    service = RegisteredIndex(name, queue, SearchIndex(store), process)
     try:
         yield service
     finally:
@@ -295,3 +302,29 @@ async def test_a_service_registers_itself_at_start_up(
         process.terminate()
         gateway.terminate()
         await api.delete(f"/deletion-services/{name}", headers=ADMIN_HEADERS)
+
+
+async def test_an_account_export_holds_the_registered_services_part(
+    api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers, search_index: RegisteredIndex
+) -> None:
+    bot_id = await a_bot(api, account)
+    search_index.index.add(bot_id, entries=4, files=2)
+    search_index.index.add(str(uuid.uuid4()), entries=3, files=1)  # a bot of no account of the export
+    search_index.start()
+
+    requested = await api.post("/account/exports", headers=account.headers)
+    assert requested.status_code == 202, requested.text
+    status = await eventually(
+        lambda: _json(api.get(requested.json()["status_url"], headers=account.headers)),
+        "the export is ready",
+        until=lambda answer: answer["status"] == "ready",
+    )
+    archive = zipfile.ZipFile(io.BytesIO((await api.get(status["download_url"])).content))
+
+    lines = archive.read(f"services/{search_index.name}/{search_index.name}.ndjson").decode().splitlines()
+    assert {json.loads(line)["bot_id"] for line in lines} == {bot_id}
+    assert json.loads(archive.read("manifest.json"))["services"] == {search_index.name: {"rows": 4, "files": 2}}
+
+
+async def _json(answer: Awaitable[httpx.Response]) -> Any:
+    return (await answer).json()

@@ -7,21 +7,23 @@ Temporal dev server, the session's gateway worker and API, PostgreSQL and Seawee
   by its registered name with its counts and its VerifySubjectErased check;
 - it reads a request carrying a field it does not know, and answers `json/protobuf` with the message's full name
   as `messageType`, which the Python side reads;
-- its ExportSubjectData writes an account's part of an export to the object store, and says truly where, what and
-  its digest.
+- an account export asks it for its part (ExportSubjectData), which it writes to the object store and the archive
+  then holds, with its counts in the manifest.
 """
 
 from __future__ import annotations
 
-import hashlib
+import io
 import json
 import os
 import shutil
 import subprocess
 import uuid
-from collections.abc import AsyncIterator
+import zipfile
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -36,18 +38,18 @@ from temporalio.worker import Worker
 from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.v1.service_pb2 import (
     DeleteRequest,
-    ExportRequest,
-    ExportResponse,
     Subject,
     VerifyRequest,
     VerifyResponse,
 )
+from lifecycle.object_keys import export_parts_prefix
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
 from tests.conftest import ApiAccount
 from tests.deletion.conftest import Register
 from tests.deletion.contract_call import ContractCall
 from tests.deletion.helpers import a_bot, completed, receipt_of
+from tests.eventually import eventually
 from tests.processes import PROJECT_ROOT, ChildProcess
 from worker import LifecycleWorkers
 
@@ -190,39 +192,45 @@ async def test_the_typescript_service_takes_part_in_a_deletion(
     assert receipt["complete"] is True
 
 
-async def test_the_typescript_service_exports_an_account_to_the_object_store(
-    ts_index: TypeScriptIndex, temporal_client: Client, settings: Settings
+async def test_an_account_export_holds_the_typescript_services_part(
+    api: httpx.AsyncClient,
+    account: ApiAccount,
+    worker: LifecycleWorkers,
+    ts_index: TypeScriptIndex,
+    settings: Settings,
 ) -> None:
-    account_id, other_account = str(uuid.uuid4()), str(uuid.uuid4())
-    bots = sorted(str(uuid.uuid4()) for _ in range(2))
-    ts_index.seed(bots[0], account_id, entries=3, files=1)
-    ts_index.seed(bots[1], account_id, entries=4, files=2)
-    ts_index.seed(str(uuid.uuid4()), other_account, entries=5, files=1)
-    prefix = f"exports/{uuid.uuid4()}/"
-    request = ExportRequest(
-        export_id=str(uuid.uuid4()),
-        subject=Subject(kind=Subject.KIND_ACCOUNT, id=account_id),
-        object_key_prefix=prefix,
-    )
+    bots = sorted([await a_bot(api, account), await a_bot(api, account)])
+    ts_index.seed(bots[0], account.id, entries=3, files=1)
+    ts_index.seed(bots[1], account.id, entries=4, files=2)
+    ts_index.seed(str(uuid.uuid4()), str(uuid.uuid4()), entries=5, files=1)  # another account's bot
 
-    answer = read(
-        await call(temporal_client, ts_index.task_queue, "ExportSubjectData", request_payload(request)),
-        "lifecycle.deletion.v1.ExportResponse",
+    # The export asks every registered service for its part (ExportSubjectData) and puts it in the archive.
+    requested = await api.post("/account/exports", headers=account.headers)
+    assert requested.status_code == 202, requested.text
+    status_url = requested.json()["status_url"]
+    status = await eventually(
+        lambda: _json(api.get(status_url, headers=account.headers)),
+        "the export is ready",
+        until=lambda answer: answer["status"] == "ready",
     )
+    archive = zipfile.ZipFile(io.BytesIO((await api.get(status["download_url"])).content))
 
-    assert isinstance(answer, ExportResponse)
-    assert (answer.object_key, answer.rows, answer.files) == (f"{prefix}{ts_index.name}.ndjson", 7, 3)
-    assert answer.content_type == "application/x-ndjson"
-    objects = ObjectStore(settings)
-    try:
-        body = await objects.read(answer.object_key)
-    finally:
-        await objects.close()
-    assert body is not None
-    assert (hashlib.sha256(body).hexdigest(), len(body)) == (answer.sha256, answer.size_bytes)
-    lines = [json.loads(line) for line in body.decode().splitlines()]
+    entry = f"services/{ts_index.name}/{ts_index.name}.ndjson"
+    lines = [json.loads(line) for line in archive.read(entry).decode().splitlines()]
     assert sorted({line["bot_id"] for line in lines}) == bots  # the other account's bot is not in it
     assert sum("entry_id" in line for line in lines) == 7 and sum("snapshot" in line for line in lines) == 3
+    manifest = json.loads(archive.read("manifest.json"))
+    assert manifest["services"] == {ts_index.name: {"rows": 7, "files": 3}}
+    # The service's object was only the way into the archive: gone once the archive is ready.
+    objects = ObjectStore(settings)
+    try:
+        assert await objects.count(export_parts_prefix(requested.json()["id"])) == 0
+    finally:
+        await objects.close()
+
+
+async def _json(answer: Awaitable[httpx.Response]) -> Any:
+    return (await answer).json()
 
 
 async def test_the_typescript_service_refuses_a_subject_it_cannot_act_on(

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.statuses import ExportStatus
     from lifecycle.workflow_types import ACCOUNT_EXPORT_WORKFLOW
     from workflows import activity_presets as presets
+    from workflows.exports.service_parts import export_service_parts
 
 
 # Pinned: writing takes minutes; the retention wait after it (export_retention, 7 days by default) keeps the
@@ -63,10 +64,17 @@ class AccountExportWorkflow:
             **presets.EXPORT_WRITE,
             summary=f"write {len(plan.parts)} parts as JSON lines",
         )
+        self._set_status(ExportStatus.WRITING, "asking the registered services for their parts")
+        service_parts = await export_service_parts(
+            request.export_id,
+            request.account_id,
+            plan.bot_ids,
+            lambda details: self._set_status(ExportStatus.WRITING, details),
+        )
         self._set_status(ExportStatus.WRITING, "assembling the ZIP")
         facts: ArchiveFacts = await workflow.execute_activity_method(
             AccountExportActivities.assemble_export_archive,
-            AssembleInput(export_id=request.export_id, parts=plan.parts),
+            AssembleInput(export_id=request.export_id, parts=plan.parts, service_parts=service_parts),
             **presets.EXPORT_WRITE,
             summary="assemble the ZIP and its checksum",
         )

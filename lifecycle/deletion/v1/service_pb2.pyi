@@ -15,8 +15,10 @@ so that during a deployment an older reader takes a newer message and a newer re
 Ids only: no message carries personal data (no name, email address or content), only opaque ids.
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
@@ -284,6 +286,7 @@ class ExportRequest(_message.Message):
     SUBJECT_FIELD_NUMBER: _builtins.int
     BUCKET_FIELD_NUMBER: _builtins.int
     OBJECT_KEY_PREFIX_FIELD_NUMBER: _builtins.int
+    BOT_IDS_FIELD_NUMBER: _builtins.int
     export_id: _builtins.str
     """The export's id, as the gateway issued it (a UUID); the same for every service and every retry of one export."""
     bucket: _builtins.str
@@ -296,6 +299,12 @@ class ExportRequest(_message.Message):
     def subject(self) -> Global___Subject:
         """Whose data to export (an account: its own data and that of each of its bots)."""
 
+    @_builtins.property
+    def bot_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The account's bots as the gateway knows them (ids only), for a service that keys its data by bot and does
+        not know which account a bot belongs to. Empty when the subject is a bot, or the account has no bot.
+        """
+
     def __init__(
         self,
         *,
@@ -303,10 +312,11 @@ class ExportRequest(_message.Message):
         subject: Global___Subject | None = ...,
         bucket: _builtins.str = ...,
         object_key_prefix: _builtins.str = ...,
+        bot_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["subject", b"subject"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bucket", b"bucket", "export_id", b"export_id", "object_key_prefix", b"object_key_prefix", "subject", b"subject"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bot_ids", b"bot_ids", "bucket", b"bucket", "export_id", b"export_id", "object_key_prefix", b"object_key_prefix", "subject", b"subject"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,77 @@
+"""An export reaches every registered service: each writes its part of the account, told the account's bots
+(ExportSubjectData, on the service's own task queue), and the archive takes the objects they name."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.deletion.services import RegisteredServices
+    from lifecycle.deletion.contracts import RegisteredService
+    from lifecycle.deletion.registry import EXPORT_SUBJECT_DATA
+    from lifecycle.deletion.v1.service_pb2 import ExportRequest, ExportResponse, Subject
+    from lifecycle.exports.contracts import ServicePart
+    from lifecycle.object_keys import export_parts_prefix
+    from workflows import activity_presets as presets
+    from workflows.deletion.registered_calls import no_worker_took_it
+
+# Between calls to a service that took none, or failed all of SERVICE_CALL's attempts: doubling up to the cap,
+# so an export that waits days for a service keeps a short history.
+FIRST_WAIT = timedelta(seconds=5)
+LONGEST_WAIT = timedelta(minutes=10)
+
+# Tells the run's details which service holds the export up, and why.
+Waiting = Callable[[str], None]
+
+
+async def export_service_parts(
+    export_id: str, account_id: str, bot_ids: list[str], waiting: Waiting
+) -> list[ServicePart]:
+    """Every registered service's part of the account, side by side."""
+    services = await workflow.execute_activity_method(
+        RegisteredServices.list_registered_services, **presets.STEP, summary="read the registered services"
+    )
+    request = ExportRequest(
+        export_id=export_id,
+        subject=Subject(kind=Subject.KIND_ACCOUNT, id=account_id),
+        object_key_prefix=export_parts_prefix(export_id),
+        bot_ids=bot_ids,
+    )
+    return list(await asyncio.gather(*(_part(request, service, waiting) for service in services)))
+
+
+async def _part(request: ExportRequest, service: RegisteredService, waiting: Waiting) -> ServicePart:
+    wait = FIRST_WAIT
+    while True:
+        try:
+            answer = await workflow.execute_activity(
+                EXPORT_SUBJECT_DATA,
+                request,
+                task_queue=service.task_queue,
+                result_type=ExportResponse,
+                **presets.SERVICE_CALL,
+                summary=f"export {service.name}'s part",
+            )
+        except ActivityError as err:
+            # Down (no worker took the call) or failing: the export waits for the service rather than leave its
+            # data out. An operator sees why in the run's details, and may retire the service.
+            reason = "no worker takes its calls" if no_worker_took_it(err) else f"it fails: {err.cause or err}"
+            workflow.logger.warning("export waits for %s: %s", service.name, reason)
+            waiting(f"waiting for {service.name}: {reason}")
+            await workflow.sleep(wait)
+            wait = min(wait * 2, LONGEST_WAIT)
+            continue
+        return ServicePart(
+            service=service.name,
+            object_key=answer.object_key,
+            rows=answer.rows,
+            files=answer.files,
+            sha256=answer.sha256,
+            size_bytes=answer.size_bytes,
+            content_type=answer.content_type,
+        )
