@@ -30,7 +30,11 @@ $(UV):
 	$(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/pip install --quiet uv==$(UV_VERSION)
 
-install: $(STAMP) $(NODE_STAMP)
+# The Python and the Node installs side by side: each mostly waits on downloads and disk, and on a fresh clone
+# npm's packages (the TypeScript example's Temporal worker ships native binaries for every platform) take as long
+# as uv's.
+install:
+	@$(MAKE) --no-print-directory -j2 $(STAMP) $(NODE_STAMP)
 
 run: install
 	$(PY) -m devstack run
