@@ -8,10 +8,7 @@ import json
 import sys
 from dataclasses import asdict
 
-from devstack import record_histories, stack
 from devstack.local_env import StackPorts, stack_environment, with_local_store_credentials
-from devstack.seed import seed
-from lifecycle.migrate import upgrade
 from lifecycle.settings import Settings
 
 
@@ -30,7 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     seeding.add_argument("--rows", type=int, default=100_000, help="rows per bot, spread over the services")
     args = parser.parse_args(argv)
 
+    # Each command imports what it needs when it runs: `env`, which tests and scripts call often, then starts in
+    # a fraction of the 2.6 s of CPU that importing the whole stack (API, worker, recorder) costs.
     if args.command == "record-histories":
+        from devstack import record_histories
+
         asyncio.run(record_histories.record())
         return 0
     settings = Settings()
@@ -39,12 +40,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{key}={value}")
         return 0
     if args.command == "seed":
+        from devstack.seed import seed
+
         seeded = asyncio.run(seed(with_local_store_credentials(settings), bots=args.bots, rows=args.rows))
         print(json.dumps(asdict(seeded)))
         return 0
     if args.command == "migrate":
+        from lifecycle.migrate import upgrade
+
         upgrade(settings.database_url)
         return 0
+    from devstack import stack
+
     return stack.run(settings, with_apps=args.command == "run")
 
 
