@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import httpx
-from aiobotocore.session import get_session
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
@@ -95,6 +94,9 @@ class SearchIndexService:
             raise ApplicationError("an export's subject is an account", non_retryable=True)
         body, rows, files = await asyncio.to_thread(self._index.export, list(request.bot_ids))
         key = f"{request.object_key_prefix}{self._name}.ndjson"
+        # Imported on the first export only: it costs a third of the worker's start-up, and most never export.
+        from aiobotocore.session import get_session
+
         session = get_session()
         async with session.create_client("s3", **_s3_from_environment()) as s3:
             await s3.put_object(Bucket=request.bucket or os.environ["S3_BUCKET"], Key=key, Body=body)
