@@ -7,7 +7,6 @@ from typing import Any
 
 from activities.alerts import Alerts
 from activities.deletion.account_sites import AccountSites
-from activities.deletion.deleters import BotDataDeleters
 from activities.deletion.grace import DeletionGrace
 from activities.deletion.notifications import Notifications
 from activities.deletion.receipts import DeletionReceipts
@@ -28,7 +27,6 @@ def build_activities(resources: ActivityResources, signer: ReceiptSigner) -> lis
     registered = RegisteredServices(resources)
     return [
         *SiteActivities(resources).all(),
-        BotDataDeleters(resources).delete_bot_service,
         records.list_account_bots,
         records.record_deletion_status,
         records.finish_bot_deletion,

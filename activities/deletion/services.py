@@ -1,12 +1,11 @@
 """The registered deletion services, as a deletion sees them: read once when it starts, and each one's progress
-recorded where the status API and the receipt read the built-in services' (deletion_progress)."""
+recorded where the status API and the receipt read it (deletion_progress)."""
 
 from __future__ import annotations
 
 from sqlalchemy import text
 from temporalio import activity
 
-from activities.deletion.deleters import DELETION_SERVICES
 from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
 from lifecycle.deletion.budget import read_budget
@@ -35,12 +34,13 @@ _RECORD = text(
 _ANSWERED = text("UPDATE deletion_services SET last_answered_at = now() WHERE name = :service")
 
 
-def budget_share(budget: int | None, registered: int) -> int:
-    """A registered service's share of the deletion budget: the budget split evenly over a deletion's services,
-    built-in and registered; 0 (unlimited) without a budget."""
+def budget_share(budget: int | None, deleting: int) -> int:
+    """A service's share of the deletion budget: the budget split evenly over the deletion's registered services
+    still deleting (a service done leaves its share to the others), each of which applies its share to its own
+    store; 0 (unlimited) without a budget."""
     if budget is None:
         return 0
-    return max(1, budget // (len(DELETION_SERVICES) + registered))
+    return max(1, budget // max(1, deleting))
 
 
 class RegisteredServices:

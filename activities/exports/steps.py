@@ -23,7 +23,6 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.alerts import record_alert
-from activities.deletion.deleters import DELETERS
 from activities.exports.archive import (
     CHUNK,
     archive_path,
@@ -35,6 +34,7 @@ from activities.exports.archive import (
     refused_documents,
     remove_export_files,
 )
+from activities.exports.service_stores import SERVICE_OF_TABLE, service_engine
 from activities.heartbeat import heartbeating, heartbeats
 from activities.mail import send_once
 from activities.resources import ActivityResources
@@ -99,8 +99,8 @@ def _batch_query(table: str, filter_column: str, *, after_cursor: bool) -> str:
 def plan_parts(bot_ids: list[str]) -> list[ExportPart]:
     parts = [_ACCOUNT_PART, _BOTS_PART]
     for bot_id in bot_ids:
-        for service, deleter in DELETERS.items():
-            parts.append(ExportPart(name=f"bots/{bot_id}/{service}.jsonl", table=deleter.table, bot_id=bot_id))
+        for table in SERVICE_OF_TABLE:
+            parts.append(ExportPart(name=f"bots/{bot_id}/{table}.jsonl", table=table, bot_id=bot_id))
     return parts
 
 
@@ -203,7 +203,13 @@ class AccountExportActivities:
         rows = 0
         handle = await asyncio.to_thread(building.open, "wb")
         try:
-            async with self._resources.engine.connect() as connection:
+            service = SERVICE_OF_TABLE.get(part.table)
+            engine = (
+                self._resources.engine
+                if service is None
+                else service_engine(service, self._resources.settings.database_url)
+            )
+            async with engine.connect() as connection:
                 # One snapshot per part: its rows are consistent with each other however long the walk takes.
                 conn = await connection.execution_options(isolation_level="REPEATABLE READ")
                 async with conn.begin():

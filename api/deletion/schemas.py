@@ -36,7 +36,8 @@ class DeletionFinished(BaseModel):
         "and the bot or account row remain."
     )
     deleted: dict[str, int] = Field(
-        description="Rows deleted per service; each knowledge document's file went with its row. An account's "
+        description="Rows deleted per registered service, by its name (its files are counted in the receipt). An "
+        "account's "
         "also counts the sites it tore down, as `sites`."
     )
     status_url: str | None = Field(description="Where the deletion stays readable; none once the caller is gone.")

@@ -26,18 +26,17 @@ CONTINUE_AS_NEW_AFTER_EVENTS = 2_000
 
 @dataclass
 class ServiceProgress:
-    """How far one service's deletion got. `cursor` is the highest id deleted so far (key-range resume)."""
+    """How far one registered service's deletion got, as its answers (DeleteResponse) said."""
 
     deleted: int = 0
     total: int = 0
-    cursor: int = 0
     done: bool = False
     skipped: bool = False
     files_deleted: int = 0
     # Measured over the last window of at least a second, and what slowed the last batch (a Throttle value).
     rows_per_second: int = 0
     throttled: Throttle | None = None
-    # A registered service's own cursor (DeleteResponse.cursor), opaque here; built-in services use `cursor`.
+    # The service's own cursor (DeleteResponse.cursor), opaque here.
     resume_from: str = ""
     # Since when (RFC 3339) the run has waited for a registered service's worker to take its call; None while
     # the service answers.
@@ -83,15 +82,6 @@ class ServiceVerification:
     service: str
     remaining_rows: int
     remaining_files: int
-
-
-@dataclass
-class DeleteServiceInput:
-    workflow_id: str
-    bot_id: str
-    service: str
-    batch_size: int
-    progress: ServiceProgress
 
 
 @dataclass
@@ -146,7 +136,7 @@ class BotDeletionResult:
 class FinishBotDeletionInput:
     workflow_id: str
     bot_id: str
-    # A skipped service leaves rows that reference the bot, so its row must stay too.
+    # A skipped service leaves data of the bot, so its row must stay too.
     delete_bot_row: bool
     # Recorded in deletion_progress, so the status API says which services an operator skipped.
     skipped_services: list[str] = field(default_factory=list)
@@ -154,9 +144,8 @@ class FinishBotDeletionInput:
 
 @dataclass
 class FinishBotDeletionResult:
-    """What finishing found: services that still hold rows (a writer raced the deleters) keep the bot row."""
+    """Whether finishing removed the bot row (not when an operator skipped a service)."""
 
-    remaining_services: list[str] = field(default_factory=list)
     bot_row_deleted: bool = False
 
 

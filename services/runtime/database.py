@@ -26,12 +26,13 @@ def database_url_variable(name: str) -> str:
     return f"{name.upper().replace('-', '_')}_DATABASE_URL"
 
 
-def service_database_url(name: str, environ: Mapping[str, str] = os.environ) -> str:
-    """The service's database URL: its own variable, else a database of its name beside DATABASE_URL's."""
+def service_database_url(name: str, beside: str | None = None, environ: Mapping[str, str] = os.environ) -> str:
+    """The service's database URL: its own variable, else a database of its name on the server of `beside`
+    (DATABASE_URL by default)."""
     if url := environ.get(database_url_variable(name)):
         return url
-    product = environ.get("DATABASE_URL") or get_settings().database_url
-    return make_url(product).set(database=name).render_as_string(hide_password=False)
+    server = beside or get_settings().database_url
+    return make_url(server).set(database=name).render_as_string(hide_password=False)
 
 
 def asyncpg_dsn(url: str) -> str:

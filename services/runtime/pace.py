@@ -1,6 +1,6 @@
 """A service's pace: its share of the deletion budget (DeleteRequest.rows_per_second), applied to its own
 database by one limiter row that every slice of every deletion in the service reserves its next batch from, and
-slowed further while that database shows pressure (lifecycle/deletion/budget.py says which signals and why).
+slowed further while that database shows pressure (the signals and why are under `pressure` below).
 
 The limiter is a GCRA, as the gateway's budget was: `deletion_pace.next_slot` holds the time from which the next
 rows may go, and a reservation moves it on by rows / rate. Its clock is the database's own, so every worker
@@ -18,10 +18,19 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from lifecycle.deletion.budget import PRESSURE_SLOWDOWN, RESERVATION, pressure
 from lifecycle.deletion.contracts import MIN_BATCH_SIZE
 from lifecycle.statuses import Throttle
 
+# Seconds of budget one reservation takes at most: the batch under a budget is this many seconds' worth of rows,
+# so deletes arrive as a steady trickle of small statements rather than bursts, and a new share applies within
+# a fraction of a second.
+RESERVATION = 0.1
+# Under pressure, each batch costs this many times its rows: the service runs at a quarter of its share.
+PRESSURE_SLOWDOWN = 4
+# A backend waiting this long on a lock is pressure (a shorter wait is ordinary row-lock traffic).
+LOCK_WAIT_SECONDS = 1.0
+# Replica lag above this is pressure (pt-archiver's --max-lag default is 1 s; a deletion can afford more).
+MAX_REPLICA_LAG_SECONDS = 5.0
 # The pressure signals are read at most this often per slice: one cheap catalog query a second.
 PRESSURE_CHECK_EVERY = 1.0
 # A wait for budget is cut into pieces this long, with a heartbeat after each: the slice stays visibly alive.
@@ -39,6 +48,33 @@ _RESERVE = text(
     " UPDATE deletion_pace SET next_slot = slot.start + make_interval(secs => CAST(:seconds AS float8))"
     " FROM slot WHERE deletion_pace.id = 1 RETURNING extract(epoch FROM slot.start - clock_timestamp())"
 )
+
+
+_PRESSURE = text(
+    "SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+    " AND wait_event_type = 'Lock' AND clock_timestamp() - query_start > make_interval(secs => :lock_wait)),"
+    " (SELECT count(*) FROM pg_stat_progress_vacuum WHERE relid = to_regclass(:table)),"
+    " (SELECT coalesce(max(extract(epoch FROM replay_lag)), 0) FROM pg_stat_replication)"
+)
+
+
+async def pressure(conn: AsyncConnection, table: str) -> Throttle | None:
+    """The first pressure signal the database shows, if any.
+
+    - lock waits: a session of this database waiting over LOCK_WAIT_SECONDS on a lock means writers queue; a
+      deletion adding row locks and WAL makes that queue longer;
+    - autovacuum on the table being deleted from: it is cleaning up after us, and competes with us for I/O;
+    - replica lag (pg_stat_replication, empty without replicas): a replica falling behind the WAL we write.
+    A slice's own statement latency is not a signal here: it moves with the batch size the budget chooses.
+    """
+    lock_waits, vacuuming, lag = (await conn.execute(_PRESSURE, {"lock_wait": LOCK_WAIT_SECONDS, "table": table})).one()
+    if lock_waits:
+        return Throttle.LOCK_WAITS
+    if vacuuming:
+        return Throttle.AUTOVACUUM
+    if float(lag) > MAX_REPLICA_LAG_SECONDS:
+        return Throttle.REPLICA_LAG
+    return None
 
 
 @dataclass(frozen=True)

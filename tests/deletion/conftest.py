@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import asyncpg
+import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
 from activities.resources import ActivityResources
 from devstack.seed import asyncpg_dsn
 from lifecycle.settings import Settings
+from tests.conftest import ContractServices
 
 
 @pytest_asyncio.fixture
@@ -31,3 +33,10 @@ async def conn(settings: Settings) -> AsyncIterator[asyncpg.Connection]:
         yield connection
     finally:
         await connection.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _services_running(contract_services: ContractServices) -> ContractServices:
+    """Every deletion test runs with the project's services registered and polling, also those that run their own
+    gateway worker (own_worker) rather than the session's."""
+    return contract_services

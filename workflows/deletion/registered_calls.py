@@ -91,12 +91,15 @@ async def verify(service: RegisteredService, subject: Subject) -> ServiceVerific
     return ServiceVerification(service.name, response.remaining_rows, response.remaining_files)
 
 
-async def record(registry: ServiceRegistry, service: str, progress: ServiceProgress, *, answered: bool) -> None:
-    """Record the service's progress (idempotent), and take its share of the budget as it stands now."""
+async def record(
+    registry: ServiceRegistry, service: str, progress: ServiceProgress, *, answered: bool, deleting: int
+) -> None:
+    """Record the service's progress (idempotent), and take the share of the budget as it stands now of each of
+    the `deleting` services still at work."""
     budget = await workflow.execute_activity_method(
         RegisteredServices.record_service_progress,
         ServiceProgressRecord(workflow.info().workflow_id, service, progress, answered),
         **presets.STEP,
         summary=f"record the progress of {service}",
     )
-    registry.rows_per_second = budget_share(budget, len(registry.services))
+    registry.rows_per_second = budget_share(budget, deleting)
