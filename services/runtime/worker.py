@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 from collections.abc import AsyncIterator
 
 import httpx
@@ -35,6 +36,8 @@ from services.runtime.database import apply_schema, ensure_database, service_dat
 from services.runtime.definition import ServiceDefinition
 
 CONTRACT = DeleteRequest.DESCRIPTOR.file.package
+# How long a worker waits at start-up for the gateway it registers with to listen.
+REGISTER_WITHIN = 60.0
 
 
 def task_queue_variable(name: str) -> str:
@@ -42,13 +45,22 @@ def task_queue_variable(name: str) -> str:
 
 
 async def register(gateway: str, name: str, task_queue: str, admin_token: str) -> None:
-    """Join the deletions: the same call an admin makes by hand, repeated harmlessly at every start."""
+    """Join the deletions: the same call an admin makes by hand, repeated harmlessly at every start. A gateway not
+    listening yet (started beside it, as `make run` does) is waited for, up to REGISTER_WITHIN seconds."""
+    deadline = time.monotonic() + REGISTER_WITHIN
     async with httpx.AsyncClient(base_url=gateway, timeout=10) as http:
-        answer = await http.put(
-            f"/deletion-services/{name}",
-            json={"task_queue": task_queue, "contract": CONTRACT},
-            headers={"Authorization": f"Bearer {admin_token}"},
-        )
+        while True:
+            try:
+                answer = await http.put(
+                    f"/deletion-services/{name}",
+                    json={"task_queue": task_queue, "contract": CONTRACT},
+                    headers={"Authorization": f"Bearer {admin_token}"},
+                )
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.5)
         answer.raise_for_status()
 
 
