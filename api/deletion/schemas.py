@@ -90,8 +90,8 @@ class DeletionOut(BaseModel):
         description="Only while `scheduled` (an account deletion in its grace period): when deleting begins.",
     )
     rows_per_second: int = Field(
-        description="Rows deleted per second, measured by the deleters over their last window of at least a "
-        "second; 0 while not deleting (not started, paused, waiting, or closed)."
+        description="Rows deleted per second, as the services measured their last slice; 0 while not deleting "
+        "(not started, paused, waiting, or closed)."
     )
     estimated_completion: datetime | None = Field(
         description="When the deletion should finish at the current rate (RFC 3339); null while unknown. An "

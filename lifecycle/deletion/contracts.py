@@ -8,15 +8,17 @@ from enum import StrEnum
 
 from lifecycle.statuses import DeletionState, Throttle
 
-# A deleter call works for at most this long, then returns so the workflow can pause or resize batches.
+# A service's slice works for at most this long (DeleteRequest.max_duration_ms), then returns so the workflow can
+# pause or resize batches.
 DELETER_SLICE = timedelta(seconds=5)
 # The ApplicationError type of infrastructure failures (database down, connection lost): the workflows retry
 # these without end, while anything else that exhausts its retries is a poison pill for an operator.
 TRANSIENT_ERROR = "TransientError"
 
-# Rows per DELETE statement. Measured with the key-range DELETE of activities/deletion/deleters.py on the embedded
-# PostgreSQL (2 shared cores, fsync on), 300k messages: 5,000 -> 378k rows/s, 20,000 -> 505k rows/s,
-# 50,000 -> 780k rows/s (one statement for all: 1.4M rows/s). 50,000 rows is still one ~65 ms transaction.
+# Rows per call of a service (DeleteRequest.max_rows). Measured with the key-range DELETE now in
+# services/runtime/tables.py, on the embedded PostgreSQL (2 shared cores, fsync on), 300k messages: 5,000 -> 378k
+# rows/s, 20,000 -> 505k rows/s, 50,000 -> 780k rows/s (one statement for all: 1.4M rows/s). 50,000 rows is still
+# one ~65 ms transaction.
 DEFAULT_BATCH_SIZE = 50_000
 MIN_BATCH_SIZE = 100
 MAX_BATCH_SIZE = 100_000
