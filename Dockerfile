@@ -10,6 +10,7 @@ COPY lifecycle ./lifecycle
 COPY workflows ./workflows
 COPY activities ./activities
 COPY api ./api
+COPY services ./services
 COPY worker.py ./
 # Bytecode at build time: PYTHONDONTWRITEBYTECODE stops imports from writing it, and the workflow sandbox imports
 # the workflow modules afresh for every new run (worker.py, ensure_workflow_bytecode).

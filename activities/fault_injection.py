@@ -4,7 +4,9 @@
 - `permanent`: every attempt fails with a non-retryable error;
 - `transient:N`: the first N attempts fail with a retryable error, later ones run normally;
 - `delay:S` or `delay:S:N`: every attempt (or the first N) works S seconds longer, heartbeating meanwhile,
-  so that a drill's kill lands inside the step.
+  so that a drill's kill lands inside the step;
+- `lose:N`: the first N attempts run to the end, then fail with a retryable error, as if their answer had been
+  lost on the way (a worker gone after its work committed): what they did stands, and the caller tries again.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from activities.heartbeat import heartbeating
 
 _RULE = re.compile(
     r"^(?P<activity>[A-Za-z_][A-Za-z0-9_]*)="
-    r"(?:permanent|transient:(?P<count>[0-9]+)|delay:(?P<seconds>[0-9]+(?:\.[0-9]+)?)(?::(?P<delayed>[0-9]+))?)$"
+    r"(?:permanent|transient:(?P<count>[0-9]+)|lose:(?P<lost>[0-9]+)"
+    r"|delay:(?P<seconds>[0-9]+(?:\.[0-9]+)?)(?::(?P<delayed>[0-9]+))?)$"
 )
 
 
@@ -42,14 +45,25 @@ class FaultRule:
     # A `delay` rule: extra seconds of work, on every attempt (delayed_attempts None) or the first N.
     delay_seconds: float = 0.0
     delayed_attempts: int | None = None
+    # A `lose` rule: the first N attempts run, then their answer is dropped.
+    lost_attempts: int = 0
 
     async def apply(self, attempt: int) -> None:
+        if self.lost_attempts:
+            return  # lose_answer, after the activity ran
         if self.delay_seconds:
             if self.delayed_attempts is None or attempt <= self.delayed_attempts:
                 async with heartbeating():
                     await asyncio.sleep(self.delay_seconds)
             return
         self.check(attempt)
+
+    def lose_answer(self, attempt: int) -> None:
+        if attempt <= self.lost_attempts:
+            raise ApplicationError(
+                f"injected lost answer of {self.activity} (attempt {attempt} of {self.lost_attempts})",
+                type="InjectedFault",
+            )
 
     def check(self, attempt: int) -> None:
         if self.failing_attempts is None:
@@ -73,13 +87,16 @@ def parse_fault_spec(spec: str) -> dict[str, FaultRule]:
         if match is None:
             raise FaultSpecError(
                 f"invalid FAULT_INJECTION rule {text!r}: expected `<activity>=permanent`, "
-                "`<activity>=transient:<attempts>` or `<activity>=delay:<seconds>[:<attempts>]`, comma-separated"
+                "`<activity>=transient:<attempts>`, `<activity>=lose:<attempts>` or"
+                " `<activity>=delay:<seconds>[:<attempts>]`, comma-separated"
             )
         name = match["activity"]
         if name in rules:
             raise FaultSpecError(f"FAULT_INJECTION names {name!r} twice")
         count, seconds, delayed = match["count"], match["seconds"], match["delayed"]
-        if seconds is not None:
+        if match["lost"] is not None:
+            rules[name] = FaultRule(name, 0, lost_attempts=int(match["lost"]))
+        elif seconds is not None:
             rules[name] = FaultRule(name, 0, float(seconds), None if delayed is None else int(delayed))
         else:
             rules[name] = FaultRule(name, None if count is None else int(count))
@@ -110,4 +127,7 @@ class _FaultyActivities(ActivityInboundInterceptor):
         rule = self._rules.get(info.activity_type)
         if rule is not None:
             await rule.apply(info.attempt)
-        return await super().execute_activity(input)
+        result = await super().execute_activity(input)
+        if rule is not None:
+            rule.lose_answer(info.attempt)
+        return result

@@ -7,7 +7,6 @@ from typing import Any
 
 from activities.alerts import Alerts
 from activities.deletion.account_sites import AccountSites
-from activities.deletion.deleters import BotDataDeleters
 from activities.deletion.grace import DeletionGrace
 from activities.deletion.notifications import Notifications
 from activities.deletion.receipts import DeletionReceipts
@@ -28,14 +27,12 @@ def build_activities(resources: ActivityResources, signer: ReceiptSigner) -> lis
     registered = RegisteredServices(resources)
     return [
         *SiteActivities(resources).all(),
-        BotDataDeleters(resources).delete_bot_service,
         records.list_account_bots,
         records.record_deletion_status,
         records.finish_bot_deletion,
         records.finish_account_deletion,
         records.await_bot_deletion,
         registered.list_deletion_services,
-        registered.list_registered_services,
         registered.record_service_progress,
         account_sites.stop_account_site_creations,
         account_sites.list_account_sites,
@@ -61,4 +58,5 @@ def _export_activities(exports: AccountExportActivities) -> list[Callable[..., A
         exports.expire_account_export,
         exports.mark_export_failed,
         exports.await_account_exports,
+        exports.list_export_services,
     ]

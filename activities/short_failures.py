@@ -27,7 +27,7 @@ class _ShortFailures(ActivityInboundInterceptor):
         try:
             return await super().execute_activity(input)
         except ApplicationError as err:
-            # The activity's own error, often raised from a driver error (activities/deletion/deleters.py). Its chain's
+            # The activity's own error, often raised from a driver error (activities/exports/steps.py, say). Its chain's
             # traces would reach history as the failure's causes, too large for what the server keeps of a
             # retrying activity's last failure: operators then read the stand-in "Failure exceeds size limit."
             # The chain goes to the log; the failure keeps the activity's line, type and details.

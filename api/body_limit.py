@@ -58,9 +58,9 @@ class BodySizeLimit:
         await response(scope, receive, send)
 
 
-def _replay(messages: list[Message], receive: Receive) -> Receive:
-    """Hand the buffered messages to the application first, then whatever the server sends next."""
-    pending = list(messages)
+def _replay(buffered: list[Message], receive: Receive) -> Receive:
+    """Hand the buffered ASGI events to the application first, then whatever the server sends next."""
+    pending = list(buffered)
 
     async def replayed() -> Message:
         if pending:

@@ -36,7 +36,7 @@ def _printable(value: str) -> str:
 
 
 class DeclaredPattern:
-    """Adds a pattern to a field's JSON schema only: the validators enforce the rule, with clearer messages."""
+    """Adds a pattern to a field's JSON schema only: the validators enforce the rule, with clearer wording."""
 
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern

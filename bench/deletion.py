@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 import asyncpg
 import httpx
 import psutil
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 from temporalio.client import Client
 
-from activities.deletion.deleters import DELETION_SERVICES as SERVICES
 from api.app import create_app
-from bench.processes import worker_process
+from bench.processes import service_process, worker_process
 from devstack.seed import asyncpg_dsn, seed
 from devstack.throwaway import throwaway_stack
 from lifecycle.deletion.budget import set_budget
@@ -34,6 +34,8 @@ from lifecycle.object_keys import DOCUMENTS_PREFIX
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
+from services.catalog import SERVICES
+from services.runtime.database import service_database_url
 
 # Targets of the ratio. On 1M rows (about 1.7 s) the workflow's fixed cost at the end, which the plain script
 # does not pay, weighs on it: the independent check and the signed receipt took 85 ms of a 1.73 s run.
@@ -67,16 +69,32 @@ async def _sample_rss(pid: int, samples: RssSamples, stop: asyncio.Event) -> Non
 @contextlib.asynccontextmanager
 async def _worker_sampled(settings: Settings, samples: RssSamples) -> AsyncIterator[None]:
     worker = worker_process(settings)
+    # The services, each a process of its own as in `make run`, registered under their names and queues.
+    services = [service_process(settings, service.name) for service in SERVICES]
+    engine = create_async_engine(settings.database_url)
+    try:
+        async with engine.begin() as conn:
+            for service in SERVICES:
+                await conn.execute(_REGISTER, {"name": service.name})
+    finally:
+        await engine.dispose()
     stop = asyncio.Event()
     sampler = asyncio.create_task(_sample_rss(worker.pid, samples, stop))
     try:
-        await asyncio.sleep(3)  # let the worker connect and poll
+        await asyncio.sleep(3)  # let the workers connect and poll
         yield
     finally:
         stop.set()
         await sampler
-        worker.terminate()
-        worker.wait(60)
+        for process in (worker, *services):
+            process.terminate()
+            process.wait(60)
+
+
+_REGISTER = text(
+    "INSERT INTO deletion_services (name, task_queue, contract) VALUES (:name, :name, 'lifecycle.deletion.v1')"
+    " ON CONFLICT (name) DO UPDATE SET task_queue = EXCLUDED.task_queue, retired_at = NULL"
+)
 
 
 async def _delete_through_api(api: httpx.AsyncClient, client: Client, settings: Settings, rows: int) -> float:
@@ -95,36 +113,47 @@ async def _delete_plainly(settings: Settings, rows: int) -> float:
     seeded = await seed(settings, bots=1, rows=rows)
     bot_id = seeded.bot_ids[0]
     store = ObjectStore(settings)
+    conns = {
+        service.name: await asyncpg.connect(
+            asyncpg_dsn(service_database_url(service.name, beside=settings.database_url))
+        )
+        for service in SERVICES
+    }
     conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
     try:
         started = time.perf_counter()
-        for table in SERVICES:
-            if table == "knowledge_documents":
-                keys = await conn.fetch(f"DELETE FROM {table} WHERE bot_id = $1::uuid RETURNING storage_key", bot_id)
-                # The same DeleteObjects requests of at most 1,000 keys as the deleter's.
-                await store.delete([f"{DOCUMENTS_PREFIX}{key}" for (key,) in keys])
-            else:
-                await conn.execute(f"DELETE FROM {table} WHERE bot_id = $1::uuid", bot_id)
-        # The workflow removes the bot row last; its foreign-key checks walk each table's (bot_id) index too.
+        for service in SERVICES:
+            for table in service.seeds:
+                if service.uses_objects:
+                    keys = await conns[service.name].fetch(
+                        f"DELETE FROM {table} WHERE bot_id = $1::uuid RETURNING storage_key", bot_id
+                    )
+                    # The same DeleteObjects requests of at most 1,000 keys as the service's.
+                    await store.delete([f"{DOCUMENTS_PREFIX}{key}" for (key,) in keys])
+                else:
+                    await conns[service.name].execute(f"DELETE FROM {table} WHERE bot_id = $1::uuid", bot_id)
+        # The workflow removes the bot row last.
         await conn.execute("DELETE FROM bots WHERE id = $1::uuid", bot_id)
         return time.perf_counter() - started
     finally:
-        await conn.close()
+        for opened in (conn, *conns.values()):
+            await opened.close()
         await store.close()
 
 
 async def _vacuum(settings: Settings) -> None:
     """Clear the dead rows of the last deletion, so every measurement starts from the same table state."""
-    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
-    try:
-        for table in SERVICES:
-            await conn.execute(f"VACUUM {table}")
-    finally:
-        await conn.close()
+    for service in SERVICES:
+        conn = await asyncpg.connect(asyncpg_dsn(service_database_url(service.name, beside=settings.database_url)))
+        try:
+            for table in service.seeds:
+                await conn.execute(f"VACUUM {table}")
+        finally:
+            await conn.close()
 
 
 async def _unlimited_budget(settings: Settings) -> None:
-    """The bench measures the deleters themselves: no deletion budget, and so no back-off either."""
+    """The bench measures the services' deletes themselves: no deletion budget, and so no back-off either."""
     engine = create_async_engine(settings.database_url)
     try:
         async with engine.begin() as conn:

@@ -74,6 +74,12 @@ def worker_process(settings: Settings) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "worker.py"], cwd=PROJECT_ROOT, env=settings_env(settings))
 
 
+def service_process(settings: Settings, name: str) -> subprocess.Popen[bytes]:
+    """`python -m services.<name>` on its default queue (its name) and database (its name, beside the settings'
+    one), registering itself with nobody: the caller registers it; stops it as worker_process's caller does."""
+    return subprocess.Popen([sys.executable, "-m", f"services.{name}"], cwd=PROJECT_ROOT, env=settings_env(settings))
+
+
 async def load_phase(job: dict[str, Any], process: psutil.Process | None = None) -> tuple[dict[str, Any], float]:
     """One phase of `bench.load` in its own process; also the CPU `process` spent while the load ran."""
     generator = await asyncio.create_subprocess_exec(

@@ -30,7 +30,6 @@ import asyncpg
 import httpx
 from temporalio.client import Client
 
-from activities.deletion.deleters import DELETION_SERVICES as SERVICES
 from api.accounts.keys import account_of_key_sql
 from api.security import hash_api_key
 from bench.processes import Served, cpu_seconds, served_api
@@ -40,6 +39,7 @@ from lifecycle.search_attributes import deletion_search_attributes
 from lifecycle.settings import Settings
 from lifecycle.statuses import DeletionState
 from lifecycle.workflow_ids import bot_deletion_id
+from services.catalog import SERVICES
 
 WARM_UP = 50
 
@@ -91,7 +91,7 @@ async def _paused_deletion(settings: Settings, client: Client) -> Subject:
             uuid.UUID(seeded.account_id),
             uuid.UUID(bot_id),
         )
-        for n, service in enumerate(SERVICES):
+        for n, service in enumerate(service.name for service in SERVICES):
             await conn.execute(
                 "INSERT INTO deletion_progress (workflow_id, service, deleted, total) VALUES ($1, $2, $3, $4)",
                 workflow_id,

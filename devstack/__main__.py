@@ -15,7 +15,9 @@ from lifecycle.settings import Settings
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devstack")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("run", help="the whole local stack: infrastructure, worker and API")
+    commands.add_parser(
+        "run", help="the whole local stack: infrastructure, then what the Procfile lists (API, worker, services)"
+    )
     commands.add_parser("infra", help="only Temporal, PostgreSQL (migrated), SeaweedFS and the SMTP sink")
     commands.add_parser("env", help="print the environment the worker and API use, KEY=value a line")
     commands.add_parser("migrate", help="apply migrations to DATABASE_URL")

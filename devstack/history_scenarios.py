@@ -235,7 +235,9 @@ async def site_deletion_reset(ctx: Context) -> str:
 
 # Compensation and operator paths: run on a worker with FAULTS.
 
-FAULTS = "delete_bot_service=permanent,bootstrap_site=permanent"
+FAULTS = "bootstrap_site=permanent"
+# On the services' own workers (devstack/record_histories.py): every delete fails for good.
+SERVICE_FAULTS = "DeleteSubjectData=permanent"
 
 
 async def bot_deletion_operator(ctx: Context) -> str:

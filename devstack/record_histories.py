@@ -8,18 +8,25 @@ an operator would attach to a bug report) into tests/replay/histories/<WorkflowT
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 from temporalio.client import Client
+from temporalio.worker import Worker
 
+from activities.fault_injection import FaultInjectionInterceptor
 from activities.resources import ActivityResources
 from api.app import create_app
 from devstack.binaries import temporal_cli
-from devstack.history_scenarios import FAULTS, FAULTY, HAPPY, Context, Scenario
+from devstack.history_scenarios import FAULTS, FAULTY, HAPPY, SERVICE_FAULTS, Context, Scenario
 from devstack.throwaway import throwaway_stack
 from lifecycle.settings import Settings
+from services.catalog import SERVICES
+from services.runtime.database import service_database_url
+from services.runtime.worker import CONTRACT, opened
 from worker import build_worker
 
 HISTORIES = Path(__file__).resolve().parent.parent / "tests" / "replay" / "histories"
@@ -83,12 +90,39 @@ async def _record_all(client: Client, address: str, settings: Settings, out: Pat
             await _reset(client, address, workflow_id)
 
         ctx = Context(client, api, settings, {"Authorization": f"Bearer {ADMIN}"}, reset)
-        # One queue, two phases: the same API starts runs that a clean, then a faulty, worker picks up.
-        for faults, scenarios in ((None, HAPPY), (FAULTS, FAULTY)):
+        for service in SERVICES:
+            registered = await api.put(
+                f"/deletion-services/{service.name}",
+                json={"task_queue": service.name, "contract": CONTRACT},
+                headers=ctx.admin_headers,
+            )
+            registered.raise_for_status()
+        # One queue, two phases: the same API starts runs that a clean, then a faulty, worker picks up; in the
+        # faulty one every service fails its deletes for good too.
+        for faults, service_faults, scenarios in ((None, None, HAPPY), (FAULTS, SERVICE_FAULTS, FAULTY)):
             phase = settings.model_copy(update={"fault_injection": faults})
             resources = ActivityResources.create(phase, client)
             try:
-                async with build_worker(client, resources, phase):
+                async with build_worker(client, resources, phase), _services(client, settings, service_faults):
                     await _run(ctx, address, scenarios, out)
             finally:
                 await resources.close()
+
+
+@contextlib.asynccontextmanager
+async def _services(client: Client, settings: Settings, faults: str | None) -> AsyncIterator[None]:
+    """The project's services in this process, each over its own database beside the stack's, on its own queue."""
+    interceptors = [FaultInjectionInterceptor.from_spec(faults)] if faults else []
+    async with contextlib.AsyncExitStack() as stack:
+        for definition in SERVICES:
+            url = service_database_url(definition.name, beside=settings.database_url)
+            service, _ = await stack.enter_async_context(opened(definition, settings, url))
+            await stack.enter_async_context(
+                Worker(
+                    client,
+                    task_queue=definition.name,
+                    activities=[service.delete_subject_data, service.verify_subject_erased],
+                    interceptors=interceptors,
+                )
+            )
+        yield

@@ -1,8 +1,9 @@
-"""`python -m devstack seed`: a new account with bots full of rows and their documents in the object store.
+"""`python -m devstack seed`: a new account with bots full of rows, in the product's database (the account, its key
+and its bots) and in every service's own database (services/catalog.py), and their documents in the object store.
 
 Rows are generated inside PostgreSQL with INSERT ... SELECT generate_series: one statement per table and bot,
-nothing streamed through Python, so a million rows take seconds. Document objects are uploaded
-DOCUMENT_UPLOADS at a time.
+nothing streamed through Python, so a million rows take seconds. Document objects are uploaded DOCUMENT_UPLOADS
+at a time.
 """
 
 from __future__ import annotations
@@ -17,42 +18,16 @@ from api.security import generate_api_key, hash_api_key, shown_prefix
 from lifecycle.object_keys import document_key
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
+from services.catalog import SERVICES
+from services.runtime.database import service_database_url
+from services.runtime.seeding import prepare, seed_rows
 
 # Uploads in flight at once. The client's signing and SeaweedFS share the CPU: 8, 32 and 64 in flight all gave about
 # 540 PUTs/s on the 2-core machine, so the fewest that reach it.
 DOCUMENT_UPLOADS = 8
 DOCUMENT_BODY = b"knowledge document body, 32 B.\n"
-
-# Share of each bot's rows per service; every service gets at least one row.
-SHARES = {
-    "conversations": 0.10,
-    "messages": 0.60,
-    "analytics_events": 0.265,
-    "knowledge_documents": 0.03,
-    "integrations": 0.005,
-}
-
-_INSERTS = {
-    "conversations": (
-        "INSERT INTO conversations (bot_id, title) SELECT $1, 'conversation ' || g FROM generate_series(1, $2) g"
-    ),
-    "messages": (
-        "INSERT INTO messages (bot_id, conversation_ref, body) "
-        "SELECT $1, g % 1000, repeat('lorem ipsum ', 8) || g FROM generate_series(1, $2) g"
-    ),
-    "analytics_events": (
-        "INSERT INTO analytics_events (bot_id, kind, payload) "
-        "SELECT $1, 'event', jsonb_build_object('n', g) FROM generate_series(1, $2) g"
-    ),
-    "knowledge_documents": (
-        "INSERT INTO knowledge_documents (bot_id, title, storage_key, size_bytes) "
-        "SELECT $1::uuid, 'document ' || g, $1::uuid::text || '/' || g || '.txt', 32 "
-        "FROM generate_series(1, $2) g"
-    ),
-    "integrations": (
-        "INSERT INTO integrations (bot_id, provider) SELECT $1, 'provider-' || g FROM generate_series(1, $2) g"
-    ),
-}
+# The table whose rows each have a document object.
+DOCUMENTS_TABLE = "knowledge_documents"
 
 
 @dataclass(frozen=True)
@@ -62,12 +37,19 @@ class Seeded:
     bot_ids: list[str]
 
 
-def rows_per_service(rows: int, documents: int | None = None) -> dict[str, int]:
-    """Each service's rows of a bot of `rows`; `documents`, when given, replaces the documents' share."""
-    counts = {service: max(1, round(rows * share)) for service, share in SHARES.items()}
+def rows_per_table(rows: int, documents: int | None = None) -> dict[str, int]:
+    """Each table's rows of a bot of `rows`, by the tables' shares; every table gets at least one row.
+    `documents`, when given, replaces the documents' share."""
+    counts = {table: max(1, round(rows * seed.share)) for service in SERVICES for table, seed in service.seeds.items()}
     if documents is not None:
-        counts["knowledge_documents"] = documents
+        counts[DOCUMENTS_TABLE] = documents
     return counts
+
+
+def rows_per_service(rows: int, documents: int | None = None) -> dict[str, int]:
+    """Each service's rows of a bot of `rows`, by its registered name: what a deletion's status and receipt count."""
+    tables = rows_per_table(rows, documents)
+    return {service.name: sum(tables[table] for table in service.seeds) for service in SERVICES}
 
 
 def asyncpg_dsn(database_url: str) -> str:
@@ -75,7 +57,7 @@ def asyncpg_dsn(database_url: str) -> str:
 
 
 def storage_keys(bot_id: str, count: int) -> list[str]:
-    """The storage keys the seed gives a bot's documents (the same expression as its INSERT above)."""
+    """The storage keys the seed gives a bot's documents (the same expression as its INSERT, services/knowledge)."""
     return [f"{bot_id}/{n}.txt" for n in range(1, count + 1)]
 
 
@@ -94,13 +76,12 @@ async def seed(settings: Settings, *, bots: int, rows: int, documents: int | Non
     """`documents`: each bot's documents, instead of their share of `rows`. A document is an upload, which costs
     the client and the store about as much CPU as a thousand rows cost PostgreSQL, so a test that deletes many
     rows to exercise something else keeps its documents few."""
-    database_url = settings.database_url
-    counts = rows_per_service(rows, documents)
+    counts = rows_per_table(rows, documents)
     suffix = uuid.uuid4().hex[:8]
     api_key = generate_api_key()
     account_id = uuid.uuid4()
-    bot_ids = [uuid.uuid4() for _ in range(bots)]
-    conn = await asyncpg.connect(asyncpg_dsn(database_url))
+    bot_ids = [str(uuid.uuid4()) for _ in range(bots)]
+    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
     try:
         async with conn.transaction():
             await conn.execute(
@@ -119,19 +100,21 @@ async def seed(settings: Settings, *, bots: int, rows: int, documents: int | Non
             for n, bot_id in enumerate(bot_ids, start=1):
                 await conn.execute(
                     "INSERT INTO bots (id, account_id, name) VALUES ($1, $2, $3)",
-                    bot_id,
+                    uuid.UUID(bot_id),
                     account_id,
                     f"bot {n}",
                 )
-                for service, count in counts.items():
-                    await conn.execute(_INSERTS[service], bot_id, count)
     finally:
         await conn.close()
+    for service in SERVICES:
+        url = service_database_url(service.name, beside=settings.database_url)
+        # The service makes its database and schema as it starts; the seed may come first (make run's order).
+        await prepare(service, url)
+        await seed_rows(service, url, bot_ids, counts)
     store = ObjectStore(settings)
     try:
         for bot_id in bot_ids:
-            keys = storage_keys(str(bot_id), counts["knowledge_documents"])
-            await upload_documents(store, str(bot_id), keys)
+            await upload_documents(store, bot_id, storage_keys(bot_id, counts[DOCUMENTS_TABLE]))
     finally:
         await store.close()
-    return Seeded(account_id=str(account_id), api_key=api_key, bot_ids=[str(b) for b in bot_ids])
+    return Seeded(account_id=str(account_id), api_key=api_key, bot_ids=bot_ids)

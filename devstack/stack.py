@@ -1,4 +1,8 @@
-"""`make run` and `make infra`: the local stack in the foreground, stopped in reverse order on Ctrl-C."""
+"""`make run` and `make infra`: the local stack in the foreground, stopped in reverse order on Ctrl-C.
+
+`make infra` starts the infrastructure alone (PostgreSQL, Temporal, SeaweedFS, the SMTP sink); `make run` then
+starts every long-running process the Procfile at the repository's root lists, under honcho: the API, the
+gateway's worker and each service's worker, which registers itself with the API as it starts."""
 
 from __future__ import annotations
 
@@ -42,7 +46,7 @@ class Stack:
             bucket=self.env["S3_BUCKET"],
             log_path=self.data_dir / "logs" / "seaweedfs.log",
         )
-        self.apps: dict[str, subprocess.Popen[bytes]] = {}
+        self.apps: subprocess.Popen[bytes] | None = None
         self._stopping = threading.Event()
 
     def start_infra(self) -> None:
@@ -60,16 +64,19 @@ class Stack:
         print(f"[stack] SMTP sink on 127.0.0.1:{self.ports.smtp}, saving to {self.env['MAIL_DIR']}", flush=True)
 
     def start_apps(self) -> None:
-        child_env = {**os.environ, **self.env}
-        # One worker process per role, as in production: a deletion backlog never takes the sites' CPU.
-        for role in ("deletions", "sites"):
-            self.apps[f"worker-{role}"] = subprocess.Popen(
-                [sys.executable, str(PROJECT_ROOT / "worker.py")],
-                env={**child_env, "WORKER_ROLES": role},
-                start_new_session=True,
-            )
-        self.apps["api"] = subprocess.Popen(
-            [sys.executable, "-m", "api"], env=child_env, cwd=PROJECT_ROOT, start_new_session=True
+        """honcho runs the Procfile's commands with this interpreter's environment first on PATH; the services
+        register themselves with the API (DELETION_GATEWAY_URL) as they start."""
+        child_env = {
+            **os.environ,
+            **self.env,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "DELETION_GATEWAY_URL": f"http://127.0.0.1:{self.env['API_PORT']}",
+        }
+        self.apps = subprocess.Popen(
+            [sys.executable, "-m", "honcho", "start", "-f", str(PROJECT_ROOT / "Procfile"), "-d", str(PROJECT_ROOT)],
+            env=child_env,
+            cwd=PROJECT_ROOT,
+            start_new_session=True,
         )
 
     def banner(self) -> str:
@@ -83,7 +90,7 @@ class Stack:
             lines.append(f"  API docs      http://127.0.0.1:{self.env['API_PORT']}/docs")
             lines.append(f"  Demo page     http://127.0.0.1:{self.env['API_PORT']}/demo/")
         else:
-            lines.append("  Start the worker with `python worker.py` and the API with `python -m api`,")
+            lines.append("  Start what the Procfile lists (`honcho start`, or each line by hand),")
             lines.append("  after `eval $(python -m devstack env | sed 's/^/export /')`.")
         lines += [
             f"  Object store  {self.objects.endpoint_url}/{self.objects.bucket} (SeaweedFS S3)",
@@ -99,10 +106,10 @@ class Stack:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self._stopping.set())
         while not self._stopping.wait(0.5):
-            for name, process in self.apps.items():
-                if process.poll() is not None:
-                    print(f"[stack] {name} exited with {process.returncode}; stopping", flush=True)
-                    return 1
+            # honcho stops every process of the Procfile once one exits, then exits itself.
+            if self.apps is not None and self.apps.poll() is not None:
+                print(f"[stack] the Procfile's processes exited ({self.apps.returncode}); stopping", flush=True)
+                return 1
             servers = (("postgres", self.postgres), ("temporal", self.temporal), ("seaweedfs", self.objects))
             for name, server in servers:
                 if server.process is not None and server.process.poll() is not None:
@@ -112,8 +119,7 @@ class Stack:
 
     def stop(self) -> None:
         """Stop in reverse order; each step runs even if an earlier one failed, so nothing is orphaned."""
-        apps = [self.apps[name] for name in ("api", "worker-deletions", "worker-sites") if name in self.apps]
-        steps: list[Callable[[], None]] = [partial(_terminate, process) for process in apps]
+        steps: list[Callable[[], None]] = [partial(_terminate, self.apps)] if self.apps is not None else []
         steps += [self.smtp.stop, self.objects.stop, self.temporal.stop, self.postgres.stop]
         for step in steps:
             try:

@@ -112,14 +112,11 @@ class Settings(BaseSettings):
     # Seconds between two checks that the keys behind the open streams still open their accounts (one query per
     # API process): a stream ends this soon after its key is revoked or its account deleted.
     stream_credentials_recheck: float = Field(default=5.0, gt=0)
-    # Small deletions answer at once, sparing the client a status to follow. Below this many rows of work,
-    # counted by a bounded estimate (api/deletion/size.py), DELETE /bots/{id} and DELETE /account wait for
-    # their workflow and answer 200 with the finished deletion; 0 turns the size-based wait off (`Prefer: wait=N`
-    # still applies).
-    deletion_inline_threshold: int = Field(default=1_000, ge=0)
-    # Seconds such a request waits for its run before answering 202 anyway. A deletion below the threshold
-    # takes a fraction of a second on an idle worker; 5 s absorbs a busy one while staying far inside the
-    # 30-60 s read timeouts of common clients and proxies, so a slow worker costs seconds, never an error.
+    # Small deletions answer at once, sparing the client a status to follow: DELETE /bots/{id} and DELETE /account
+    # wait this many seconds for their workflow and answer 200 with the finished deletion, else 202 (0: 202 at
+    # once; `Prefer: wait=N` still applies). The gateway cannot size a deletion (the services own the data), so
+    # the wait is bounded instead: a small deletion takes a fraction of a second on an idle stack; 5 s absorbs a
+    # busy one while staying far inside the 30-60 s read timeouts of common clients and proxies.
     deletion_inline_wait: float = Field(default=5.0, ge=0)
     # The longest `Prefer: wait=N` is honoured for: half of nginx's default 60 s proxy_read_timeout, so a
     # proxy in front of the API never cuts a wait off.

@@ -26,7 +26,7 @@ from lifecycle.settings import Settings
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # The workflow code: every module of this package, and whatever project module it imports, transitively. The
 # sandbox runs all of it on replay: activity modules included, since workflows read their constants (the
-# deleters a bot deletion iterates) and bind their methods.
+# budget share a bot deletion sends) and bind their methods.
 WORKFLOW_PACKAGE = "workflows"
 BUILD_ID_LENGTH = 12
 

@@ -33,6 +33,10 @@ from lifecycle import search_attributes
 from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
+from services.catalog import SERVICES
+from services.runtime.database import service_database_url
+from tests.eventually import eventually
+from tests.processes import ChildProcess, service_processes
 from tests.workers import own_worker
 from worker import LifecycleWorkers
 
@@ -151,8 +155,8 @@ def settings(
         mail_dir=smtp_sink.directory,
         admin_token=ADMIN_TOKEN,
         # These tests follow deletions in the background (202); tests/deletion/test_inline_answer.py turns the
-        # size-based inline answer on for its own app.
-        deletion_inline_threshold=0,
+        # inline answer on for its own app.
+        deletion_inline_wait=0,
         export_signing_key=EXPORT_SIGNING_KEY,
         # Every test worker is versioned (the SDK requires it of workflow types that declare a versioning
         # behaviour) and makes its version current as it starts, or no run would reach it (docs/versioning.md).
@@ -161,9 +165,55 @@ def settings(
     )
 
 
+@dataclass(frozen=True)
+class ContractServices:
+    """The project's own services (services/catalog.py), each a worker process of its own polling its own queue,
+    with its own database on the session's server, registered in the session's registry."""
+
+    queues: dict[str, str]
+    database_urls: dict[str, str]
+    processes: dict[str, ChildProcess]
+
+
 @pytest_asyncio.fixture(scope="session")
-async def worker(settings: Settings, temporal_client: Client) -> AsyncIterator[LifecycleWorkers]:
-    """A real worker on the session's task queues, polling the dev server for the whole session."""
+async def contract_services(
+    settings: Settings, app: FastAPI, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[ContractServices]:
+    """Started once per session (per xdist worker), as `make run` starts them (`python -m services.<name>`), and
+    registered through the API as they would register themselves; registry_left_as_found leaves them be."""
+    started = service_processes(settings, tmp_path_factory.mktemp("services"), uuid.uuid4().hex[:8])
+    processes = {name: process for name, (process, _) in started.items()}
+    queues = {name: queue for name, (_, queue) in started.items()}
+    for process in processes.values():
+        process.start()
+    try:
+
+        async def serving() -> bool:
+            return all("serving" in process.log() for process in processes.values())
+
+        await eventually(serving, "every service's worker polls its queue")
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as api:
+            for name, queue in queues.items():
+                answer = await api.put(
+                    f"/deletion-services/{name}",
+                    json={"task_queue": queue, "contract": "lifecycle.deletion.v1"},
+                    headers=ADMIN_HEADERS,
+                )
+                assert answer.status_code in (200, 201), answer.text
+        urls = {name: service_database_url(name, beside=settings.database_url) for name in queues}
+        yield ContractServices(queues, urls, processes)
+    finally:
+        for process in processes.values():
+            if process.process is not None and process.process.poll() is None:
+                process.terminate()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def worker(
+    settings: Settings, temporal_client: Client, contract_services: ContractServices
+) -> AsyncIterator[LifecycleWorkers]:
+    """A real worker on the session's task queues, polling the dev server for the whole session; the services it
+    deletes from run beside it (contract_services)."""
     async with own_worker(settings, temporal_client) as running:
         yield running
 
@@ -184,7 +234,8 @@ async def api(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest_asyncio.fixture
 async def registry_left_as_found(settings: Settings) -> AsyncIterator[None]:
-    """Retires every deletion service a test registered, once it is done.
+    """Retires every deletion service a test registered, once it is done; the project's own (contract_services)
+    stay.
 
     Every bot deletion calls every registered service and waits for it without end, which is the point; so a
     service left registered in the session's database, on a queue nobody polls, would hold every later deletion
@@ -194,7 +245,10 @@ async def registry_left_as_found(settings: Settings) -> AsyncIterator[None]:
     engine = create_async_engine(settings.database_url)
     try:
         async with engine.begin() as connection:
-            await connection.execute(text("UPDATE deletion_services SET retired_at = now() WHERE retired_at IS NULL"))
+            await connection.execute(
+                text("UPDATE deletion_services SET retired_at = now() WHERE retired_at IS NULL AND name <> ALL(:kept)"),
+                {"kept": [service.name for service in SERVICES]},
+            )
     finally:
         await engine.dispose()
 

@@ -12,6 +12,8 @@ from devstack.seed import asyncpg_dsn
 from lifecycle.object_keys import DOCUMENTS_PREFIX
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
+from services.knowledge import KNOWLEDGE
+from services.runtime.database import service_database_url
 
 CANARY = b"another bot's document: never deleted, never exported\n"
 
@@ -34,7 +36,8 @@ async def plant_document(settings: Settings, bot_id: str, kind: str) -> tuple[in
         await store.put_bytes(DOCUMENTS_PREFIX + canary, CANARY)
     finally:
         await store.close()
-    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+    # The knowledge service's own database, beside the product's.
+    conn = await asyncpg.connect(asyncpg_dsn(service_database_url(KNOWLEDGE.name, beside=settings.database_url)))
     try:
         document_id = await conn.fetchval(
             "INSERT INTO knowledge_documents (bot_id, title, storage_key, size_bytes)"

@@ -89,3 +89,22 @@ class ApiProcess(ChildProcess):
                     time.sleep(0.1)  # polling interval of a synchronous wait: fixtures start processes outside a loop
         self.kill()  # a fixture that fails here never reaches its teardown
         raise AssertionError(f"API did not start:\n{self.log()[-2000:]}")
+
+
+def service_processes(settings: Settings, log_dir: Path, suffix: str) -> dict[str, tuple[ChildProcess, str]]:
+    """The project's own services (services/catalog.py) as `make run` starts them, `python -m services.<name>`,
+    each on a task queue of its own (`<name>-<suffix>`) and with its own database beside `settings`' one; not
+    started yet. By service name: (process, task queue)."""
+    from services.catalog import SERVICES
+    from services.runtime.worker import task_queue_variable
+
+    started = {}
+    for service in SERVICES:
+        queue = f"{service.name}-{suffix}"
+        process = ChildProcess(
+            [sys.executable, "-m", f"services.{service.name}"],
+            settings_environment(settings, **{task_queue_variable(service.name): queue}),
+            log_dir / f"{service.name}.log",
+        )
+        started[service.name] = (process, queue)
+    return started

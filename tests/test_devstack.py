@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -172,6 +173,26 @@ class RunningStack:
             time.sleep(0.2)  # the polling interval of this synchronous wait, as in wait_ready above
         raise AssertionError(f"{status_url} never became ready")
 
+    def wait_registered(self, admin: dict[str, str], names: set[str], timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            listed = httpx.get(f"{self.api_url}/deletion-services", headers=admin).json()
+            if names <= {service["name"] for service in listed["services"]}:
+                return
+            time.sleep(0.2)  # the polling interval of this synchronous wait, as in wait_ready above
+        raise AssertionError(f"{names} never all registered:\n{self.log.read_text()[-3000:]}")
+
+    def wait_deletion_completed(self, status_url: str, key: str, timeout: float = 120.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status: dict[str, Any] = httpx.get(
+                f"{self.api_url}{status_url}", headers={"Authorization": f"Bearer {key}"}
+            ).json()
+            if status["status"] == "completed":
+                return status
+            time.sleep(0.2)  # the polling interval of this synchronous wait, as in wait_ready above
+        raise AssertionError(f"{status_url} never completed")
+
     def stop(self) -> int:
         assert self.process is not None
         self.process.send_signal(signal.SIGINT)
@@ -214,10 +235,20 @@ def test_make_run_serves_and_keeps_data_across_restart(stack: RunningStack, tmp_
     # default ports it needs no variable; on these, the database's and the store's addresses, not its credentials.
     values = stack.values()
     where = {name: values[name] for name in ("DATABASE_URL", "S3_ENDPOINT_URL")}
-    seeded = json.loads(stack.run("seed", "--bots", "1", "--rows", "100", **where))
+    seeded = json.loads(stack.run("seed", "--bots", "2", "--rows", "100", **where))
     assert set(seeded) == {"account_id", "api_key", "bot_ids"}
     documents = bot_documents_prefix(seeded["bot_ids"][0])
-    assert stack.objects_under(documents) == rows_per_service(100)["knowledge_documents"]
+    assert stack.objects_under(documents) == rows_per_service(100)["knowledge"]
+    # Every service of the Procfile registered itself as it started; a deletion reaches each one's own store.
+    admin = {"Authorization": f"Bearer {token}"}
+    stack.wait_registered(admin, {"chat", "analytics", "knowledge", "integrations"})
+    deleted = seeded["bot_ids"][1]
+    deleting = httpx.delete(f"{stack.api_url}/bots/{deleted}", headers={"Authorization": f"Bearer {seeded['api_key']}"})
+    assert deleting.status_code in (200, 202), deleting.text
+    status = stack.wait_deletion_completed(deleting.json()["status_url"], seeded["api_key"])
+    assert {name: p["deleted"] for name, p in status["progress"].items()} == rows_per_service(100)
+    assert stack.objects_under(bot_documents_prefix(deleted)) == 0
+    assert stack.objects_under(documents) == rows_per_service(100)["knowledge"]
 
     assert stack.stop() == 0
     assert "[stack] stopped" in stack.log.read_text()
@@ -229,5 +260,5 @@ def test_make_run_serves_and_keeps_data_across_restart(stack: RunningStack, tmp_
     # SeaweedFS kept its objects: the archive downloads, the documents are there.
     archive = httpx.get(link if link.startswith("http") else f"{stack.api_url}{link}")
     assert archive.status_code == 200 and archive.headers["content-type"] == "application/zip"
-    assert stack.objects_under(documents) == rows_per_service(100)["knowledge_documents"]
+    assert stack.objects_under(documents) == rows_per_service(100)["knowledge"]
     assert stack.stop() == 0

@@ -52,7 +52,7 @@ async def _logged_by_activity(form: str) -> str:
         environment.info,
         workflow_id="bot-deletion-1",
         workflow_run_id="run-1",
-        activity_type="delete_bot_service",
+        activity_type="DeleteSubjectData",
         attempt=2,
     )
     await environment.run(logging_activity, "messages")
@@ -89,7 +89,7 @@ async def test_json_lines_carry_workflow_run_and_activity_ids() -> None:
     assert line["component"] == "worker"
     assert line["workflow_id"] == "bot-deletion-1"
     assert line["workflow_run_id"] == "run-1"
-    assert line["activity_type"] == "delete_bot_service"
+    assert line["activity_type"] == "DeleteSubjectData"
     assert line["attempt"] == 2
     assert "task_queue" not in line
 
@@ -100,7 +100,7 @@ async def test_console_lines_are_readable_and_carry_the_ids() -> None:
     # The message first as written, without the SDK's dict appended, then the ids as key=value.
     assert "deleting messages " in line and "{" not in line
     assert "[worker/temporalio.activity]" in line
-    for field in ("workflow_id=bot-deletion-1", "workflow_run_id=run-1", "activity_type=delete_bot_service"):
+    for field in ("workflow_id=bot-deletion-1", "workflow_run_id=run-1", "activity_type=DeleteSubjectData"):
         assert field in line
 
 

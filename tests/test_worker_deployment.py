@@ -33,7 +33,7 @@ from tests.processes import PROJECT_ROOT
 from workflows.registry import WORKFLOWS
 
 # The packages the image ships (Dockerfile): a copy of them is a checkout as the worker sees it.
-APP_PACKAGES = ("workflows", "activities", "lifecycle", "api")
+APP_PACKAGES = ("workflows", "activities", "lifecycle", "api", "services")
 
 # What Python itself loads from the project when it imports every workflow module: the truth the build id's
 # reading of import statements must match.
@@ -85,7 +85,7 @@ def test_the_hashed_modules_are_exactly_those_importing_the_workflows_loads(chec
     "module",
     [
         "workflows/sites/deletion.py",  # a workflow
-        "activities/deletion/deleters.py",  # read by a workflow: BotDeletion iterates its DELETION_SERVICES
+        "activities/deletion/services.py",  # read by a workflow: the budget share BotDeletion sends services
         "activities/sites/wordpress_schema.py",  # imported by an activity module a workflow imports
         "lifecycle/db/models.py",  # imported only through activity modules
         "activities/__init__.py",  # run by importing any activity module

@@ -58,21 +58,13 @@ STEP: Final = ActivityPreset(
     start_to_close_timeout=timedelta(seconds=30), heartbeat_timeout=_HEARTBEAT, retry_policy=_RETRY_WITHOUT_END
 )
 
-# A deleter call: one batch plus the slice (2 min: longer is stuck, not slow); it heartbeats after every batch (tens
-# of ms), so 10 s of silence means its worker died; backoff capped at a minute, and after POISON_PILL_ATTEMPTS the
-# workflow decides (a transient error is called again without end, anything else is a poison pill).
-DELETER: Final = ActivityPreset(
-    start_to_close_timeout=timedelta(minutes=2),
-    heartbeat_timeout=timedelta(seconds=10),
-    retry_policy=_doubling(timedelta(seconds=1), timedelta(minutes=1), POISON_PILL_ATTEMPTS),
-)
-
 # A call of a registered deletion service (DeleteSubjectData, VerifySubjectErased) on its own task queue. A live
 # worker takes a call within milliseconds, so one not taken within 10 s means no worker of the service polls (or
 # every one is busy): the run shows the service as waiting and calls again, without end, so nothing is lost while
 # the service is down. A slice returns within seconds (DeleteRequest.max_duration_ms), so a minute is stuck; the
-# contract asks for no heartbeat, so a worker killed mid-call is noticed at that minute. Errors retry like a
-# deleter's, and after POISON_PILL_ATTEMPTS the workflow decides (an operator, for anything but a timeout).
+# contract asks for no heartbeat, so a worker killed mid-call is noticed at that minute. Errors retry with backoff
+# capped at a minute, and after POISON_PILL_ATTEMPTS the workflow decides (a transient error or a timeout is
+# called again without end, anything else is a poison pill for an operator).
 SERVICE_CALL: Final = ActivityPreset(
     schedule_to_start_timeout=timedelta(seconds=10),
     start_to_close_timeout=timedelta(minutes=1),

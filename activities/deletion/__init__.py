@@ -1,1 +1,1 @@
-"""The deletion activities: deleters, bookkeeping, pace, grace, receipts, the email."""
+"""The deletion activities: the registry as a deletion reads it, bookkeeping, grace, receipts, the email."""

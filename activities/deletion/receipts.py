@@ -1,9 +1,10 @@
 """The deletion receipt: an independent check that the subject is gone, then a signed record of what went.
 
-The check does not trust the deleters' counts: it counts every service's rows of the bot (or of every bot the
-account had) in the tables themselves, and lists the bot's objects in the object store; a registered service counts
-its own store (VerifySubjectErased, which the workflow calls just before). The receipt records what the
-deleters committed per service (deletion_progress), the check's findings, the phases' times, the operator's
+The check does not trust the services' deletion answers: each registered service counts what it still holds of
+the bot in its own store (VerifySubjectErased, which the workflow calls just before), and an account's receipt adds
+up its bots' receipts' counts; the gateway itself counts only what it owns (the bot row, or the account's rows,
+bots, sites and keys). The receipt records what the services answered per service (deletion_progress), keyed
+by registered name, the check's findings, the phases' times, the operator's
 actions and the budget changes meanwhile; it is chained to the receipt before it by that one's SHA-256, so a
 receipt removed from the table breaks the chain. Idempotent: a retry, a reset or a worker killed after the
 insert finds the receipt of its deletion and returns it.
@@ -21,14 +22,11 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 from temporalio import activity
 
-from activities.deletion.deleters import DELETERS
 from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
 from lifecycle.deletion.contracts import ReceiptInput, ReceiptSubject
 from lifecycle.deletion.receipt_keys import CHAIN_LOCK, ReceiptSigner
 from lifecycle.deletion.receipts import sign
-from lifecycle.object_keys import bot_documents_prefix
-from lifecycle.object_store import ObjectStore
 
 # The receipts' format; a verifier can tell which fields to expect. 2: `key_id` names the signing key.
 RECEIPT_VERSION = 2
@@ -139,10 +137,8 @@ class DeletionReceipts:
             }
             skipped = skipped or bool(service_skipped)
             phases.append({"name": f"delete {service}", "started_at": _time(started), "ended_at": _time(ended)})
-        for service in DELETERS:
-            services.setdefault(
-                service, {"rows_deleted": 0, "files_deleted": 0, "remaining": remaining.get(service, 0)}
-            )
+        for service in remaining:
+            services.setdefault(service, {"rows_deleted": 0, "files_deleted": 0, "remaining": remaining[service]})
         phases.append({"name": "independent check", "started_at": _time(check_started), "ended_at": _time(check_ended)})
         budget_changes = [
             # A service's override names it (a null rate: removed); a change of the shared budget names none.
@@ -177,22 +173,18 @@ class DeletionReceipts:
         return body
 
     async def _check(self, conn: AsyncConnection, request: ReceiptInput, bot_ids: list[str]) -> list[dict[str, Any]]:
-        """Counted in the tables and the object store, not taken from the deleters."""
+        """Each service's own count of what it holds, and the gateway's count of its own rows; not taken from the
+        services' deletion answers."""
         checks: list[dict[str, Any]] = []
-        for service, deleter in DELETERS.items():
-            found = (
-                await conn.execute(
-                    text(f"SELECT count(*) FROM {deleter.table} WHERE bot_id = ANY(CAST(:bots AS uuid[]))"),
-                    {"bots": bot_ids},
-                )
-            ).scalar_one()
-            checks.append(_check(f"rows of {service}", int(found), service=service))
-        # A registered service is the one that can count its own store: its VerifySubjectErased, just before.
-        for verified in request.verified:
-            found = verified.remaining_rows + verified.remaining_files
-            checks.append(_check(f"rows and files of {verified.service}", found, service=verified.service))
-        files = await _objects_left(self._resources.objects, bot_ids)
-        checks.append(_check("files of the bot" if len(bot_ids) == 1 else "files of its bots", files))
+        # Only a service can count its own store: its VerifySubjectErased, just before (a bot), or what the
+        # account's bots' receipts found (an account, whose bots were each checked so as they finished).
+        verified = (
+            {v.service: v.remaining_rows + v.remaining_files for v in request.verified}
+            if request.subject_kind == ReceiptSubject.BOT
+            else await _bots_verified(conn, request.account_id)
+        )
+        for service, found in sorted(verified.items()):
+            checks.append(_check(f"rows and files of {service}", found, service=service))
         if request.subject_kind == ReceiptSubject.BOT:
             bot_rows = (
                 await conn.execute(text("SELECT count(*) FROM bots WHERE id = :bot"), {"bot": request.subject_id})
@@ -226,6 +218,11 @@ def _check(name: str, found: int, *, service: str | None = None) -> dict[str, An
     return check
 
 
-async def _objects_left(store: ObjectStore, bot_ids: list[str]) -> int:
-    """Objects left under the bots' document prefixes, listed in the store itself."""
-    return sum([await store.count(bot_documents_prefix(bot_id)) for bot_id in bot_ids])
+async def _bots_verified(conn: AsyncConnection, account_id: str) -> dict[str, int]:
+    """What every service's own count found left of the account's bots, as their receipts recorded it."""
+    found: dict[str, int] = {}
+    for _, canonical in await conn.execute(_BOT_RECEIPTS, {"account": account_id}):
+        for check in json.loads(canonical)["checks"]:
+            if "service" in check:
+                found[check["service"]] = found.get(check["service"], 0) + int(check["found"])
+    return found

@@ -4,13 +4,10 @@ emptied rows."""
 from __future__ import annotations
 
 from sqlalchemy import text
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 
-from activities.deletion.deleters import DELETERS
 from activities.heartbeat import heartbeats
 from activities.polling import raise_if_running
 from activities.resources import ActivityResources
@@ -44,18 +41,6 @@ _RECORD_SKIP = text(
     "INSERT INTO deletion_progress (workflow_id, service, done, skipped) VALUES (:workflow_id, :service, true, true)"
     " ON CONFLICT (workflow_id, service) DO UPDATE SET done = true, skipped = true, updated_at = now()"
 )
-
-
-async def _services_with_rows(conn: AsyncConnection, bot_id: str) -> list[str]:
-    """The services that still hold a row of the bot: a writer may have raced the deleters."""
-    found = []
-    for service, deleter in DELETERS.items():
-        row = await conn.execute(
-            text(f"SELECT EXISTS (SELECT FROM {deleter.table} WHERE bot_id = :bot)"), {"bot": bot_id}
-        )
-        if row.scalar_one():
-            found.append(service)
-    return found
 
 
 class DeletionRecords:
@@ -101,30 +86,20 @@ class DeletionRecords:
     @activity.defn(name="finish_bot_deletion")
     @heartbeats
     async def finish_bot_deletion(self, request: FinishBotDeletionInput) -> FinishBotDeletionResult:
-        """Remove the bot row and record completion, unless a service still holds a row of the bot.
+        """Remove the bot row and record completion, unless an operator skipped a service.
 
-        Idempotent. Every service's table references the bot row (tests/deletion/test_finish.py checks that each
-        deleter's table does), so the DELETE's own foreign-key checks are the proof that nothing remains: they
-        also see rows a writer has not committed yet, since its insert holds a lock on the bot row. A separate
-        "anything left?" pass walked every table's index over the rows just deleted a second time (230 ms of a
-        1M-row bot, bench.deletion). When the DELETE fails, the services that still hold rows are returned, and
-        the workflow deletes them again: a racing writer is a reason to go around again, never to retry in
-        silence.
+        Idempotent. The services own their data in stores of their own, so no foreign key can prove that nothing
+        of the bot remains there: the workflow calls this only once every service's own count
+        (VerifySubjectErased) found nothing left of the bot.
         """
         async with self._resources.engine.begin() as conn:
             for service in request.skipped_services:
                 await conn.execute(_RECORD_SKIP, {"workflow_id": request.workflow_id, "service": service})
         if not request.delete_bot_row:
             return FinishBotDeletionResult()
-        try:
-            async with self._resources.engine.begin() as conn:
-                await conn.execute(text("DELETE FROM bots WHERE id = :bot"), {"bot": request.bot_id})
-                await conn.execute(_MARK_COMPLETED, {"workflow_id": request.workflow_id})
-        except IntegrityError:
-            async with self._resources.engine.connect() as conn:
-                remaining = await _services_with_rows(conn, request.bot_id)
-            activity.logger.warning("rows of bot %s remain after deleting: %s", request.bot_id, remaining)
-            return FinishBotDeletionResult(remaining_services=remaining or list(DELETERS))
+        async with self._resources.engine.begin() as conn:
+            await conn.execute(text("DELETE FROM bots WHERE id = :bot"), {"bot": request.bot_id})
+            await conn.execute(_MARK_COMPLETED, {"workflow_id": request.workflow_id})
         return FinishBotDeletionResult(bot_row_deleted=True)
 
     @activity.defn(name="finish_account_deletion")

@@ -1,5 +1,5 @@
 """The registered deletion services, as a deletion sees them: read once when it starts, and each one's progress
-recorded where the status API and the receipt read the built-in services' (deletion_progress)."""
+recorded where the status API and the receipt read it (deletion_progress)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 from temporalio import activity
 
-from activities.deletion.deleters import DELETION_SERVICES
 from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
 from lifecycle.deletion.budget import read_deletion_budget
@@ -42,18 +41,20 @@ _RECORD = text(
 _ANSWERED = text("UPDATE deletion_services SET last_answered_at = now() WHERE name = :service")
 
 
-def budget_share(budget: DeletionBudget, registered: list[str], service: str) -> int:
-    """A registered service's rows/s for its next call: its override if it has one; otherwise the budget split
-    evenly over the deletion's services that have none, built-in and registered; 0 (unlimited) without a budget."""
+def budget_share(budget: DeletionBudget, deleting: list[str], service: str) -> int:
+    """A service's rows/s for its next call: its own override if it has one; otherwise the budget split evenly
+    over the deletion's services still deleting that have none (a service done leaves its share to the others),
+    each of which applies its share to its own store; 0 (unlimited) without a budget."""
     if (own := budget.services.get(service)) is not None:
         return own
     if budget.rows_per_second is None:
         return 0
-    sharing = len(DELETION_SERVICES) + sum(1 for name in registered if name not in budget.services)
-    return max(1, budget.rows_per_second // sharing)
+    sharing = sum(1 for name in deleting if name not in budget.services)
+    return max(1, budget.rows_per_second // max(1, sharing))
 
 
-async def _active_services(conn: AsyncConnection) -> list[RegisteredService]:
+async def active_services(conn: AsyncConnection) -> list[RegisteredService]:
+    """The registered services of a contract this code calls, not retired."""
     return [
         RegisteredService(name, queue)
         for name, queue in await conn.execute(_ACTIVE, {"contracts": list(SUPPORTED_CONTRACTS)})
@@ -64,19 +65,12 @@ class RegisteredServices:
     def __init__(self, resources: ActivityResources) -> None:
         self._resources = resources
 
-    @activity.defn(name="list_registered_services")
-    @heartbeats
-    async def list_registered_services(self) -> list[RegisteredService]:
-        """The active services of a contract this code calls: those an export asks for their part."""
-        async with self._resources.engine.connect() as conn:
-            return await _active_services(conn)
-
     @activity.defn(name="list_deletion_services")
     @heartbeats
     async def list_deletion_services(self, workflow_id: str) -> ServiceRegistry:
         """The active services of a contract this code calls, with what earlier runs of the deletion recorded."""
         async with self._resources.engine.connect() as conn:
-            services = await _active_services(conn)
+            services = await active_services(conn)
             recorded = {
                 row.service: ServiceProgress(
                     deleted=row.deleted,

@@ -23,7 +23,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.alerts import record_alert
-from activities.deletion.deleters import DELETERS
+from activities.deletion.services import active_services
 from activities.exports.archive import (
     CHUNK,
     ServiceEntry,
@@ -38,10 +38,12 @@ from activities.exports.archive import (
     service_part_path,
     sha256_of,
 )
+from activities.exports.service_stores import SERVICE_OF_TABLE, service_engine
 from activities.heartbeat import heartbeating, heartbeats
 from activities.mail import send_once
 from activities.resources import ActivityResources
 from lifecycle.contracts import AlertInput
+from lifecycle.deletion.contracts import RegisteredService
 from lifecycle.exports.contracts import (
     AccountExportInput,
     AccountExportResult,
@@ -108,8 +110,8 @@ def _batch_query(table: str, filter_column: str, *, after_cursor: bool) -> str:
 def plan_parts(bot_ids: list[str]) -> list[ExportPart]:
     parts = [_ACCOUNT_PART, _BOTS_PART]
     for bot_id in bot_ids:
-        for service, deleter in DELETERS.items():
-            parts.append(ExportPart(name=f"bots/{bot_id}/{service}.jsonl", table=deleter.table, bot_id=bot_id))
+        for table in SERVICE_OF_TABLE:
+            parts.append(ExportPart(name=f"bots/{bot_id}/{table}.jsonl", table=table, bot_id=bot_id))
     return parts
 
 
@@ -219,7 +221,13 @@ class AccountExportActivities:
         rows = 0
         handle = await asyncio.to_thread(building.open, "wb")
         try:
-            async with self._resources.engine.connect() as connection:
+            service = SERVICE_OF_TABLE.get(part.table)
+            engine = (
+                self._resources.engine
+                if service is None
+                else service_engine(service, self._resources.settings.database_url)
+            )
+            async with engine.connect() as connection:
                 # One snapshot per part: its rows are consistent with each other however long the walk takes.
                 conn = await connection.execution_options(isolation_level="REPEATABLE READ")
                 async with conn.begin():
@@ -331,6 +339,16 @@ class AccountExportActivities:
                 ),
             )
         return entries
+
+    @activity.defn(name="list_export_services")
+    @heartbeats
+    async def list_export_services(self) -> list[RegisteredService]:
+        """The registered services an export asks for their part (ExportSubjectData): all but this project's own,
+        whose tables the export still reads from their databases (activities/exports/service_stores.py)."""
+        async with self._resources.engine.connect() as conn:
+            services = await active_services(conn)
+        read_here = set(SERVICE_OF_TABLE.values())
+        return [service for service in services if service.name not in read_here]
 
     @activity.defn(name="mark_export_ready")
     @heartbeats

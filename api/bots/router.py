@@ -12,7 +12,6 @@ from api.bots.schemas import BotCreate, BotOut
 from api.deletion.answer import PreferHeader, deletion_answers, plan_wait
 from api.deletion.requests import Finished, Unauthorized, await_deletion, request_bot_deletion
 from api.deletion.schemas import DeletionAccepted, DeletionFinished
-from api.deletion.size import bot_deletion_size
 from api.dependencies import (
     AccountKeyDep,
     CallerDep,
@@ -98,8 +97,7 @@ async def delete_bot(
     if accepted is None:
         raise ProblemError(404, _NOT_FOUND)
     status_url = f"/bots/{bot_id}/deletion"
-    # Sized only now: an unauthorized caller costs no count. No connection is held past this point.
-    plan = await plan_wait(prefer, settings, engine, bot_deletion_size, bot_id)
+    plan = plan_wait(prefer, settings)
     state = DeletionState.COMPLETED if accepted.finished else DeletionState.RUNNING
     if plan.seconds > 0:
         outcome = await await_deletion(client, accepted.workflow_id, plan.seconds, account=False)

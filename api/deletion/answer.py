@@ -4,8 +4,11 @@ Every deletion is a workflow; what changes is only how long the request waits fo
 
 - `Prefer: wait=N`: up to N seconds (at most DELETION_PREFER_WAIT_MAX), whatever the size;
 - `Prefer: respond-async` without `wait`: not at all;
-- otherwise: DELETION_INLINE_WAIT seconds if the bounded size estimate is below DELETION_INLINE_THRESHOLD,
-  else not at all.
+- otherwise: DELETION_INLINE_WAIT seconds (0: not at all).
+
+The wait is bounded, not sized: the gateway owns none of the data a deletion removes (the registered services do,
+in stores of their own), so it cannot tell a small deletion from a large one before the services answer. A small
+one finishes within the wait and answers 200; a large one answers 202 when the wait runs out.
 
 RFC 7240's own example pairs the two, `respond-async, wait=10`: answer asynchronously if it takes longer than
 that, which is what `wait=N` does here anyway. The answer says which preferences it honoured in
@@ -14,14 +17,11 @@ that, which is what `wait=N` does here anyway. The answer says which preferences
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Header, Response
 from pydantic import WithJsonSchema
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from api.prefer import RESPOND_ASYNC, WAIT, Preferences, parse_prefer
 from lifecycle.settings import Settings
@@ -29,8 +29,8 @@ from lifecycle.settings import Settings
 PREFER_DESCRIPTION = (
     "RFC 7240 preferences. `respond-async`: answer 202 at once. `wait=N`: wait up to N seconds (at most "
     "DELETION_PREFER_WAIT_MAX, 30 by default) for the deletion to finish and answer 200, else 202, whatever its "
-    "size. Without either, a deletion estimated below DELETION_INLINE_THRESHOLD rows waits up to "
-    "DELETION_INLINE_WAIT seconds. Values the service cannot use are ignored, never an error."
+    "size. Without either, the request waits up to DELETION_INLINE_WAIT seconds (5 by default) and answers 200 if "
+    "the deletion finished by then, else 202. Values the service cannot use are ignored, never an error."
 )
 # Declared as the plain string a client sends: values the API cannot use are ignored, never refused, so the
 # schema must not refuse them either. Repeated headers arrive as a list.
@@ -80,23 +80,15 @@ class WaitPlan:
 
 NO_WAIT = WaitPlan(seconds=0)
 
-SizeProbe = Callable[[AsyncConnection, uuid.UUID, int], Awaitable[int]]
 
-
-async def plan_wait(
-    prefer: list[str] | None, settings: Settings, engine: AsyncEngine, measure: SizeProbe, owner: uuid.UUID
-) -> WaitPlan:
-    """How long to wait for the deletion of `owner` (a bot or an account id), sized by `measure` if needed."""
+def plan_wait(prefer: list[str] | None, settings: Settings) -> WaitPlan:
+    """How long to wait for a deletion: as the client prefers, else DELETION_INLINE_WAIT."""
     preferences: Preferences = parse_prefer(prefer)
     if preferences.wait is not None:
         capped = min(preferences.wait, int(settings.deletion_prefer_wait_max))
         return WaitPlan(seconds=capped, wait_applied=capped, respond_async=preferences.respond_async)
     if preferences.respond_async:
         return WaitPlan(seconds=0, respond_async=True)
-    threshold = settings.deletion_inline_threshold
-    if threshold <= 0 or settings.deletion_inline_wait <= 0:
+    if settings.deletion_inline_wait <= 0:
         return NO_WAIT
-    # Its own short-lived connection: released before the wait starts, so no waiting request holds one.
-    async with engine.connect() as conn:
-        size = await measure(conn, owner, threshold)
-    return WaitPlan(seconds=settings.deletion_inline_wait) if size < threshold else NO_WAIT
+    return WaitPlan(seconds=settings.deletion_inline_wait)

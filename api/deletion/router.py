@@ -12,7 +12,6 @@ from fastapi.responses import JSONResponse
 from api.deletion.answer import NO_WAIT, PreferHeader, WaitPlan, deletion_answers, plan_wait
 from api.deletion.requests import Finished, await_deletion, redrive_account_deletion, request_account_deletion
 from api.deletion.schemas import AccountDeletionFinished, DeletionAccepted
-from api.deletion.size import account_deletion_size
 from api.dependencies import AdminDep, CallerDep, EngineDep, SessionDep, SettingsDep, TemporalDep
 from api.exports.schemas import AccountDeletionOptions
 from api.problems import ProblemError, problem_responses
@@ -61,7 +60,7 @@ async def delete_account(
         return _accepted(response, accepted.workflow_id, NO_WAIT, DeletionState.SCHEDULED, accepted.deletes_at)
     if export_first:
         return _accepted(response, accepted.workflow_id, NO_WAIT, DeletionState.RUNNING)
-    plan = await plan_wait(prefer, settings, engine, account_deletion_size, caller.account_id)
+    plan = plan_wait(prefer, settings)
     if plan.seconds > 0:
         outcome = await await_deletion(client, accepted.workflow_id, plan.seconds, account=True)
         if isinstance(outcome, Finished):

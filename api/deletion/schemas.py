@@ -36,7 +36,8 @@ class DeletionFinished(BaseModel):
         "and the bot or account row remain."
     )
     deleted: dict[str, int] = Field(
-        description="Rows deleted per service; each knowledge document's file went with its row. An account's "
+        description="Rows deleted per registered service, by its name (its files are counted in the receipt). An "
+        "account's "
         "also counts the sites it tore down, as `sites`."
     )
     status_url: str | None = Field(description="Where the deletion stays readable; none once the caller is gone.")
@@ -89,8 +90,8 @@ class DeletionOut(BaseModel):
         description="Only while `scheduled` (an account deletion in its grace period): when deleting begins.",
     )
     rows_per_second: int = Field(
-        description="Rows deleted per second, measured by the deleters over their last window of at least a "
-        "second; 0 while not deleting (not started, paused, waiting, or closed)."
+        description="Rows deleted per second, as the services measured their last slice; 0 while not deleting "
+        "(not started, paused, waiting, or closed)."
     )
     estimated_completion: datetime | None = Field(
         description="When the deletion should finish at the current rate (RFC 3339); null while unknown. An "

@@ -1,6 +1,6 @@
 """The registry of deletion services (admin): a service that owns data about bots joins every deletion started
 after it registers, by name, with the task queue its workers poll; retiring it keeps its row, for the records
-that name it. Today's built-in services (activities/deletion/deleters.py) are deleted beside the registered ones.
+that name it. The registry is the only list of services the gateway has: it names none of its own.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from sqlalchemy import func, literal_column, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.sql.dml import ReturningInsert
 
-from activities.deletion.deleters import DELETION_SERVICES
 from api.deletion.services_schemas import DeletionServiceBody, DeletionServiceOut, DeletionServicesOut
 from api.dependencies import AdminDep, SessionDep
 from api.problems import ProblemError, problem_responses
@@ -43,14 +42,12 @@ def _out(service: DeletionService) -> DeletionServiceOut:
     summary="Admin: register a deletion service, or update its task queue or contract (201 when new)",
     responses={
         201: {"description": "Registered", "model": DeletionServiceOut},
-        **problem_responses(401, 403, 409, 422),
+        **problem_responses(401, 403, 422),
     },
 )
 async def put_deletion_service(
     name: ServiceName, body: DeletionServiceBody, _admin: AdminDep, session: SessionDep, response: Response
 ) -> DeletionServiceOut:
-    if name in DELETION_SERVICES:
-        raise ProblemError(409, f"{name!r} is the name of a built-in service; choose another.")
     # Registering a retired service again brings it back: deletions started from now on call it.
     upsert: ReturningInsert[DeletionService, bool] = (
         insert(DeletionService)

@@ -122,8 +122,8 @@ class DeletionProgress(Base):
     skipped: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     updated_at: Mapped[datetime] = _now_column()
     files_deleted: Mapped[int] = mapped_column(BigInteger, server_default="0")
-    # Rows per second over the last window of at least RATE_WINDOW (activities/deletion/deleters.py), and what is
-    # slowing the service down: None, "budget", or a pressure signal (lifecycle/deletion/budget.py).
+    # Rows per second as the service measured its last slice (DeleteResponse.measured_rows_per_second), and what is
+    # slowing the service down: None, "budget", or a pressure signal (services/runtime/pace.py for this project's).
     rows_per_second: Mapped[int] = mapped_column(BigInteger, server_default="0")
     throttled: Mapped[str | None] = mapped_column(String(30))
     rate_since: Mapped[datetime] = _now_column()

@@ -12,16 +12,7 @@ METADATA: Final = Base.metadata
 
 # Tables the migrations create that no model maps, and why: each is read and written by SQL of its own, so a
 # model would be code nothing runs. Every other table must match its model.
-_SERVICE = "a service's rows of a bot: written by the product (devstack/seed.py here), deleted and exported in "
-_SERVICE += (
-    "key-range batches by SQL built from DELETERS (activities/deletion/deleters.py, activities/exports/steps.py)"
-)
 TABLES_WITHOUT_MODELS: Final = {
-    "conversations": _SERVICE,
-    "messages": _SERVICE,
-    "analytics_events": _SERVICE,
-    "knowledge_documents": _SERVICE,
-    "integrations": _SERVICE,
     "alerts": "recorded once per raising activity, and its webhook delivery, by activities/alerts.py",
     "deletion_budget": "the shared rows/s budget's one row, read and set by lifecycle/deletion/budget.py",
     "deletion_budget_overrides": "each service's own rows/s, read and set by lifecycle/deletion/budget.py",

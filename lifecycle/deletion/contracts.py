@@ -8,15 +8,17 @@ from enum import StrEnum
 
 from lifecycle.statuses import DeletionState, Throttle
 
-# A deleter call works for at most this long, then returns so the workflow can pause or resize batches.
+# A service's slice works for at most this long (DeleteRequest.max_duration_ms), then returns so the workflow can
+# pause or resize batches.
 DELETER_SLICE = timedelta(seconds=5)
 # The ApplicationError type of infrastructure failures (database down, connection lost): the workflows retry
 # these without end, while anything else that exhausts its retries is a poison pill for an operator.
 TRANSIENT_ERROR = "TransientError"
 
-# Rows per DELETE statement. Measured with the key-range DELETE of activities/deletion/deleters.py on the embedded
-# PostgreSQL (2 shared cores, fsync on), 300k messages: 5,000 -> 378k rows/s, 20,000 -> 505k rows/s,
-# 50,000 -> 780k rows/s (one statement for all: 1.4M rows/s). 50,000 rows is still one ~65 ms transaction.
+# Rows per call of a service (DeleteRequest.max_rows). Measured with the key-range DELETE now in
+# services/runtime/tables.py, on the embedded PostgreSQL (2 shared cores, fsync on), 300k messages: 5,000 -> 378k
+# rows/s, 20,000 -> 505k rows/s, 50,000 -> 780k rows/s (one statement for all: 1.4M rows/s). 50,000 rows is still
+# one ~65 ms transaction.
 DEFAULT_BATCH_SIZE = 50_000
 MIN_BATCH_SIZE = 100
 MAX_BATCH_SIZE = 100_000
@@ -26,18 +28,17 @@ CONTINUE_AS_NEW_AFTER_EVENTS = 2_000
 
 @dataclass
 class ServiceProgress:
-    """How far one service's deletion got. `cursor` is the highest id deleted so far (key-range resume)."""
+    """How far one registered service's deletion got, as its answers (DeleteResponse) said."""
 
     deleted: int = 0
     total: int = 0
-    cursor: int = 0
     done: bool = False
     skipped: bool = False
     files_deleted: int = 0
     # Measured over the last window of at least a second, and what slowed the last batch (a Throttle value).
     rows_per_second: int = 0
     throttled: Throttle | None = None
-    # A registered service's own cursor (DeleteResponse.cursor), opaque here; built-in services use `cursor`.
+    # The service's own cursor (DeleteResponse.cursor), opaque here.
     resume_from: str = ""
     # Since when (RFC 3339) the run has waited for a registered service's worker to take its call; None while
     # the service answers.
@@ -95,15 +96,6 @@ class ServiceVerification:
 
 
 @dataclass
-class DeleteServiceInput:
-    workflow_id: str
-    bot_id: str
-    service: str
-    batch_size: int
-    progress: ServiceProgress
-
-
-@dataclass
 class BotDeletionInput:
     bot_id: str
     account_id: str
@@ -155,7 +147,7 @@ class BotDeletionResult:
 class FinishBotDeletionInput:
     workflow_id: str
     bot_id: str
-    # A skipped service leaves rows that reference the bot, so its row must stay too.
+    # A skipped service leaves data of the bot, so its row must stay too.
     delete_bot_row: bool
     # Recorded in deletion_progress, so the status API says which services an operator skipped.
     skipped_services: list[str] = field(default_factory=list)
@@ -163,9 +155,8 @@ class FinishBotDeletionInput:
 
 @dataclass
 class FinishBotDeletionResult:
-    """What finishing found: services that still hold rows (a writer raced the deleters) keep the bot row."""
+    """Whether finishing removed the bot row (not when an operator skipped a service)."""
 
-    remaining_services: list[str] = field(default_factory=list)
     bot_row_deleted: bool = False
 
 

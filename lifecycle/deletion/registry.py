@@ -12,7 +12,7 @@ from lifecycle.deletion.v1 import service_pb2
 from lifecycle.statuses import Throttle
 
 # A registered name is how the status API and the receipts name the service: a lowercase slug, such as
-# `search-index`. The built-in services' names are taken (the API refuses them with a 409).
+# `search-index`.
 SERVICE_NAME_PATTERN: Final = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
 SERVICE_NAME_MAX_LENGTH: Final = 40
 TASK_QUEUE_MAX_LENGTH: Final = 200

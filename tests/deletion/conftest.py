@@ -7,13 +7,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import asyncpg
 import httpx
+import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
 from activities.resources import ActivityResources
 from devstack.seed import asyncpg_dsn
 from lifecycle.settings import Settings
-from tests.conftest import ADMIN_HEADERS
+from tests.conftest import ADMIN_HEADERS, ContractServices
 
 # register(kind) -> (name, task queue) of a deletion service it registered.
 Register = Callable[[str], Awaitable[tuple[str, str]]]
@@ -60,3 +61,10 @@ async def register(api: httpx.AsyncClient) -> AsyncIterator[Register]:
     yield registered
     for name in names:
         assert (await api.delete(f"/deletion-services/{name}", headers=ADMIN_HEADERS)).status_code == 204
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _services_running(contract_services: ContractServices) -> ContractServices:
+    """Every deletion test runs with the project's services registered and polling, also those that run their own
+    gateway worker (own_worker) rather than the session's."""
+    return contract_services

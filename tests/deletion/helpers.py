@@ -11,7 +11,6 @@ import asyncpg
 import httpx
 from temporalio.client import Client, WorkflowHandle
 
-from activities.deletion.deleters import DELETION_SERVICES as SERVICES
 from devstack.seed import asyncpg_dsn
 from lifecycle.contracts import ReconcileResult
 from lifecycle.deletion.contracts import AccountDeletionInput, AccountDeletionResult
@@ -20,6 +19,8 @@ from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
 from lifecycle.start_options import account_deletion_options
 from lifecycle.workflow_types import RECONCILER_WORKFLOW
+from services.catalog import SERVICES
+from services.runtime.database import service_database_url
 from tests.conftest import ApiAccount
 from tests.eventually import eventually
 
@@ -27,14 +28,20 @@ T = TypeVar("T")
 
 
 async def remaining_rows(database_url: str, bot_id: str) -> dict[str, int]:
-    conn = await asyncpg.connect(asyncpg_dsn(database_url))
-    try:
-        return {
-            service: await conn.fetchval(f"SELECT count(*) FROM {service} WHERE bot_id = $1::uuid", bot_id)
-            for service in SERVICES
-        }
-    finally:
-        await conn.close()
+    """The bot's rows left in each service's own database (beside `database_url`, the product's), by service."""
+    found = {}
+    for service in SERVICES:
+        conn = await asyncpg.connect(asyncpg_dsn(service_database_url(service.name, beside=database_url)))
+        try:
+            found[service.name] = sum(
+                [
+                    await conn.fetchval(f"SELECT count(*) FROM {table} WHERE bot_id = $1::uuid", bot_id)
+                    for table in service.seeds
+                ]
+            )
+        finally:
+            await conn.close()
+    return found
 
 
 async def remaining_objects(settings: Settings, bot_id: str) -> int:

@@ -20,12 +20,11 @@ from temporalio.exceptions import CancelledError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.deletion.deleters import DELETE_SERVICE_ACTIVITY
-from activities.deletion.deleters import DELETION_SERVICES as SERVICES
-from lifecycle.deletion.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus, RegisteredService
+from lifecycle.deletion.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
+from lifecycle.deletion.registry import DELETE_SUBJECT_DATA
 from lifecycle.worker_deployment import deployment_config
 from tests.conftest import start_time_skipping
-from tests.deletion.fakes import ROWS_PER_SERVICE, FakeBotServices
+from tests.deletion.fakes import ROWS_PER_SERVICE, SERVICES, FakeBotServices
 from tests.eventually import eventually
 from workflows.deletion.bot import BotDeletionWorkflow
 
@@ -52,17 +51,20 @@ def services() -> FakeBotServices:
 @contextlib.asynccontextmanager
 async def _harness(env: WorkflowEnvironment, services: FakeBotServices) -> AsyncIterator[Harness]:
     task_queue = f"bot-deletion-{uuid.uuid4().hex[:8]}"
-    async with Worker(
-        env.client,
-        task_queue=task_queue,
-        workflows=[BotDeletionWorkflow],
-        activities=services.activities(),
-        # Versioned, as the SDK requires of a type that declares a versioning behaviour; the time-skipping
-        # server dispatches to it without a current version.
-        deployment_config=deployment_config(WorkerDeploymentVersion(task_queue, "time-skipping")),
-        # Heartbeats reach the server at once, so a cancellation reaches a held deleter in moments rather than
-        # at its next heartbeat after the SDK's throttle (8 s: 0.8 of the deleter's 10 s heartbeat timeout).
-        max_heartbeat_throttle_interval=timedelta(milliseconds=100),
+    async with (
+        services.serving(env.client, task_queue),
+        Worker(
+            env.client,
+            task_queue=task_queue,
+            workflows=[BotDeletionWorkflow],
+            activities=services.activities(),
+            # Versioned, as the SDK requires of a type that declares a versioning behaviour; the time-skipping
+            # server dispatches to it without a current version.
+            deployment_config=deployment_config(WorkerDeploymentVersion(task_queue, "time-skipping")),
+            # Heartbeats reach the server at once, so a cancellation reaches a held deleter in moments rather than
+            # at its next heartbeat after the SDK's throttle (8 s: 0.8 of the deleter's 10 s heartbeat timeout).
+            max_heartbeat_throttle_interval=timedelta(milliseconds=100),
+        ),
     ):
         yield Harness(env.client, services, task_queue)
 
@@ -74,8 +76,8 @@ async def harness(time_skipping_env: WorkflowEnvironment, services: FakeBotServi
 
 
 async def _scheduled_calls_once_idle(handle: WorkflowHandle[Any, Any]) -> int | None:
-    """How many deleter calls the run scheduled, once its last workflow task completed with every activity closed
-    (so it decided, on everything that happened, to schedule nothing more); None until then."""
+    """How many DeleteSubjectData calls the run scheduled, once its last workflow task completed with every
+    activity closed (so it decided, on everything that happened, to schedule nothing more); None until then."""
     history = (await handle.fetch_history()).events
     events = [event.event_type for event in history]
     scheduled = events.count(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
@@ -87,7 +89,7 @@ async def _scheduled_calls_once_idle(handle: WorkflowHandle[Any, Any]) -> int | 
         1
         for event in history
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        and event.activity_task_scheduled_event_attributes.activity_type.name == DELETE_SERVICE_ACTIVITY
+        and event.activity_task_scheduled_event_attributes.activity_type.name == DELETE_SUBJECT_DATA
     )
     return deleter_calls if idle else None
 
@@ -116,10 +118,15 @@ async def test_happy_path_deletes_every_service_then_the_bot_row(harness: Harnes
     assert (await progress(handle)).status == "completed"
     # Each status the run entered is recorded (the API reads it there), the last one before the run closed.
     assert harness.services.statuses == ["running", "completed"]
-    # Services run side by side; each one's slices resume from what its previous slice returned.
+    # Services run side by side; each one's slices resume from the cursor its previous slice returned.
     for service in SERVICES:
-        cursors = [c.progress.cursor for c in harness.services.calls if c.service == service]
-        assert cursors == [n * ROWS_PER_SERVICE // 4 for n in range(4)]
+        cursors = [call.cursor for call in harness.services.calls_of(service)]
+        assert cursors == [""] + [str(n * ROWS_PER_SERVICE // 4) for n in range(1, 4)]
+    # Its own count is the receipt's check of each service.
+    [receipt] = harness.services.receipts
+    assert sorted((v.service, v.remaining_rows, v.remaining_files) for v in receipt.verified) == sorted(
+        (service, 0, 0) for service in SERVICES
+    )
 
 
 async def test_pause_stops_after_the_current_call_and_resume_continues_with_a_new_batch_size(
@@ -127,7 +134,7 @@ async def test_pause_stops_after_the_current_call_and_resume_continues_with_a_ne
 ) -> None:
     services.gate = asyncio.Event()
     handle = await harness.start()
-    await eventually(lambda: services.calls, "the first deleter call starts")
+    await eventually(lambda: services.calls, "the first service call starts")
     await handle.signal(BotDeletionWorkflow.pause)
     assert (await progress(handle)).status == "paused"
     services.gate.set()
@@ -146,8 +153,8 @@ async def test_pause_stops_after_the_current_call_and_resume_continues_with_a_ne
 
     await handle.signal(BotDeletionWorkflow.resume)
     assert all_deleted(await handle.result())
-    assert services.calls[0].batch_size != 1_000
-    assert {c.batch_size for c in services.calls[calls_before_pause:]} == {1_000}
+    assert services.calls[0].request.max_rows != 1_000
+    assert {c.request.max_rows for c in services.calls[calls_before_pause:]} == {1_000}
     assert services.statuses == ["running", "paused", "running", "completed"]
 
 
@@ -159,11 +166,11 @@ async def _slice_recorded(handle: WorkflowHandle[BotDeletionWorkflow, BotDeletio
 async def test_poison_pill_alerts_waits_for_operator_then_retry_completes(
     harness: Harness, services: FakeBotServices
 ) -> None:
-    services.failures = {"messages": 1}
+    services.failures = {"notes": 1}
     handle = await harness.start()
     status = await eventually(lambda: _waiting(handle), "the deletion waits for an operator")
-    assert status.waiting_on == "messages"
-    assert [a.subject for a in services.alerts] == ["bot deletion stuck on messages"]
+    assert status.waiting_on == "notes"
+    assert [a.subject for a in services.alerts] == ["bot deletion stuck on notes"]
 
     await handle.signal(BotDeletionWorkflow.retry)
     result = await handle.result()
@@ -171,13 +178,13 @@ async def test_poison_pill_alerts_waits_for_operator_then_retry_completes(
     assert [f.delete_bot_row for f in services.finished] == [True]
     # The receipt is asked for once, last, and records what the operator did.
     [receipt] = services.receipts
-    assert [(a.action, a.target) for a in receipt.operator_actions] == [("retry", "messages")]
+    assert [(a.action, a.target) for a in receipt.operator_actions] == [("retry", "notes")]
 
 
 async def test_repeated_failures_become_a_poison_pill_and_skip_leaves_the_bot_row(
     harness: Harness, services: FakeBotServices, time_skipping_env: WorkflowEnvironment
 ) -> None:
-    services.failures = {"messages": -1}
+    services.failures = {"notes": -1}
     services.non_retryable = False
     handle = await harness.start()
 
@@ -188,18 +195,18 @@ async def test_repeated_failures_become_a_poison_pill_and_skip_leaves_the_bot_ro
 
     await eventually(waiting_after_a_skip, "the deletion waits for an operator")
     # Five attempts (the retry policy's cap), then the operator path: no endless silent retries.
-    assert sum(c.service == "messages" for c in services.calls) == 5
+    assert len(services.calls_of("notes")) == 5
 
     await handle.signal(BotDeletionWorkflow.skip)
     result = await handle.result()
-    assert result.services["messages"].skipped
-    assert result.services["integrations"].deleted == ROWS_PER_SERVICE
+    assert result.services["notes"].skipped
+    assert result.services["files"].deleted == ROWS_PER_SERVICE
     assert [f.delete_bot_row for f in services.finished] == [False]
     assert len(services.alerts) == 1
     assert services.statuses == ["running", "waiting_for_operator", "running", "incomplete"]
     # An incomplete deletion gets its receipt too: it will say what remains.
     [receipt] = services.receipts
-    assert [(a.action, a.target) for a in receipt.operator_actions] == [("skip", "messages")]
+    assert [(a.action, a.target) for a in receipt.operator_actions] == [("skip", "notes")]
 
 
 async def _waiting(handle: WorkflowHandle[BotDeletionWorkflow, BotDeletionResult]) -> DeletionStatus | None:
@@ -207,19 +214,19 @@ async def _waiting(handle: WorkflowHandle[BotDeletionWorkflow, BotDeletionResult
     return status if status.status == "waiting_for_operator" else None
 
 
-async def test_cancellation_stops_the_running_deleter(services: FakeBotServices) -> None:
+async def test_cancellation_stops_the_running_service_call(services: FakeBotServices) -> None:
     # A test server of its own: the run closes while its deleter still runs (see the time_skipping_env fixture).
     env = await start_time_skipping()
     try:
         async with _harness(env, services) as harness:
             services.gate = asyncio.Event()
             handle = await harness.start()
-            await eventually(lambda: services.calls, "the first deleter call starts")
+            await eventually(lambda: services.calls, "the first service call starts")
             await handle.cancel()
             with pytest.raises(WorkflowFailureError) as failure:
                 await handle.result()
             assert isinstance(failure.value.cause, CancelledError)
-            await eventually(lambda: services.cancelled, "the deleter sees the cancellation")
+            await eventually(lambda: services.cancelled, "the service call sees the cancellation")
             assert services.finished == []
             # Recorded by the run itself, before it closed.
             assert services.statuses == ["running", "cancelled"]
@@ -230,7 +237,7 @@ async def test_cancellation_stops_the_running_deleter(services: FakeBotServices)
 async def test_long_deletion_continues_as_new_and_keeps_its_progress(
     harness: Harness, services: FakeBotServices
 ) -> None:
-    services.rows_per_call = 50  # 20 calls per service, 100 in all: far past the limit below
+    services.rows_per_call = 50  # 20 calls per service, 60 in all: far past the limit below
     handle = await harness.start(continue_as_new_after_events=40, batch_size=700)
     await handle.signal(BotDeletionWorkflow.pause)
     await handle.signal(BotDeletionWorkflow.resume)
@@ -238,8 +245,8 @@ async def test_long_deletion_continues_as_new_and_keeps_its_progress(
     assert all_deleted(result)
     final_run = await handle.describe()
     assert final_run.run_id != handle.first_execution_run_id
-    assert len(services.calls) == 100, "no slice is repeated across runs"
-    assert {c.batch_size for c in services.calls} == {700}
+    assert len(services.calls) == 60, "no slice is repeated across runs"
+    assert {c.request.max_rows for c in services.calls} == {700}
     # The operator's actions travel with the runs, and the receipt's key is the chain's first run.
     [receipt] = services.receipts
     assert [a.action for a in receipt.operator_actions] == ["pause", "resume"]
@@ -252,31 +259,29 @@ async def test_the_registry_is_read_once_and_carried_across_continue_as_new(
     """A registered service's slices resume from its own cursor in every run, and only the first run reads the
     registry: later runs (and replays) call the same services."""
     services.rows_per_call = 100
-    services.registered = [RegisteredService("search", harness.task_queue)]
     handle = await harness.start(continue_as_new_after_events=40)
     result = await handle.result()
     assert (await handle.describe()).run_id != handle.first_execution_run_id
     assert services.registry_reads == 1
-    assert [call.cursor for call in services.service_calls] == [""] + [str(n * 100) for n in range(1, 10)]
-    assert result.services["search"].deleted == ROWS_PER_SERVICE == result.services["search"].total
-    assert services.service_records[-1].progress.done
-    # The service's own count is the receipt's check of it.
-    [receipt] = services.receipts
-    assert [(v.service, v.remaining_rows, v.remaining_files) for v in receipt.verified] == [("search", 0, 0)]
+    for service in SERVICES:
+        assert [call.cursor for call in services.calls_of(service)] == [""] + [str(n * 100) for n in range(1, 10)]
+        assert result.services[service].deleted == ROWS_PER_SERVICE == result.services[service].total
+    assert all(record.progress.done for record in services.service_records[-len(SERVICES) :])
 
 
-async def test_rows_that_reappear_while_finishing_are_deleted_again(
+async def test_rows_that_reappear_after_a_service_is_done_are_deleted_again(
     harness: Harness, services: FakeBotServices
 ) -> None:
     services.reappearing = 1
     result = await (await harness.start()).result()
     assert result.status == "completed"
-    assert [f.delete_bot_row for f in services.finished] == [True, True]
-    # The second round called the raced service's deleter again, and only that one, from the bottom of its
-    # ids: the rows that remained may lie below the cursor.
-    assert [c.service for c in services.calls[-1:]] == ["messages"]
-    redo = services.calls[-1].progress
-    assert (redo.deleted, redo.cursor) == (ROWS_PER_SERVICE, 0)
+    # The bot row goes once, after every service's own count found nothing.
+    assert [f.delete_bot_row for f in services.finished] == [True]
+    # The second round called the raced service again, and only that one, from the cursor it last answered
+    # (where it goes from is its own business); what it deleted then is counted on top.
+    assert [c.service for c in services.calls[-1:]] == ["notes"]
+    assert services.calls[-1].request.cursor == str(ROWS_PER_SERVICE)
+    assert result.services["notes"].deleted == ROWS_PER_SERVICE + 1
     assert services.alerts == []
 
 
@@ -286,14 +291,14 @@ async def test_rows_that_keep_reappearing_go_to_an_operator_and_skip_ends_incomp
     services.reappearing = 100
     handle = await harness.start()
     status = await eventually(lambda: _waiting(handle), "the deletion waits for an operator")
-    assert status.waiting_on == "messages"
+    assert status.waiting_on == "notes"
     assert [a.subject for a in services.alerts] == ["bot deletion: rows keep arriving"]
-    assert await handle.execute_update("skip", result_type=str) == "skipping messages; its rows and the bot row stay"
+    assert await handle.execute_update("skip", result_type=str) == "skipping notes; its rows and the bot row stay"
     result = await handle.result()
     assert result.status == "incomplete"
-    assert result.services["messages"].skipped
+    assert result.services["notes"].skipped
     assert services.finished[-1].delete_bot_row is False
-    assert services.finished[-1].skipped_services == ["messages"]
+    assert services.finished[-1].skipped_services == ["notes"]
 
 
 async def test_operator_updates_are_refused_while_nothing_waits_and_signals_are_shown_as_ignored(
@@ -301,7 +306,7 @@ async def test_operator_updates_are_refused_while_nothing_waits_and_signals_are_
 ) -> None:
     services.gate = asyncio.Event()
     handle = await harness.start()
-    await eventually(lambda: services.calls, "the first deleter call starts")
+    await eventually(lambda: services.calls, "the first service call starts")
     for name in ("retry", "skip"):
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await handle.execute_update(name, result_type=str)
@@ -323,11 +328,11 @@ async def _ignored(handle: WorkflowHandle[BotDeletionWorkflow, BotDeletionResult
 
 
 async def test_a_failing_alert_still_reaches_the_operator(harness: Harness, services: FakeBotServices) -> None:
-    services.failures = {"messages": 1}
+    services.failures = {"notes": 1}
     services.alerts_fail = True
     handle = await harness.start()
     status = await eventually(lambda: _waiting(handle), "the deletion waits for an operator")
-    assert status.waiting_on == "messages"
+    assert status.waiting_on == "notes"
     await eventually(lambda: services.alerts, "the alert was attempted")
-    assert await handle.execute_update("retry", result_type=str) == "retrying messages"
+    assert await handle.execute_update("retry", result_type=str) == "retrying notes"
     assert all_deleted(await handle.result())

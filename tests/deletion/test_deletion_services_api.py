@@ -83,14 +83,6 @@ async def test_bad_input_is_a_422_problem(
     assert await listed(api, name) is None
 
 
-async def test_a_built_in_services_name_is_taken(api: httpx.AsyncClient) -> None:
-    response = await api.put(
-        "/deletion-services/messages", json={"task_queue": "q", "contract": CONTRACT}, headers=ADMIN_HEADERS
-    )
-    assert response.status_code == 409, response.text
-    assert response.headers["content-type"] == "application/problem+json"
-
-
 async def test_retiring_an_unknown_service_is_a_404_problem(api: httpx.AsyncClient) -> None:
     response = await api.delete(f"/deletion-services/{a_name()}", headers=ADMIN_HEADERS)
     assert response.status_code == 404

@@ -75,7 +75,7 @@ async def deletion_status(api: httpx.AsyncClient, account_id: str) -> dict[str, 
 async def assert_intact(settings: Settings, seeded: Seeded) -> None:
     for bot_id in seeded.bot_ids:
         assert await remaining_rows(settings.database_url, bot_id) == rows_per_service(ROWS)
-        assert await remaining_objects(settings, bot_id) == rows_per_service(ROWS)["knowledge_documents"]
+        assert await remaining_objects(settings, bot_id) == rows_per_service(ROWS)["knowledge"]
 
 
 async def account_email(settings: Settings, account_id: str) -> str:

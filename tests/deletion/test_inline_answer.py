@@ -1,6 +1,6 @@
 """Small deletions answer at once, so a client need not follow one that is over in a moment: 200 with the
-finished deletion below the threshold or under `Prefer: wait=N`, 202 otherwise; against real PostgreSQL, a real
-Temporal dev server and real workers."""
+finished deletion if it ends within DELETION_INLINE_WAIT or `Prefer: wait=N`, 202 otherwise; against real
+PostgreSQL, a real Temporal dev server, real workers and the services' own worker processes."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 from fastapi import FastAPI
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
@@ -21,12 +22,13 @@ from devstack.seed import asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
+from tests.deletion.broken_service import broken_service
 from tests.deletion.helpers import remaining_objects, remaining_rows
 from tests.eventually import eventually
 from tests.workers import own_queue, own_worker
 from worker import LifecycleWorkers
 
-# Small enough to answer inline under the default threshold (1,000), with room to spare: about 100 rows.
+# Small enough to finish well within the inline wait: about 100 rows.
 SMALL = 100
 # Waits that a healthy run never reaches: the tests assert answers, never durations.
 GENEROUS_WAIT = 60.0
@@ -35,9 +37,7 @@ GENEROUS_WAIT = 60.0
 @contextlib.asynccontextmanager
 async def inline_app(settings: Settings, client: Client, **overrides: Any) -> AsyncIterator[FastAPI]:
     """The API with the inline answer on (the suite's shared settings turn it off), plus `overrides`."""
-    own = settings.model_copy(
-        update={"deletion_inline_threshold": 1_000, "deletion_inline_wait": GENEROUS_WAIT, **overrides}
-    )
+    own = settings.model_copy(update={"deletion_inline_wait": GENEROUS_WAIT, **overrides})
     app = create_app(own, temporal_client=client)
     async with app.router.lifespan_context(app):
         yield app
@@ -86,12 +86,12 @@ async def test_a_small_bot_answers_200_once_everything_is_gone(
     assert not await _bot_row_exists(settings, bot_id)
 
 
-async def test_a_bot_above_the_threshold_answers_202_at_once(
+async def test_with_the_inline_wait_off_a_bot_answers_202_at_once(
     settings: Settings, worker: LifecycleWorkers, temporal_client: Client
 ) -> None:
     seeded = await seed(settings, bots=1, rows=SMALL)
     bot_id = seeded.bot_ids[0]
-    async with inline_api(settings, temporal_client, deletion_inline_threshold=SMALL // 2) as api:
+    async with inline_api(settings, temporal_client, deletion_inline_wait=0) as api:
         answer = await api.delete(f"/bots/{bot_id}", headers={"Authorization": f"Bearer {seeded.api_key}"})
     assert answer.status_code == 202, answer.text
     assert answer.json() == {
@@ -116,13 +116,13 @@ async def test_respond_async_answers_202_for_a_small_bot(
     assert answer.headers["vary"] == "Prefer"
 
 
-async def test_prefer_wait_waits_for_a_bot_above_the_threshold_capped_at_the_maximum(
+async def test_prefer_wait_waits_even_with_the_inline_wait_off_capped_at_the_maximum(
     settings: Settings, worker: LifecycleWorkers, temporal_client: Client
 ) -> None:
     seeded = await seed(settings, bots=1, rows=SMALL)
     bot_id = seeded.bot_ids[0]
     headers = {"Authorization": f"Bearer {seeded.api_key}", "Prefer": "respond-async, wait=3600"}
-    overrides = {"deletion_inline_threshold": SMALL // 2, "deletion_prefer_wait_max": GENEROUS_WAIT}
+    overrides = {"deletion_inline_wait": 0, "deletion_prefer_wait_max": GENEROUS_WAIT}
     async with inline_api(settings, temporal_client, **overrides) as api:
         answer = await api.delete(f"/bots/{bot_id}", headers=headers)
     assert answer.status_code == 200, answer.text
@@ -140,7 +140,7 @@ async def test_a_prefer_header_it_cannot_use_is_ignored(
     headers = {"Authorization": f"Bearer {seeded.api_key}", "Prefer": 'wait=soon, respond-async=please, x="open'}
     async with inline_api(settings, temporal_client) as api:
         answer = await api.delete(f"/bots/{seeded.bot_ids[0]}", headers=headers)
-    # Neither an error nor a preference: the size decides, and this bot is small.
+    # Neither an error nor a preference: the inline wait applies, and this bot is small.
     assert answer.status_code == 200, answer.text
     assert answer.json()["status"] == "completed"
     assert "preference-applied" not in answer.headers
@@ -184,9 +184,9 @@ async def test_a_wait_that_runs_out_answers_202_and_the_deletion_still_finishes(
     seeded = await seed(settings, bots=1, rows=SMALL)
     bot_id = seeded.bot_ids[0]
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
-    # Every deleter call takes a second longer than the request is allowed to wait.
+    # Reading the registry takes a second longer than the request is allowed to wait.
     async with (
-        own_worker(queue, temporal_client, faults="delete_bot_service=delay:1"),
+        own_worker(queue, temporal_client, faults="list_deletion_services=delay:1"),
         inline_api(queue, temporal_client, deletion_inline_wait=0.2) as api,
     ):
         answer = await api.delete(f"/bots/{bot_id}", headers=headers)
@@ -201,17 +201,14 @@ async def test_a_wait_that_runs_out_answers_202_and_the_deletion_still_finishes(
         await eventually(completed, "the deletion finishes after its 202")
 
 
+@pytest.mark.usefixtures("registry_left_as_found")
 async def test_a_run_that_stops_for_an_operator_answers_202_with_that_status(
-    settings: Settings, temporal_client: Client
+    settings: Settings, worker: LifecycleWorkers, temporal_client: Client
 ) -> None:
-    queue = own_queue(settings)
     seeded = await seed(settings, bots=1, rows=SMALL)
     bot_id = seeded.bot_ids[0]
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
-    async with (
-        own_worker(queue, temporal_client, faults="delete_bot_service=permanent"),
-        inline_api(queue, temporal_client) as api,
-    ):
+    async with inline_api(settings, temporal_client) as api, broken_service(api, temporal_client):
         started = await api.delete(f"/bots/{bot_id}", headers=headers | {"Prefer": "respond-async"})
         assert started.status_code == 202, started.text
 
@@ -247,7 +244,7 @@ async def _terminated_while_waiting(
     pool = app.state.engine.pool
 
     async def waiting_without_a_connection() -> bool:
-        # Twice, a moment apart: not the instant between the start and the size estimate.
+        # Twice, a moment apart: not the instant between the start and the wait.
         if pool.checkedout() != 0:
             return False
         await asyncio.sleep(0.3)  # the moment apart that the two looks need (see above)

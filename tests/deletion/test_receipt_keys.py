@@ -249,7 +249,7 @@ async def test_a_rotation_leaves_older_receipts_verifiable_by_their_key_id(
     for signed in (before, after):
         assert (await _readme_verifies(project_root, tmp_path, signed, answer)).returncode == 0
     tampered = json.loads(json.dumps(before))
-    tampered["receipt"]["services"]["messages"]["rows_deleted"] += 1
+    tampered["receipt"]["checks"][0]["found"] += 1
     assert (await _readme_verifies(project_root, tmp_path, tampered, answer)).returncode != 0
 
     # A worker given the retired key refuses to start, before it signs anything.

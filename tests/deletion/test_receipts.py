@@ -21,7 +21,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from temporalio.client import Client
 
-from activities.deletion.deleters import DELETION_SERVICES
 from devstack.seed import asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.deletion.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
@@ -30,9 +29,9 @@ from lifecycle.start_options import bot_deletion_options
 from lifecycle.statuses import DeletionState
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS
+from tests.deletion.broken_service import broken_service
 from tests.deletion.receipt_checks import verifies
 from tests.eventually import eventually
-from tests.workers import own_queue, own_worker
 from worker import LifecycleWorkers
 
 ROWS = 3_000
@@ -81,12 +80,12 @@ async def test_a_bot_deletion_leaves_a_signed_receipt_that_verifies_offline(
     assert receipt["subject"] == {"kind": "bot", "id": bot_id}
     assert receipt["workflow_id"] == bot_deletion_id(bot_id)
     assert {name: s["rows_deleted"] for name, s in receipt["services"].items()} == seeded_counts
-    assert receipt["services"]["knowledge_documents"]["files_deleted"] == seeded_counts["knowledge_documents"]
+    assert receipt["services"]["knowledge"]["files_deleted"] == seeded_counts["knowledge"]
     assert all(s["remaining"] == 0 for s in receipt["services"].values())
     assert receipt["complete"] is True and receipt["remaining"] == {}
-    assert {check["name"] for check in receipt["checks"]} >= {f"rows of {s}" for s in DELETION_SERVICES} | {
-        "files of the bot",
-        "bot row",
+    # Each service's own count (VerifySubjectErased) is the check of it; the gateway counts its bot row.
+    assert {check["name"] for check in receipt["checks"]} == {f"rows and files of {s}" for s in seeded_counts} | {
+        "bot row"
     }
     assert all(check["passed"] and check["found"] == 0 for check in receipt["checks"])
     assert [phase["name"] for phase in receipt["phases"]][-1] == "independent check"
@@ -99,7 +98,7 @@ async def test_a_bot_deletion_leaves_a_signed_receipt_that_verifies_offline(
     if shutil.which("openssl"):
         assert _openssl_verifies(signed, public_pem, tmp_path)
     tampered = json.loads(json.dumps(signed))
-    tampered["receipt"]["services"]["messages"]["rows_deleted"] += 1
+    tampered["receipt"]["services"]["chat"]["rows_deleted"] += 1
     assert not verifies(tampered, key)
     assert not verifies({**tampered, "sha256": hashlib.sha256(rfc8785.dumps(tampered["receipt"])).hexdigest()}, key)
     if shutil.which("openssl"):
@@ -123,46 +122,46 @@ async def test_a_bot_deletion_leaves_a_signed_receipt_that_verifies_offline(
     assert receipt["previous_sha256"] == previous
 
 
+@pytest.mark.usefixtures("registry_left_as_found")
 async def test_a_skipped_service_shows_as_remaining_and_the_receipt_is_incomplete(
-    api: httpx.AsyncClient, settings: Settings, temporal_client: Client
+    api: httpx.AsyncClient, settings: Settings, temporal_client: Client, worker: LifecycleWorkers
 ) -> None:
     seeded = await seed(settings, bots=1, rows=ROWS)
     bot_id = seeded.bot_ids[0]
-    queue = own_queue(settings)
-    # Every deleter call fails for good: each service waits for an operator, who skips it.
-    async with own_worker(queue, temporal_client, faults="delete_bot_service=permanent"):
+    # One service fails every call for good: it waits for an operator, who skips it; the others finish.
+    async with broken_service(api, temporal_client, holds=7) as service:
+        broken = service.name
         handle = await bot_deletion_options(bot_id, seeded.account_id).start(
             temporal_client,
             BotDeletionInput(bot_id=bot_id, account_id=seeded.account_id),
-            task_queue=queue.task_queue,
+            task_queue=settings.task_queue,
             result_type=BotDeletionResult,
         )
-        for _ in DELETION_SERVICES:
 
-            async def waiting() -> DeletionStatus | None:
-                status = await handle.query("progress", result_type=DeletionStatus)
-                return status if status.waiting_on else None
+        async def waiting() -> DeletionStatus | None:
+            status = await handle.query("progress", result_type=DeletionStatus)
+            return status if status.waiting_on else None
 
-            await eventually(waiting, "a service waits for an operator")
-            await handle.execute_update("skip", result_type=str)
+        assert (await eventually(waiting, "the broken service waits for an operator")).waiting_on == broken
+        await handle.execute_update("skip", result_type=str)
         result = await handle.result()
     assert result.status == DeletionState.INCOMPLETE
 
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
     signed = (await api.get(f"/bots/{bot_id}/deletion/receipt", headers=headers)).json()
     receipt = signed["receipt"]
-    seeded_counts = rows_per_service(ROWS)
     assert receipt["complete"] is False
-    assert receipt["remaining"] == seeded_counts
-    assert {name: s["remaining"] for name, s in receipt["services"].items()} == seeded_counts
-    assert all(s["rows_deleted"] == 0 for s in receipt["services"].values())
+    # What the skipped service still holds, by its own count; everything else went.
+    assert receipt["remaining"] == {broken: 7}
+    assert {name: s["remaining"] for name, s in receipt["services"].items()} == {
+        **dict.fromkeys(rows_per_service(ROWS), 0),
+        broken: 7,
+    }
+    assert receipt["services"][broken]["rows_deleted"] == 0
     failed = {check["name"] for check in receipt["checks"] if not check["passed"]}
-    assert failed == {f"rows of {s}" for s in DELETION_SERVICES} | {"bot row", "files of the bot"}
-    # Listed in the object store: every document's object is still there.
-    (objects,) = [check for check in receipt["checks"] if check["name"] == "files of the bot"]
-    assert objects["found"] == seeded_counts["knowledge_documents"]
+    assert failed == {f"rows and files of {broken}", "bot row"}
     skips = [action for action in receipt["operator_actions"] if action["action"] == "skip"]
-    assert sorted(action["target"] for action in skips) == sorted(DELETION_SERVICES)
+    assert [action["target"] for action in skips] == [broken]
     assert verifies(signed, await _public_key(api))
 
 

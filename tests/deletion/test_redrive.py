@@ -18,6 +18,8 @@ from devstack.smtp_sink import SmtpSink
 from lifecycle.deletion.contracts import AccountDeletionResult, BotDeletionResult
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
+from services.chat import CHAT
+from services.runtime.database import service_database_url
 from tests.deletion.helpers import remaining_objects, remaining_rows
 from tests.eventually import eventually
 from tests.operators.starts import start_bot_deletion
@@ -151,11 +153,17 @@ async def test_a_bot_created_while_the_keys_were_revoked_is_deleted_before_the_a
         await eventually(listed, "the listed bot's deletion is open")
         raced = await _fetch(
             settings,
-            "WITH bot AS (INSERT INTO bots (id, account_id, name) VALUES (gen_random_uuid(), $1::uuid, 'raced')"
-            " RETURNING id), row AS (INSERT INTO messages (bot_id, conversation_ref, body)"
-            " SELECT id, 1, 'hello' FROM bot) SELECT id::text FROM bot",
+            "INSERT INTO bots (id, account_id, name) VALUES (gen_random_uuid(), $1::uuid, 'raced') RETURNING id::text",
             seeded.account_id,
         )
+        # And a message of it in the chat service's own database.
+        chat = await asyncpg.connect(asyncpg_dsn(service_database_url(CHAT.name, beside=settings.database_url)))
+        try:
+            await chat.execute(
+                "INSERT INTO messages (bot_id, conversation_ref, body) VALUES ($1::uuid, 1, 'hello')", raced
+            )
+        finally:
+            await chat.close()
         await account.signal("resume")
         result = await asyncio.wait_for(account.result(), timeout=90)
 

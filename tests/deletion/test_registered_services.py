@@ -122,6 +122,7 @@ async def test_a_registered_service_is_deleted_counted_and_listed(
         for event in history.events
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
         and event.activity_task_scheduled_event_attributes.activity_type.name == "DeleteSubjectData"
+        and event.activity_task_scheduled_event_attributes.task_queue.name == search_index.task_queue
     ]
     # The index's cursor is the highest entry id deleted; the bot's entries are the store's first 1,234.
     assert [json.loads(call).get("cursor", "") for call in calls] == ["", "500", "1000"]

@@ -39,7 +39,7 @@ async def test_a_refused_storage_key_waits_for_an_operator_and_touches_nothing_o
     assert await canary_of(settings, canary) == CANARY
     assert settled == "waiting_for_operator"
     (alert,) = await eventually(lambda: alerts(settings, bot_deletion_id(bot_id)), "the alert is recorded")
-    assert alert["subject"] == "bot deletion stuck on knowledge_documents"
+    assert alert["subject"] == "bot deletion stuck on knowledge"
     assert f"document {document_id}: its storage key is refused" in alert["reason"]
     assert await canary_of(settings, canary) == CANARY
 
@@ -48,8 +48,10 @@ async def test_a_refused_storage_key_waits_for_an_operator_and_touches_nothing_o
     await handle.execute_update("skip", result_type=str)
     await eventually(status, "the deletion ends incomplete", until=lambda s: s == "incomplete")
     receipt = (await api.get(f"/bots/{bot_id}/deletion/receipt", headers=headers)).json()["receipt"]
-    documents = rows_per_service(ROWS)["knowledge_documents"] + 1
+    # The knowledge service's own count: every document row, and every object but the planted one's (it has none
+    # under the bot's prefix).
+    documents = rows_per_service(ROWS)["knowledge"] + 1
     assert receipt["complete"] is False
-    assert receipt["remaining"] == {"knowledge_documents": documents}
-    assert receipt["services"]["knowledge_documents"]["remaining"] == documents
+    assert receipt["remaining"] == {"knowledge": documents + documents - 1}
+    assert receipt["services"]["knowledge"]["remaining"] == documents + documents - 1
     assert await canary_of(settings, canary) == CANARY

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import asyncpg
 
-from activities.deletion.deleters import DELETION_SERVICES
 from activities.sites.database import site_database_name
 from activities.sites.files import CREDENTIALS_DIR, site_key
 from devstack.seed import asyncpg_dsn
@@ -18,7 +17,7 @@ from devstack.smtp_sink import SmtpSink
 from lifecycle.settings import Settings
 from lifecycle.statuses import SiteStatus
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
-from tests.deletion.helpers import remaining_objects
+from tests.deletion.helpers import remaining_objects, remaining_rows
 from tests.sites.helpers import site_resources
 
 ACCOUNT_DELETED_SUBJECT = "Your account has been deleted"
@@ -39,8 +38,7 @@ async def bot_leftovers(settings: Settings, bot_ids: list[str], *, requested_one
     conn = await _connect(settings)
     try:
         for bot_id in bot_ids:
-            for service in DELETION_SERVICES:
-                rows = await conn.fetchval(f"SELECT count(*) FROM {service} WHERE bot_id = $1::uuid", bot_id)
+            for service, rows in (await remaining_rows(settings.database_url, bot_id)).items():
                 if rows:
                     problems.append(f"bot {bot_id}: {rows} {service} rows left")
             if await conn.fetchval("SELECT count(*) FROM bots WHERE id = $1::uuid", bot_id):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 from temporalio.client import Client
 
@@ -23,7 +24,7 @@ from lifecycle.deletion.budget import set_budget
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
 from tests.conftest import ADMIN_TOKEN, object_store_settings
-from tests.processes import ApiProcess, ChildProcess, worker_process
+from tests.processes import ApiProcess, ChildProcess, service_processes, worker_process
 
 # The drills' deletion budget. They test recovery from kills and outages, not pacing: at the default 20,000
 # rows/s (a quarter of it while autovacuum runs on a table), the chaos drill's 640,000 rows shared one budget
@@ -130,11 +131,33 @@ async def drill_stack(
         mail_dir=drill_smtp.directory,
         admin_token=ADMIN_TOKEN,
         # These tests follow deletions in the background (202); tests/deletion/test_inline_answer.py turns the
-        # size-based inline answer on for its own app.
-        deletion_inline_threshold=0,
+        # inline answer on for its own app.
+        deletion_inline_wait=0,
         # Every worker of the drills makes its version current as it starts (docs/versioning.md).
         worker_make_current=True,
         **object_store_settings(drill_objects),
     )
     client = await Client.connect(drill_temporal.address, data_converter=DATA_CONVERTER)
-    yield DrillStack(drill_root, drill_postgres, drill_temporal, drill_smtp, drill_objects, settings, client)
+    # The services a deletion reaches: their own worker processes, registered in the drills' registry. A drill
+    # that restarts PostgreSQL or Temporal restarts their dependencies too; they reconnect by themselves.
+    services = service_processes(settings, drill_root, "drills")
+    for process, _ in services.values():
+        process.start()
+    engine = create_async_engine(database_url)
+    try:
+        async with engine.begin() as conn:
+            for name, (_, queue) in services.items():
+                await conn.execute(_REGISTER, {"name": name, "queue": queue})
+    finally:
+        await engine.dispose()
+    try:
+        yield DrillStack(drill_root, drill_postgres, drill_temporal, drill_smtp, drill_objects, settings, client)
+    finally:
+        for process, _ in services.values():
+            process.kill()
+
+
+_REGISTER = text(
+    "INSERT INTO deletion_services (name, task_queue, contract) VALUES (:name, :queue, 'lifecycle.deletion.v1')"
+    " ON CONFLICT (name) DO UPDATE SET task_queue = EXCLUDED.task_queue, retired_at = NULL"
+)

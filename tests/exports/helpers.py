@@ -16,12 +16,13 @@ from typing import Any
 import asyncpg
 import httpx
 
-from activities.deletion.deleters import DELETION_SERVICES as SERVICES
-from devstack.seed import Seeded, asyncpg_dsn, rows_per_service, seed, storage_keys
+from activities.exports.service_stores import SERVICE_OF_TABLE
+from devstack.seed import Seeded, asyncpg_dsn, rows_per_table, seed, storage_keys
 from devstack.smtp_sink import SmtpSink
 from lifecycle.object_keys import archive_name, document_key, export_archive_key
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
+from services.runtime.database import service_database_url
 from tests.eventually import eventually
 
 READY_SUBJECT = "Your data export is ready"
@@ -33,7 +34,7 @@ async def seeded_account(settings: Settings, *, bots: int, rows: int) -> Seeded:
     store = ObjectStore(settings)
     try:
         for bot_id in seeded.bot_ids:
-            for key in storage_keys(bot_id, rows_per_service(rows)["knowledge_documents"]):
+            for key in storage_keys(bot_id, rows_per_table(rows)["knowledge_documents"]):
                 body = f"document {key}\n".encode() + uuid.uuid4().bytes * 8
                 await store.put_bytes(document_key(bot_id, key), body)
     finally:
@@ -99,8 +100,14 @@ def link_in(message: Message) -> str:
     return line[line.index("/exports/") :]
 
 
+# The service tables an export holds, one JSON-lines file per bot and table.
+SERVICE_TABLES = tuple(SERVICE_OF_TABLE)
+
+
 async def database_rows(settings: Settings, table: str, bot_id: str) -> list[dict[str, Any]]:
-    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+    """The bot's rows of a table, read from the database of the service that owns it."""
+    url = service_database_url(SERVICE_OF_TABLE[table], beside=settings.database_url)
+    conn = await asyncpg.connect(asyncpg_dsn(url))
     try:
         records = await conn.fetch(f"SELECT * FROM {table} WHERE bot_id = $1 ORDER BY id", uuid.UUID(bot_id))
         return [dict(record) for record in records]
@@ -136,7 +143,7 @@ async def check_archive(body: bytes, settings: Settings, seeded: Seeded) -> None
     files = 0
     store = ObjectStore(settings)
     for bot_id in seeded.bot_ids:
-        for service in SERVICES:
+        for service in SERVICE_TABLES:
             exported = [json.loads(line) for line in archive.read(f"bots/{bot_id}/{service}.jsonl").splitlines()]
             stored = await database_rows(settings, service, bot_id)
             assert len(exported) == len(stored) > 0, (service, len(exported), len(stored))

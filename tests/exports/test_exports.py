@@ -13,14 +13,14 @@ import httpx
 from temporalio.client import Client
 
 from devstack.ports import free_port
-from devstack.seed import asyncpg_dsn, rows_per_service
+from devstack.seed import asyncpg_dsn, rows_per_table
 from devstack.smtp_sink import SmtpSink
 from lifecycle.exports.links import download_path
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id
 from tests.exports.conftest import ApiWith
 from tests.exports.helpers import (
-    SERVICES,
+    SERVICE_TABLES,
     account_email,
     archive_traces,
     check_archive,
@@ -176,7 +176,7 @@ async def test_export_first_mails_the_link_before_the_account_goes(
     download = await api.get(link_in(mail))
     assert download.status_code == 200
     archive = open_archive(download.content)
-    expected = rows_per_service(100)
+    expected = rows_per_table(100)
     for bot_id in seeded.bot_ids:
-        for service in SERVICES:
+        for service in SERVICE_TABLES:
             assert len(archive.read(f"bots/{bot_id}/{service}.jsonl").splitlines()) == expected[service]

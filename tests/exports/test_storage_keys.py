@@ -11,7 +11,7 @@ import zipfile
 
 import httpx
 
-from devstack.seed import rows_per_service
+from devstack.seed import rows_per_table
 from lifecycle.exports.contracts import DOCUMENTS_TABLE
 from lifecycle.object_keys import document_key
 from lifecycle.object_store import ObjectStore
@@ -55,7 +55,7 @@ async def test_refused_document_files_are_listed_and_alerted_and_the_export_comp
         contents = [archive.read(name) for name in archive.namelist()]
     assert sorted(document["id"] for document in manifest["refused_documents"]) == sorted(planted)
     assert manifest["missing_documents"] == [missing]
-    assert manifest["document_files"] == rows_per_service(100)["knowledge_documents"] - 1
+    assert manifest["document_files"] == rows_per_table(100)["knowledge_documents"] - 1
     assert not any(CANARY in content for content in contents)
 
     workflow_id = (await export_row(settings, export_id))["workflow_id"]

@@ -34,6 +34,7 @@ from lifecycle.statuses import AlertDelivery, DeletionState
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from lifecycle.workflow_types import RECONCILER_WORKFLOW
 from tests.conftest import ADMIN_HEADERS
+from tests.deletion.broken_service import broken_service
 from tests.deletion.helpers import remaining_objects, remaining_rows
 from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
@@ -43,7 +44,6 @@ from worker import LifecycleWorkers
 
 ROWS = 200
 CONFIRMATION = "Your account has been deleted"
-EVERY_DELETER_FAILS = "delete_bot_service=permanent"
 
 
 async def _fetch(settings: Settings, sql: str, *args: object) -> list[Any]:
@@ -109,65 +109,71 @@ async def test_skipped_bot_ends_the_account_incomplete_then_the_admin_redrive_fi
     task_queue: str,
     worker: LifecycleWorkers,
 ) -> None:
-    deleting = await _one_bot_account_deleting(app, temporal_client, settings, task_queue)
-    bot_id, account_id, address = deleting.bot_id, deleting.account_id, deleting.address
-    account_wid, bot_wid = account_deletion_id(account_id), bot_deletion_id(bot_id)
-    account = temporal_client.get_workflow_handle(account_wid)
-    answers: list[str] = []
+    async with broken_service(api, temporal_client) as broken:
+        deleting = await _one_bot_account_deleting(app, temporal_client, settings, task_queue)
+        bot_id, account_id, address = deleting.bot_id, deleting.account_id, deleting.address
+        account_wid, bot_wid = account_deletion_id(account_id), bot_deletion_id(bot_id)
+        account = temporal_client.get_workflow_handle(account_wid)
+        answers: list[str] = []
 
-    async with own_worker(own_queue(settings, task_queue), temporal_client, EVERY_DELETER_FAILS):
-        # The first bot run's stuck services are skipped on the bot itself; later runs (the account lists its
-        # bots again while the bot remains) through the account, which forwards to its bot deletion in flight;
-        # the account's own question last.
-        while (await account.describe()).status == WorkflowExecutionStatus.RUNNING:
-            bot = await _progress(temporal_client, bot_wid)
-            own_question = await _progress(temporal_client, account_wid)
-            if bot is not None and bot.waiting_on is not None:
-                target = bot_wid if not answers else account_wid
-                answers.append(await _update(cli, target, "skip"))
-            elif own_question is not None and own_question.waiting_on is not None:
-                assert own_question.status == DeletionState.WAITING_FOR_OPERATOR
-                answers.append(await _update(cli, account_wid, "skip"))
-            else:
-                await asyncio.sleep(0.2)  # the polling interval: each round answers the question it finds open
-        result = await account.result()
+        async with own_worker(own_queue(settings, task_queue), temporal_client):
+            # The first bot run's stuck services are skipped on the bot itself; later runs (the account lists its
+            # bots again while the bot remains) through the account, which forwards to its bot deletion in flight;
+            # the account's own question last.
+            while (await account.describe()).status == WorkflowExecutionStatus.RUNNING:
+                bot = await _progress(temporal_client, bot_wid)
+                own_question = await _progress(temporal_client, account_wid)
+                if bot is not None and bot.waiting_on is not None:
+                    target = bot_wid if not answers else account_wid
+                    answers.append(await _update(cli, target, "skip"))
+                elif own_question is not None and own_question.waiting_on is not None:
+                    assert own_question.status == DeletionState.WAITING_FOR_OPERATOR
+                    answers.append(await _update(cli, account_wid, "skip"))
+                else:
+                    await asyncio.sleep(0.2)  # the polling interval: each round answers the question it finds open
+            result = await account.result()
 
-    assert result["status"] == DeletionState.INCOMPLETE and result["account_row_deleted"] is False
-    assert any(a.startswith("skipping ") for a in answers)  # the bot's own answer
-    assert any(a == "skip sent to 1 bot deletions" for a in answers)  # forwarded by the account
-    assert answers[-1] == "skip: remaining bots or sites"  # the account's own question
-    # Nothing was deleted, nobody was told it was: account, keys, bot and its rows stay.
-    assert await _fetch(settings, "SELECT 1 FROM accounts WHERE id = $1::uuid", account_id)
-    assert await _fetch(settings, "SELECT 1 FROM bots WHERE id = $1::uuid", bot_id)
-    assert sum((await remaining_rows(settings.database_url, bot_id)).values()) == ROWS
-    assert _confirmations(smtp_sink, address) == []
-    skipped = await _fetch(
-        settings, "SELECT service FROM deletion_progress WHERE workflow_id = $1 AND skipped", bot_wid
-    )
-    assert len(skipped) == 5
-    alerts = await _fetch(settings, "SELECT subject FROM alerts WHERE workflow_id = ANY($1)", [account_wid, bot_wid])
-    assert {"account deletion: data remains"} < {a["subject"] for a in alerts}
+        assert result["status"] == DeletionState.INCOMPLETE and result["account_row_deleted"] is False
+        assert any(a.startswith("skipping ") for a in answers)  # the bot's own answer
+        assert any(a == "skip sent to 1 bot deletions" for a in answers)  # forwarded by the account
+        assert answers[-1] == "skip: remaining bots or sites"  # the account's own question
+        # Nobody was told anything was deleted: account, keys, bot and the broken service's rows stay (the services
+        # that could delete theirs did).
+        assert await _fetch(settings, "SELECT 1 FROM accounts WHERE id = $1::uuid", account_id)
+        assert await _fetch(settings, "SELECT 1 FROM bots WHERE id = $1::uuid", bot_id)
+        assert broken.holds == 7
+        assert _confirmations(smtp_sink, address) == []
+        skipped = await _fetch(
+            settings, "SELECT service FROM deletion_progress WHERE workflow_id = $1 AND skipped", bot_wid
+        )
+        assert [row["service"] for row in skipped] == [broken.name]
+        alerts = await _fetch(
+            settings, "SELECT subject FROM alerts WHERE workflow_id = ANY($1)", [account_wid, bot_wid]
+        )
+        assert {"account deletion: data remains"} < {a["subject"] for a in alerts}
 
-    # The fault is fixed (the session worker has none): the admin's re-drive finishes the account.
-    unknown = await api.post(f"/accounts/{uuid.uuid4()}/deletion", headers=ADMIN_HEADERS)
-    assert unknown.status_code == 404
-    redriven = await api.post(f"/accounts/{account_id}/deletion", headers=ADMIN_HEADERS)
-    assert redriven.status_code == 202 and redriven.json()["status"] == "running"
-    latest = temporal_client.get_workflow_handle(account_wid)
-    finished = await asyncio.wait_for(latest.result(), timeout=90)
-    assert finished["status"] == DeletionState.COMPLETED and finished["account_row_deleted"] is True
-    assert set((await remaining_rows(settings.database_url, bot_id)).values()) == {0}
-    assert await remaining_objects(settings, bot_id) == 0
-    assert not await _fetch(settings, "SELECT 1 FROM accounts WHERE id = $1::uuid", account_id)
-    assert not await _fetch(settings, "SELECT 1 FROM api_keys WHERE account_id = $1::uuid", account_id)
-    mails = _confirmations(smtp_sink, address)
-    assert len(mails) == 1 and len(set(mails)) == 1
-    again = await api.post(f"/accounts/{account_id}/deletion", headers=ADMIN_HEADERS)
-    assert again.status_code == 202 and again.json()["status"] == "completed"
+        # The fault is fixed: the admin's re-drive finishes the account.
+        broken.fixed = True
+        unknown = await api.post(f"/accounts/{uuid.uuid4()}/deletion", headers=ADMIN_HEADERS)
+        assert unknown.status_code == 404
+        redriven = await api.post(f"/accounts/{account_id}/deletion", headers=ADMIN_HEADERS)
+        assert redriven.status_code == 202 and redriven.json()["status"] == "running"
+        latest = temporal_client.get_workflow_handle(account_wid)
+        finished = await asyncio.wait_for(latest.result(), timeout=90)
+        assert finished["status"] == DeletionState.COMPLETED and finished["account_row_deleted"] is True
+        assert set((await remaining_rows(settings.database_url, bot_id)).values()) == {0} and broken.holds == 0
+        assert await remaining_objects(settings, bot_id) == 0
+        assert not await _fetch(settings, "SELECT 1 FROM accounts WHERE id = $1::uuid", account_id)
+        assert not await _fetch(settings, "SELECT 1 FROM api_keys WHERE account_id = $1::uuid", account_id)
+        mails = _confirmations(smtp_sink, address)
+        assert len(mails) == 1 and len(set(mails)) == 1
+        again = await api.post(f"/accounts/{account_id}/deletion", headers=ADMIN_HEADERS)
+        assert again.status_code == 202 and again.json()["status"] == "completed"
 
 
 async def test_an_account_level_retry_reaches_its_stuck_bot_deletion(
     cli: AsyncCli,
+    api: httpx.AsyncClient,
     app: FastAPI,
     temporal_client: Client,
     settings: Settings,
@@ -182,20 +188,24 @@ async def test_an_account_level_retry_reaches_its_stuck_bot_deletion(
         progress = await _progress(temporal_client, bot_wid)
         return progress if progress is not None and progress.waiting_on is not None else None
 
-    async with own_worker(own_queue(settings, task_queue), temporal_client, EVERY_DELETER_FAILS):
+    async with (
+        broken_service(api, temporal_client) as broken,
+        own_worker(own_queue(settings, task_queue), temporal_client),
+    ):
         stuck = await eventually(bot_stuck, "the bot deletion waits for an operator")
-    assert stuck.status == DeletionState.WAITING_FOR_OPERATOR
-    # The operator fixes the cause (a worker without the fault), then answers the account, not the bot: one
-    # `retry` per service that failed (they wait for the operator one at a time).
-    account = temporal_client.get_workflow_handle(account_wid)
-    answers = []
-    async with own_worker(own_queue(settings, task_queue), temporal_client):
+        assert stuck.status == DeletionState.WAITING_FOR_OPERATOR
+        # The operator fixes the cause, then answers the account, not the bot: one `retry` per service that
+        # failed (they wait for the operator one at a time).
+        broken.fixed = True
+        account = temporal_client.get_workflow_handle(account_wid)
+        answers = []
         while (await account.describe()).status == WorkflowExecutionStatus.RUNNING:
             if await bot_stuck() is not None:
                 answers.append(await _update(cli, account_wid, "retry"))
             else:
                 await asyncio.sleep(0.2)  # the polling interval: each round answers the question it finds open
         result = await account.result()
+        assert broken.holds == 0
     assert answers and set(answers) == {"retry sent to 1 bot deletions"}
 
     assert result["status"] == DeletionState.COMPLETED and result["account_row_deleted"] is True
@@ -310,6 +320,7 @@ def failing_webhook(request: pytest.FixtureRequest) -> Iterator[tuple[SlowFailin
 
 async def test_the_run_waits_for_its_operator_while_the_alert_webhook_fails(
     cli: AsyncCli,
+    api: httpx.AsyncClient,
     temporal_client: Client,
     settings: Settings,
     failing_webhook: tuple[SlowFailingWebhook, int],
@@ -327,7 +338,7 @@ async def test_the_run_waits_for_its_operator_while_the_alert_webhook_fails(
             handle.id,
         )
 
-    async with own_worker(own, temporal_client, EVERY_DELETER_FAILS):
+    async with broken_service(api, temporal_client), own_worker(own, temporal_client):
 
         async def waiting() -> DeletionStatus | None:
             progress = await _progress(temporal_client, handle.id)

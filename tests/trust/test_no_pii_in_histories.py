@@ -20,6 +20,8 @@ from temporalio.client import Client
 from devstack.seed import asyncpg_dsn
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id
+from services.chat import CHAT
+from services.runtime.database import service_database_url
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually
 from tests.temporal_cli import TemporalCli
@@ -52,7 +54,8 @@ async def _account(api: httpx.AsyncClient, name: str, email: str) -> tuple[str, 
 
 
 async def _add_rows(settings: Settings, bot_id: str) -> None:
-    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+    """Rows of the bot in the chat service's own database."""
+    conn = await asyncpg.connect(asyncpg_dsn(service_database_url(CHAT.name, beside=settings.database_url)))
     try:
         await conn.execute(
             "INSERT INTO messages (bot_id, conversation_ref, body) "
@@ -116,7 +119,7 @@ async def test_histories_hold_no_email_and_no_name(
         exported.append(cli.run("workflow", "describe", "--workflow-id", workflow_id, "--output", "json").stdout)
     # `workflow show` prints payloads base64-encoded: decode every one, so the search reads what they hold.
     text = "\n".join([*exported, *(_decoded_payloads(json.loads(document)) for document in exported)]).lower()
-    assert '"messages"' in text, text[:2000]
+    assert '"chat"' in text, text[:2000]
     assert "account.jsonl" in text, "the export's plan is not among the decoded payloads"
 
     for name, email in people.items():

@@ -1,12 +1,14 @@
-"""No secret reaches a log line or a span in a full run: the API (`python -m api`) and a worker (`worker.py`) as
-child processes at the default level, tracing to their output, through a day's work: an account, a bot whose
-deletion hits a poison pill and alerts a webhook whose URL holds a secret, a site built while a browser follows
-it with a stream token. Every secret the run used is then looked for in every line either process wrote."""
+"""No secret reaches a log line or a span in a full run: the API (`python -m api`), a worker (`worker.py`) and a
+service (`python -m services.integrations`, registering itself with the admin token) as child processes at the
+default level, tracing to their output, through a day's work: an account, a bot whose deletion hits a poison pill
+(the service's) and alerts a webhook whose URL holds a secret, a site built while a browser follows it with a
+stream token. Every secret the run used is then looked for in every line any process wrote."""
 
 from __future__ import annotations
 
 import asyncio
 import secrets
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -26,7 +28,7 @@ from lifecycle.statuses import SiteStatus
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.deletion.test_alerts import Webhook, webhook  # noqa: F401 (a fixture)
 from tests.eventually import eventually
-from tests.processes import ApiProcess, ChildProcess, worker_process
+from tests.processes import ApiProcess, ChildProcess, settings_environment, worker_process
 from tests.workers import own_queue
 
 SITE_BUILT_WITHIN_SECONDS = 120
@@ -41,12 +43,14 @@ def _with_password(url: str, password: str) -> str:
 class Run:
     api: ApiProcess
     worker: ChildProcess
+    service: ChildProcess
     settings: Settings
     webhook: Webhook
     secrets: dict[str, str]  # what it is -> its value; the run adds the ones it is handed
 
     def logs(self) -> dict[str, str]:
-        return {path.name: path.read_text(errors="replace") for path in (self.api.log_path, self.worker.log_path)}
+        paths = (self.api.log_path, self.worker.log_path, self.service.log_path)
+        return {path.name: path.read_text(errors="replace") for path in paths}
 
 
 @pytest_asyncio.fixture
@@ -88,18 +92,35 @@ async def run(
         "LOG_FORMAT": "json",
         # Every span of both processes, printed among their log lines.
         "OTEL_TRACES_EXPORTER": "console",
-        # The bot's deletion meets a poison pill: it waits for an operator and posts an alert.
-        "FAULT_INJECTION": "delete_bot_service=permanent",
     }
     worker = worker_process(own, tmp_path / "worker.log", **environment)
     worker.start()
     api = ApiProcess(own, tmp_path / "api.log", **environment)
+    # The bot's deletion meets a poison pill in a service, which registers itself with the admin token.
+    service = ChildProcess(
+        [sys.executable, "-m", "services.integrations", "--register-with", api.url],
+        settings_environment(
+            own,
+            **environment,
+            FAULT_INJECTION="DeleteSubjectData=permanent",
+            INTEGRATIONS_TASK_QUEUE=f"integrations-{database}",
+            INTEGRATIONS_DATABASE_URL=postgres_server.url(f"{database}_integrations"),
+        ),
+        tmp_path / "service.log",
+    )
     try:
         api.start()
-        yield Run(api, worker, own, webhook, known)
+        service.start()
+        await eventually(lambda: _serving(service), "the service registered and serves its queue")
+        yield Run(api, worker, service, own, webhook, known)
     finally:
+        service.kill()
         api.kill()
         worker.kill()
+
+
+async def _serving(service: ChildProcess) -> bool:
+    return "serving" in service.log()
 
 
 async def _follow_site(http: httpx.AsyncClient, site_id: str, token: str) -> str:
@@ -144,6 +165,7 @@ async def test_no_secret_of_a_full_run_appears_in_any_log_line_or_span(run: Run,
     await temporal_client.get_workflow_handle(bot_deletion_id(bot.json()["id"])).terminate("the test is over")
     run.api.terminate()
     run.worker.terminate()
+    run.service.terminate()
 
     logs = run.logs()
     # The lines looked at are real ones: the requests, the alert, the spans of both processes.

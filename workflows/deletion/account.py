@@ -77,12 +77,12 @@ class AccountDeletionWorkflow:
         self._status = DeletionState.PAUSED if self._paused else DeletionState.RUNNING
         self._recorder = StatusRecorder()
         # Bot deletions in flight (children, or runs a DELETE /bots started that we wait for): the operator's
-        # messages to the account reach them.
+        # signals and updates to the account reach them.
         self._bot_runs: set[str] = set()
         # What each bot deletion of this run counted, so a bot deleted again is not counted twice.
         self._counted: dict[str, dict[str, ServiceProgress]] = {}
         self._gate = OperatorGate()
-        # Held while a message is forwarded to the bot deletions: messages go out one at a time, each once the
+        # Held while a message is forwarded to the bot deletions: they go out one at a time, each once the
         # previous one was delivered, so a `resume` never overtakes the `pause` sent before it.
         self._forwarding = asyncio.Lock()
         # The grace period: true while nothing may be deleted yet and the account can still be restored.

@@ -1,4 +1,5 @@
-"""Deleting one bot: every service's rows at once, each in slices of batches, pausable, with an operator path."""
+"""Deleting one bot: every registered service at once, each in slices on its own task queue, pausable, with an
+operator path. The workflow names no service: it calls those the registry held when the deletion began."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.deletion.deleters import DELETION_SERVICES, BotDataDeleters
     from activities.deletion.records import DeletionRecords
     from lifecycle.contracts import AlertInput
     from lifecycle.deletion.contracts import (
@@ -20,7 +20,6 @@ with workflow.unsafe.imports_passed_through():
         TRANSIENT_ERROR,
         BotDeletionInput,
         BotDeletionResult,
-        DeleteServiceInput,
         DeletionStatus,
         FinishBotDeletionInput,
         FinishBotDeletionResult,
@@ -43,10 +42,12 @@ with workflow.unsafe.imports_passed_through():
 
 
 def is_transient(err: ActivityError) -> bool:
-    """Infrastructure, not the data: a database outage, or a worker that died or stalled mid-call (a timeout).
+    """Infrastructure, not the data: a service's database or object store out (its TransientError), or a worker
+    that died or stalled mid-call (a timeout).
 
-    A run of worker kills exhausts a call's attempts with heartbeat timeouts; that is no poison pill, so the
-    workflow calls again, from the progress the deleter committed, instead of asking an operator.
+    A run of worker kills exhausts a call's attempts with timeouts; that is no poison pill, so the workflow calls
+    again, from the cursor the service last answered (its ledger counts what the lost calls deleted), instead of
+    asking an operator.
     """
     cause = err.cause
     if isinstance(cause, ActivityTimeoutError):
@@ -54,22 +55,9 @@ def is_transient(err: ActivityError) -> bool:
     return isinstance(cause, ApplicationError) and cause.type == TRANSIENT_ERROR and not cause.non_retryable
 
 
-def _progress_carried_by(err: ActivityError, known: ServiceProgress) -> ServiceProgress:
-    """A deleter that failed transiently reports how far it got; never step back from what is known."""
-    cause = err.cause
-    if not isinstance(cause, ApplicationError) or not cause.details:
-        return known
-    reported = cause.details[0]
-    if isinstance(reported, dict):
-        reported = ServiceProgress(**reported)
-    if not isinstance(reported, ServiceProgress) or reported.deleted < known.deleted:
-        return known
-    return reported
-
-
 def describe_progress(services: dict[str, ServiceProgress], status: str, ignored: str | None = None) -> str:
     """One line for the UI's current details, e.g.
-    'messages: 420,000 of 1,000,000 deleted; running; 20,000 rows/s, throttled: budget, done by 12:04:10Z'."""
+    'search-index: 420,000 of 1,000,000 deleted; running; 20,000 rows/s, throttled: budget, done by 12:04:10Z'."""
     current = next((name for name, p in services.items() if not p.done), None)
     if current is None:
         done = sum(p.deleted for p in services.values())
@@ -104,9 +92,7 @@ class BotDeletionWorkflow:
         # The registered services, once the first run has read them (run's first step); carried on after that.
         self._registry = request.registry
         registered = [service.name for service in self._registry.services] if self._registry else []
-        self._progress = {
-            s: replace(request.progress.get(s, ServiceProgress())) for s in (*DELETION_SERVICES, *registered)
-        }
+        self._progress = {s: replace(request.progress.get(s, ServiceProgress())) for s in registered}
         # What the registered services' VerifySubjectErased counted, for the receipt.
         self._verified: dict[str, ServiceVerification] = {}
         self._paused = request.paused
@@ -116,7 +102,7 @@ class BotDeletionWorkflow:
         self._recorder = StatusRecorder()
         self._operator_actions = list(request.operator_actions)
         self._gate = OperatorGate()
-        # One operator question at a time: the messages act on the single thing in `waiting_on`.
+        # One operator question at a time: the operator's signals and updates act on the single thing in `waiting_on`.
         self._operator = asyncio.Lock()
 
     @workflow.run
@@ -128,14 +114,13 @@ class BotDeletionWorkflow:
             rounds = 0
             while True:
                 await self._delete_every_service(request)
-                # The registered services count what they still hold, and finishing checks that no rows remain;
-                # the services go around again if some do.
+                # Each service counts what it still holds (VerifySubjectErased): the services go around again if
+                # some do. The gateway cannot look into their stores, so their own count is the check.
                 remaining = await self._verify_registered_services(request)
-                remaining += (await self._finish(request)).remaining_services
                 if not remaining:
                     break
-                # A writer raced the deleters, or a registered service still holds something: delete those
-                # services again, a bounded number of times.
+                # A writer raced a service's deletion, or a service still holds something: delete those services
+                # again, a bounded number of times.
                 rounds += 1
                 workflow.logger.warning("rows remain after deleting, round %d: %s", rounds, remaining)
                 if rounds >= policies.FINISH_ROUNDS:
@@ -144,10 +129,11 @@ class BotDeletionWorkflow:
                         self._skip(remaining)
                         continue
                 for service in remaining:
-                    # From the bottom, not the cursor: a row that remained may lie below it (a writer took its id
-                    # before the cursor passed and committed after); walking the deleted rows' entries again is
-                    # the price, on this rare path only.
-                    self._progress[service] = replace(self._progress[service], done=False, cursor=0, resume_from="")
+                    # From the cursor the service last answered: after `done`, a service goes around its store
+                    # again from wherever it sees fit (the project's services from the bottom, services/runtime/
+                    # ledger.py), and its ledger keeps counting every row once.
+                    self._progress[service] = replace(self._progress[service], done=False)
+            await self._finish(request)
         except asyncio.CancelledError:
             self._set_status(DeletionState.CANCELLED)
             await uninterruptible(self._recorder.recorded())
@@ -198,7 +184,7 @@ class BotDeletionWorkflow:
             DeletionRecords.finish_bot_deletion,
             self._finish_input(request),
             **presets.STEP,
-            summary=f"check nothing remains, remove bot row {request.bot_id}, record completion",
+            summary=f"remove bot row {request.bot_id}, record completion",
         )
 
     async def _delete_service(self, request: BotDeletionInput, service: str) -> None:
@@ -210,30 +196,16 @@ class BotDeletionWorkflow:
             await self._delete_slice(request, service)
 
     async def _delete_slice(self, request: BotDeletionInput, service: str) -> None:
+        assert self._registry is not None
         try:
-            if (registered := self._registered.get(service)) is not None:
-                assert self._registry is not None
-                self._progress[service] = await registered_calls.delete_slice(
-                    registered,
-                    registered_calls.bot_subject(request.bot_id),
-                    self._progress[service],
-                    max_rows=self._batch_size,
-                    rows_per_second=registered_calls.rows_per_second(self._registry, service),
-                )
-                await self._record_service(service, answered=True)
-            else:
-                self._progress[service] = await workflow.execute_activity_method(
-                    BotDataDeleters.delete_bot_service,
-                    DeleteServiceInput(
-                        workflow_id=workflow.info().workflow_id,
-                        bot_id=request.bot_id,
-                        service=service,
-                        batch_size=self._batch_size,
-                        progress=self._progress[service],
-                    ),
-                    **presets.DELETER,
-                    summary=f"delete {service} of bot {request.bot_id}",
-                )
+            self._progress[service] = await registered_calls.delete_slice(
+                self._registered[service],
+                registered_calls.bot_subject(request.bot_id),
+                self._progress[service],
+                max_rows=self._batch_size,
+                rows_per_second=registered_calls.rows_per_second(self._registry, service, self._deleting()),
+            )
+            await self._record_service(service, answered=True)
         except ActivityError as err:
             await self._after_failure(service, "deleting", err)
         self._publish_details()
@@ -244,14 +216,12 @@ class BotDeletionWorkflow:
             # The workflow itself is being cancelled: end as cancelled, not as a poison pill.
             raise asyncio.CancelledError() from err
         if registered_calls.no_worker_took_it(err):
-            # A registered service's worker is down: call again without end; the status shows it waiting.
+            # The service's worker is down: call again without end; the status shows it waiting.
             await self._waiting_for(service)
             return
         if is_transient(err):
             # Another round of backoff: transient failures retry without end, from where the call got to.
             workflow.logger.warning("transient failure %s %s; retrying: %s", doing, service, err.cause)
-            if service not in self._registered:
-                self._progress[service] = _progress_carried_by(err, self._progress[service])
             return
         alert = AlertInput(
             workflow_id=workflow.info().workflow_id,
@@ -266,6 +236,10 @@ class BotDeletionWorkflow:
         assert self._registry is not None
         await registered_calls.record(self._registry, service, self._progress[service], answered=answered)
 
+    def _deleting(self) -> list[str]:
+        """The services still at work, which share the budget (a service done leaves its share to the others)."""
+        return [name for name, progress in self._progress.items() if not progress.done]
+
     async def _waiting_for(self, service: str) -> None:
         """Shows the service as waiting, from the first call no worker took until one answers."""
         if self._progress[service].waiting_since is not None:
@@ -275,22 +249,27 @@ class BotDeletionWorkflow:
         await self._record_service(service, answered=False)
 
     async def _verify_registered_services(self, request: BotDeletionInput) -> list[str]:
-        """The registered services that still hold something of the bot, by their own count."""
-        verifying = [name for name in self._registered if not self._progress[name].skipped]
-        await asyncio.gather(*(self._verify(request, self._registered[name]) for name in verifying))
+        """The services that still hold something of the bot, by their own count, but for those an operator
+        skipped: counted too, so the receipt says what they keep, but never deleted again."""
+        await asyncio.gather(*(self._verify(request, service) for service in self._registered.values()))
         return [
             name
-            for name in verifying
-            if (found := self._verified.get(name)) is not None and found.remaining_rows + found.remaining_files
+            for name in self._registered
+            if not self._progress[name].skipped
+            and (found := self._verified.get(name)) is not None
+            and found.remaining_rows + found.remaining_files
         ]
 
     async def _verify(self, request: BotDeletionInput, service: RegisteredService) -> None:
-        while not self._progress[service.name].skipped:
+        while True:
             try:
                 self._verified[service.name] = await registered_calls.verify(
                     service, registered_calls.bot_subject(request.bot_id)
                 )
             except ActivityError as err:
+                if self._progress[service.name].skipped:
+                    # An operator left this service: what it keeps goes uncounted rather than asked about again.
+                    return
                 await self._after_failure(service.name, "verifying", err)
                 continue
             if self._progress[service.name].waiting_since is not None:

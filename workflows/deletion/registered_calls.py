@@ -91,9 +91,10 @@ async def verify(service: RegisteredService, subject: Subject) -> ServiceVerific
     return ServiceVerification(service.name, response.remaining_rows, response.remaining_files)
 
 
-def rows_per_second(registry: ServiceRegistry, service: str) -> int:
-    """The service's rows/s for its next call (0: unlimited), from the budget the last activity read."""
-    return budget_share(registry.budget, [registered.name for registered in registry.services], service)
+def rows_per_second(registry: ServiceRegistry, service: str, deleting: list[str]) -> int:
+    """The service's rows/s for its next call (0: unlimited), from the budget the last activity read, shared by
+    the `deleting` services still at work."""
+    return budget_share(registry.budget, deleting, service)
 
 
 async def record(registry: ServiceRegistry, service: str, progress: ServiceProgress, *, answered: bool) -> None:

@@ -11,7 +11,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.deletion.services import RegisteredServices
+    from activities.exports.steps import AccountExportActivities
     from lifecycle.deletion.contracts import RegisteredService
     from lifecycle.deletion.registry import EXPORT_SUBJECT_DATA
     from lifecycle.deletion.v1.service_pb2 import ExportRequest, ExportResponse, Subject
@@ -34,7 +34,7 @@ async def export_service_parts(
 ) -> list[ServicePart]:
     """Every registered service's part of the account, side by side."""
     services = await workflow.execute_activity_method(
-        RegisteredServices.list_registered_services, **presets.STEP, summary="read the registered services"
+        AccountExportActivities.list_export_services, **presets.STEP, summary="read the registered services"
     )
     request = ExportRequest(
         export_id=export_id,

@@ -183,9 +183,12 @@ class DeleteResponse(_message.Message):
     MEASURED_ROWS_PER_SECOND_FIELD_NUMBER: _builtins.int
     THROTTLED_FIELD_NUMBER: _builtins.int
     rows_deleted: _builtins.int
-    """Rows deleted by this call alone (not a running total); a retried call counts only what it deleted itself."""
+    """Rows deleted since the request's cursor that no earlier answer counted (not a running total): what this call
+    deleted itself, and a service may add the rows of slices whose answers were lost (after the request's cursor),
+    so no row is counted twice and none goes uncounted.
+    """
     files_deleted: _builtins.int
-    """Files or stored objects deleted by this call alone (not a running total)."""
+    """Files or stored objects deleted since the request's cursor that no earlier answer counted, as `rows_deleted`."""
     cursor: _builtins.str
     """Where the next call resumes; pass it back unchanged in `DeleteRequest.cursor`."""
     done: _builtins.bool

@@ -11,7 +11,6 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0012"
-# Another branch may add a 0012 too; whoever merges both chains them.
 down_revision: str | None = "0011"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

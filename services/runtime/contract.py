@@ -1,0 +1,158 @@
+"""The deletion contract's calls (proto/lifecycle/deletion/v1/service.proto) over a service's own tables:
+DeleteSubjectData in key-range batches recorded in the ledger, and VerifySubjectErased by exact counts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.errors import as_transient, is_transient
+from lifecycle.deletion.contracts import DEFAULT_BATCH_SIZE, DELETER_SLICE
+from lifecycle.deletion.v1.service_pb2 import (
+    THROTTLE_AUTOVACUUM,
+    THROTTLE_BUDGET,
+    THROTTLE_LOCK_WAITS,
+    THROTTLE_REPLICA_LAG,
+    THROTTLE_UNSPECIFIED,
+    DeleteRequest,
+    DeleteResponse,
+    Subject,
+    VerifyRequest,
+    VerifyResponse,
+)
+from lifecycle.statuses import Throttle
+from services.runtime import ledger
+from services.runtime.ledger import CursorRefused, Position
+from services.runtime.pace import Pacer
+from services.runtime.tables import TableDeleter
+
+_THROTTLES = {
+    None: THROTTLE_UNSPECIFIED,
+    Throttle.BUDGET: THROTTLE_BUDGET,
+    Throttle.LOCK_WAITS: THROTTLE_LOCK_WAITS,
+    Throttle.AUTOVACUUM: THROTTLE_AUTOVACUUM,
+    Throttle.REPLICA_LAG: THROTTLE_REPLICA_LAG,
+}
+
+
+def bot_of(subject: Subject) -> str:
+    if subject.kind != Subject.KIND_BOT or not subject.id:
+        # The contract: a subject this service cannot act on is a non-retryable error, for an operator to see.
+        raise ApplicationError(f"unsupported subject {Subject.Kind.Name(subject.kind)}", non_retryable=True)
+    return subject.id
+
+
+class ContractService:
+    """One service's implementation of the contract, over `tables` (deleted in that order) in `engine`'s database."""
+
+    def __init__(self, engine: AsyncEngine, tables: Sequence[TableDeleter]) -> None:
+        self._engine = engine
+        self._tables = tuple(tables)
+
+    @activity.defn(name="DeleteSubjectData")
+    async def delete_subject_data(self, request: DeleteRequest) -> DeleteResponse:
+        """Batches until `max_rows`, `max_duration_ms` (5 s by default) or the end; each batch's DELETE and its
+        ledger row commit together, and the answer is read back from the ledger."""
+        bot_id = bot_of(request.subject)
+        try:
+            answered = ledger.answered_slice(request.cursor)
+        except CursorRefused as refused:
+            raise ApplicationError(str(refused), type="CursorRefused", non_retryable=True) from None
+        started = time.monotonic()
+        duration = request.max_duration_ms / 1000 if request.max_duration_ms else DELETER_SLICE.total_seconds()
+        deadline = started + duration
+        allowance = request.max_rows or DEFAULT_BATCH_SIZE
+        pacer = Pacer(request.rows_per_second, heartbeat=activity.heartbeat)
+        try:
+            async with self._engine.connect() as conn:
+                current = await ledger.open_slice(conn, request.deletion_id, bot_id, answered)
+                await conn.commit()
+                deleted_here = 0
+                done = current.done
+                while not done and deleted_here < allowance and time.monotonic() < deadline:
+                    rows, done = await self._next_batch(
+                        conn, request.deletion_id, current.number, bot_id, pacer, allowance - deleted_here
+                    )
+                    deleted_here += rows
+                    # Raises CancelledError here if the caller cancelled us: the check between batches.
+                    activity.heartbeat()
+                rows, files = await ledger.unanswered(conn, request.deletion_id, answered)
+                remaining, files_left = (
+                    (0, 0)
+                    if done
+                    else await self._estimate_remaining(conn, request.deletion_id, current.number, bot_id)
+                )
+        except Exception as exc:
+            if is_transient(exc):
+                raise as_transient(exc) from exc
+            raise
+        elapsed = time.monotonic() - started
+        return DeleteResponse(
+            rows_deleted=rows,
+            files_deleted=files,
+            cursor=str(current.number),
+            done=done,
+            remaining_rows_estimate=remaining,
+            remaining_files_estimate=files_left,
+            measured_rows_per_second=deleted_here / elapsed if deleted_here and elapsed > 0 else 0.0,
+            throttled=THROTTLE_UNSPECIFIED if done else _THROTTLES[pacer.throttled],
+        )
+
+    async def _next_batch(
+        self, conn: AsyncConnection, deletion_id: str, slice_number: int, bot_id: str, pacer: Pacer, most: int
+    ) -> tuple[int, bool]:
+        """One batch of the slice's current table, committed with its ledger row: (rows deleted, done)."""
+        position = await ledger.lock_position(conn, deletion_id, slice_number)
+        await conn.commit()
+        if position.table_index >= len(self._tables):
+            return 0, True
+        limit = await pacer.next_batch(conn, self._tables[position.table_index].table, most)
+        # Read again, locked with the batch: another call of the same slice (an overlapping retry) waits its turn
+        # and goes on from where this one left it.
+        position = await ledger.lock_position(conn, deletion_id, slice_number)
+        if position.table_index >= len(self._tables):
+            await conn.commit()
+            return 0, True
+        table = self._tables[position.table_index]
+        batch = await table.delete_batch(conn, bot_id, position.after_id, limit, heartbeat=activity.heartbeat)
+        after = Position(position.table_index + 1, 0) if batch.last else Position(position.table_index, batch.cursor)
+        done = after.table_index >= len(self._tables)
+        await ledger.record_batch(
+            conn, deletion_id, slice_number, rows=batch.deleted, files=batch.files, position=after, done=done
+        )
+        await conn.commit()
+        return batch.deleted, done
+
+    async def _estimate_remaining(
+        self, conn: AsyncConnection, deletion_id: str, slice_number: int, bot_id: str
+    ) -> tuple[int, int]:
+        """The bot's rows and files left from the slice's position on, estimated (TableDeleter.estimate_remaining)."""
+        position = await ledger.lock_position(conn, deletion_id, slice_number)
+        rows = files = 0
+        for index in range(position.table_index, len(self._tables)):
+            table = self._tables[index]
+            left = await table.estimate_remaining(
+                conn, bot_id, position.after_id if index == position.table_index else 0
+            )
+            rows += left
+            files += left * table.files_per_row
+        await conn.commit()
+        return rows, files
+
+    @activity.defn(name="VerifySubjectErased")
+    async def verify_subject_erased(self, request: VerifyRequest) -> VerifyResponse:
+        """Exact counts of the bot's rows in every table, and of its files."""
+        bot_id = bot_of(request.subject)
+        try:
+            async with self._engine.connect() as conn:
+                rows = sum([await table.count(conn, bot_id) for table in self._tables])
+            files = sum([await table.count_files(bot_id) for table in self._tables])
+        except Exception as exc:
+            if is_transient(exc):
+                raise as_transient(exc) from exc
+            raise
+        return VerifyResponse(remaining_rows=rows, remaining_files=files)
