@@ -156,14 +156,16 @@ export const DeleteRequestSchema: GenMessage<DeleteRequest> = /*@__PURE__*/
  */
 export type DeleteResponse = Message<"lifecycle.deletion.v1.DeleteResponse"> & {
   /**
-   * Rows deleted by this call alone (not a running total); a retried call counts only what it deleted itself.
+   * Rows deleted since the request's cursor that no earlier answer counted (not a running total): what this call
+   * deleted itself, and a service may add the rows of slices whose answers were lost (after the request's cursor),
+   * so no row is counted twice and none goes uncounted.
    *
    * @generated from field: uint64 rows_deleted = 1;
    */
   rowsDeleted: bigint;
 
   /**
-   * Files or stored objects deleted by this call alone (not a running total).
+   * Files or stored objects deleted since the request's cursor that no earlier answer counted, as `rows_deleted`.
    *
    * @generated from field: uint64 files_deleted = 2;
    */
