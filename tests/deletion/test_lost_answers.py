@@ -19,21 +19,22 @@ from temporalio.worker import Worker
 from activities.fault_injection import FaultInjectionInterceptor
 from devstack.postgres import PostgresServer
 from devstack.seed import seed
+from lifecycle.deletion.budget import DEFAULT_ROWS_PER_SECOND
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 from services.chat import CHAT
 from services.runtime.seeding import seed_rows
 from services.runtime.worker import CONTRACT, opened
 from tests.conftest import ADMIN_HEADERS
-from tests.deletion.test_deletion_budget import budget
 from tests.eventually import eventually
 from worker import LifecycleWorkers
 
 pytestmark = pytest.mark.usefixtures("registry_left_as_found")
 
-# Rows for more than two slices of the deletion's batch size (50,000 rows a call).
-MESSAGES = 120_000
+# Rows for two slices or more at the service's own rate, each slice and its retry lasting up to DELETER_SLICE (5 s).
+MESSAGES = 30_000
 CONVERSATIONS = 1_000
+RATE = 2_500
 
 
 @pytest_asyncio.fixture
@@ -76,10 +77,11 @@ async def test_lost_answers_neither_double_count_nor_lose_rows(
         status = (await api.get(f"/bots/{bot_id}/deletion", headers=headers)).json()
         return status if status["status"] == "completed" else None
 
-    # No budget: the slices are full ones, 50,000 rows each.
-    async with budget(api, None):
-        assert (await api.delete(f"/bots/{bot_id}", headers=headers)).status_code == 202
-        status = await eventually(completed, "the deletion completes")
+    # A rate of the service's own: each slice takes up to 5 s, so the deletion takes two slices or more.
+    own_rate = {"rows_per_second": DEFAULT_ROWS_PER_SECOND, "services": {name: RATE}}
+    assert (await api.put("/deletion-budget", json=own_rate, headers=ADMIN_HEADERS)).status_code == 200
+    assert (await api.delete(f"/bots/{bot_id}", headers=headers)).status_code == 202
+    status = await eventually(completed, "the deletion completes")
 
     held = CONVERSATIONS + MESSAGES
     assert status["progress"][name] == {"deleted": held, "total": held}

@@ -202,7 +202,7 @@ class BotDeletionWorkflow:
                 self._registered[service],
                 registered_calls.bot_subject(request.bot_id),
                 self._progress[service],
-                max_rows=self._batch_size,
+                batch_rows=self._batch_size,
                 rows_per_second=registered_calls.rows_per_second(self._registry, service, self._deleting()),
             )
             await self._record_service(service, answered=True)

@@ -46,18 +46,19 @@ async def read_registry() -> ServiceRegistry:
 
 
 async def delete_slice(
-    service: RegisteredService, subject: Subject, known: ServiceProgress, max_rows: int, rows_per_second: int
+    service: RegisteredService, subject: Subject, known: ServiceProgress, batch_rows: int, rows_per_second: int
 ) -> ServiceProgress:
-    """One slice of the service's deletion, from its own cursor; the progress with the slice's answer added."""
+    """One slice of the service's deletion, from its own cursor, for up to DELETER_SLICE in batches of at most
+    `batch_rows`; the progress with the slice's answer added."""
     response = await workflow.execute_activity(
         DELETE_SUBJECT_DATA,
         DeleteRequest(
             deletion_id=workflow.info().workflow_id,
             subject=subject,
             cursor=known.resume_from,
-            max_rows=max_rows,
             rows_per_second=rows_per_second,
             max_duration_ms=int(DELETER_SLICE.total_seconds() * 1000),
+            batch_rows=batch_rows,
         ),
         task_queue=service.task_queue,
         result_type=DeleteResponse,

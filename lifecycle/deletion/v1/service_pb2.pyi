@@ -128,6 +128,7 @@ class DeleteRequest(_message.Message):
     MAX_ROWS_FIELD_NUMBER: _builtins.int
     ROWS_PER_SECOND_FIELD_NUMBER: _builtins.int
     MAX_DURATION_MS_FIELD_NUMBER: _builtins.int
+    BATCH_ROWS_FIELD_NUMBER: _builtins.int
     deletion_id: _builtins.str
     """The deletion this slice belongs to: the gateway's id for it (its workflow id, such as
     `bot-deletion-<bot id>`). The same for every slice and every retry of one deletion; services may key their
@@ -146,6 +147,10 @@ class DeleteRequest(_message.Message):
     """Return after about this many milliseconds even if `max_rows` was not reached, so the caller can pause or
     change the budget between slices; 0 lets the service choose (the gateway's deleters use 5 seconds).
     """
+    batch_rows: _builtins.int
+    """At most this many rows per statement or per request to the service's own store: the deletion's batch size,
+    which an operator lowers to shorten the locks one statement holds. 0 lets the service choose.
+    """
     @_builtins.property
     def subject(self) -> Global___Subject:
         """Whose data to delete."""
@@ -159,10 +164,11 @@ class DeleteRequest(_message.Message):
         max_rows: _builtins.int = ...,
         rows_per_second: _builtins.int = ...,
         max_duration_ms: _builtins.int = ...,
+        batch_rows: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["subject", b"subject"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "deletion_id", b"deletion_id", "max_duration_ms", b"max_duration_ms", "max_rows", b"max_rows", "rows_per_second", b"rows_per_second", "subject", b"subject"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_rows", b"batch_rows", "cursor", b"cursor", "deletion_id", b"deletion_id", "max_duration_ms", b"max_duration_ms", "max_rows", b"max_rows", "rows_per_second", b"rows_per_second", "subject", b"subject"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
