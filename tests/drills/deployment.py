@@ -15,7 +15,7 @@ from tests.processes import PROJECT_ROOT
 from tests.temporal_cli import TemporalCli
 
 # What `python worker.py` imports: a copy of these is a complete worker of another version.
-WORKER_CODE = ("worker.py", "workflows", "activities", "lifecycle")
+WORKER_CODE = ("worker.py", "workflows", "activities", "lifecycle", "services")
 # Every workflow's first command in v2: a timer v1 never issued, so a v1 history replayed on v2 code would fail
 # with a non-determinism error (as tests/replay shows for such a timer).
 V2_FIRST_COMMAND = "deploy drill: v2 code"
