@@ -7,7 +7,7 @@ import compileall
 import logging
 import os
 import signal
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import timedelta
@@ -19,13 +19,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from temporalio.client import Client
 from temporalio.common import WorkerDeploymentVersion
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.worker import Interceptor, Worker
+from temporalio.worker import Worker
 
 from activities.errors import is_transient
-from activities.fault_injection import FaultInjectionInterceptor
+from activities.interceptors import interceptors_for
 from activities.registry import build_activities
 from activities.resources import ActivityResources
-from activities.short_failures import ShortFailuresInterceptor
 from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.db.engine import POOL_CAPACITY
 from lifecycle.deletion.receipt_keys import ReceiptKey, ReceiptKeyError, ReceiptSigner, publish_at_start
@@ -45,15 +44,6 @@ GRACEFUL_SHUTDOWN = timedelta(seconds=30)
 # A killed worker's runs wait this long on its sticky queue before any worker may take them (SDK default 10 s):
 # part of the time to recover from a kill, so kept short; a live worker picks its sticky tasks up in milliseconds.
 STICKY_SCHEDULE_TO_START = timedelta(seconds=3)
-
-
-def interceptors_for(settings: Settings) -> Sequence[Interceptor]:
-    # Outermost first: injected faults pass through the short-failure conversion like real ones.
-    interceptors: list[Interceptor] = [ShortFailuresInterceptor()]
-    # An invalid rule raises here, at worker start, rather than when the activity first runs.
-    if settings.fault_injection:
-        interceptors.append(FaultInjectionInterceptor.from_spec(settings.fault_injection))
-    return interceptors
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from tests.drills.deployment import (
     v2_code,
 )
 from tests.eventually import eventually
-from tests.processes import PROJECT_ROOT, ChildProcess, settings_environment, worker_process
+from tests.processes import PROJECT_ROOT, ChildProcess, service_processes, settings_environment, worker_process
 from tests.temporal_cli import TemporalCli
 
 # The server's defaults suit production and would make the drill wait minutes: stopped workers count as
@@ -69,8 +69,25 @@ def deploy_temporal(drill_root: Path) -> Iterator[TemporalDevServer]:
     server.stop()
 
 
+@pytest.fixture(scope="module")
+def deploy_services(drill_stack: DrillStack, deploy_temporal: TemporalDevServer) -> Iterator[None]:
+    """The services the deletions call, polling this server on the queues the drills' registry names (the
+    drill stack's run beside the drills' own server)."""
+    log_dir = drill_stack.root / "deploy-services"
+    log_dir.mkdir(exist_ok=True)
+    settings = drill_stack.settings.model_copy(update={"temporal_address": deploy_temporal.address})
+    processes = [process for process, _ in service_processes(settings, log_dir, "drills").values()]
+    for process in processes:
+        process.start()
+    yield
+    for process in processes:
+        process.terminate()
+
+
 @pytest_asyncio.fixture
-async def deploy(drill_stack: DrillStack, deploy_temporal: TemporalDevServer) -> AsyncIterator[Context]:
+async def deploy(
+    drill_stack: DrillStack, deploy_temporal: TemporalDevServer, deploy_services: None
+) -> AsyncIterator[Context]:
     queue = f"deploy-{uuid.uuid4().hex[:6]}"
     settings = drill_stack.settings.model_copy(
         update={

@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 
 from activities.fault_injection import FaultInjectionInterceptor, FaultRule, FaultSpecError, parse_fault_spec
+from activities.interceptors import interceptors_for
 from activities.short_failures import ShortFailuresInterceptor
 from lifecycle.settings import Settings
-from worker import interceptors_for
 
 
 def test_rules_parse() -> None:
