@@ -34,6 +34,7 @@ def build_activities(resources: ActivityResources, signer: ReceiptSigner) -> lis
         records.await_bot_deletion,
         registered.list_deletion_services,
         registered.record_service_progress,
+        registered.deletion_service_retired,
         account_sites.stop_account_site_creations,
         account_sites.list_account_sites,
         account_sites.await_site_deletion,

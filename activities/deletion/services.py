@@ -39,6 +39,7 @@ _RECORD = text(
     " updated_at = now()"
 )
 _ANSWERED = text("UPDATE deletion_services SET last_answered_at = now() WHERE name = :service")
+_RETIRED = text("SELECT retired_at IS NOT NULL FROM deletion_services WHERE name = :service")
 
 
 def budget_share(budget: DeletionBudget, deleting: list[str], service: str) -> int:
@@ -85,6 +86,14 @@ class RegisteredServices:
             }
             budget = await read_deletion_budget(conn)
         return ServiceRegistry(services, budget, recorded)
+
+    @activity.defn(name="deletion_service_retired")
+    @heartbeats
+    async def deletion_service_retired(self, service: str) -> bool:
+        """Whether an operator retired the service (DELETE /deletion-services/{name}) since the deletion read the
+        registry: a deletion waiting for it then leaves it, rather than wait without end."""
+        async with self._resources.engine.connect() as conn:
+            return bool((await conn.execute(_RETIRED, {"service": service})).scalar_one_or_none())
 
     @activity.defn(name="record_service_progress")
     @heartbeats

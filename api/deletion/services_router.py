@@ -84,7 +84,10 @@ async def list_deletion_services(_admin: AdminDep, session: SessionDep) -> Delet
 @router.delete(
     "/deletion-services/{name}",
     status_code=204,
-    summary="Admin: retire a deletion service; deletions started from now on do not call it (idempotent)",
+    summary=(
+        "Admin: retire a deletion service; deletions started from now on do not call it, and one waiting for it"
+        " leaves it, its receipt saying so (idempotent)"
+    ),
     responses=problem_responses(401, 403, 404, 422),
 )
 async def retire_deletion_service(name: ServiceName, _admin: AdminDep, session: SessionDep) -> None:

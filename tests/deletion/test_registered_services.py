@@ -168,6 +168,39 @@ async def test_a_deletion_waits_for_a_stopped_service_and_finishes_when_it_is_ba
     assert receipt["services"][search_index.name] == {"rows_deleted": ENTRIES, "files_deleted": FILES, "remaining": 0}
 
 
+async def test_retiring_a_service_a_deletion_waits_for_ends_it_incomplete_and_says_so(
+    api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers, search_index: RegisteredIndex
+) -> None:
+    """An operator's decision, never a silent skip: the receipt names the retirement, and what the service still
+    holds is not counted (null), not 0."""
+    bot_id = await a_bot(api, account)
+    search_index.index.add(bot_id, entries=ENTRIES, files=FILES)
+    assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
+    status = status_of(api, bot_id, account)
+
+    async def waiting() -> dict[str, Any] | None:
+        body = await status()
+        return body if body["progress"].get(search_index.name, {}).get("status") == "waiting" else None
+
+    await eventually(waiting, "the status shows the service waiting")
+    retired = await api.delete(f"/deletion-services/{search_index.name}", headers=ADMIN_HEADERS)
+    assert retired.status_code == 204
+
+    await eventually(status, "the deletion ends incomplete", until=lambda body: body["status"] == "incomplete")
+    receipt = await receipt_of(api, bot_id, account)
+    assert receipt["complete"] is False
+    assert receipt["services"][search_index.name] == {"rows_deleted": 0, "files_deleted": 0, "remaining": None}
+    assert receipt["remaining"] == {search_index.name: None}
+    (check,) = [check for check in receipt["checks"] if check.get("service") == search_index.name]
+    assert check["passed"] is False and check["found"] is None
+    retirements = [action for action in receipt["operator_actions"] if action["action"] == "retire"]
+    assert [action["target"] for action in retirements] == [search_index.name]
+    # The bot row stays with the data the service still holds; the index was never touched.
+    (bot_row,) = [check for check in receipt["checks"] if check["name"] == "bot row"]
+    assert bot_row["found"] == 1
+    assert search_index.index.count(bot_id) == (ENTRIES, FILES)
+
+
 @activity.defn(name="DeleteSubjectData")
 async def refuse_to_delete(request: DeleteRequest) -> DeleteResponse:
     raise ApplicationError("the index is corrupt", type="IndexCorrupt", non_retryable=True)

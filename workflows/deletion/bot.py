@@ -241,7 +241,15 @@ class BotDeletionWorkflow:
         return [name for name, progress in self._progress.items() if not progress.done]
 
     async def _waiting_for(self, service: str) -> None:
-        """Shows the service as waiting, from the first call no worker took until one answers."""
+        """Shows the service as waiting, from the first call no worker took until one answers; leaves it once an
+        operator retired it: an operator's decision, on the receipt as `retire`, with what the service still holds
+        not counted (activities/deletion/receipts.py), never a silent skip."""
+        if await registered_calls.retired(service):
+            workflow.logger.warning("%s was retired while this deletion waited for it; leaving it", service)
+            self._record("retire", service)
+            self._skip([service])
+            await self._record_service(service, answered=False)
+            return
         if self._progress[service].waiting_since is not None:
             return
         workflow.logger.warning("no worker of %s takes its calls; waiting for one", service)

@@ -79,6 +79,16 @@ async def delete_slice(
     )
 
 
+async def retired(service: str) -> bool:
+    """Whether an operator retired the service since this deletion read the registry."""
+    return await workflow.execute_activity_method(
+        RegisteredServices.deletion_service_retired,
+        service,
+        **presets.STEP,
+        summary=f"is {service} still registered",
+    )
+
+
 async def verify(service: RegisteredService, subject: Subject) -> ServiceVerification:
     """What the service still holds of the subject, by its own exact count."""
     response = await workflow.execute_activity(
