@@ -30,6 +30,9 @@ from services.runtime.ledger import CursorRefused, Position
 from services.runtime.pace import Pacer
 from services.runtime.tables import TableDeleter
 
+# No bound on a call's rows but its duration.
+UNBOUNDED = 2**63
+
 _THROTTLES = {
     None: THROTTLE_UNSPECIFIED,
     Throttle.BUDGET: THROTTLE_BUDGET,
@@ -65,7 +68,9 @@ class ContractService:
         started = time.monotonic()
         duration = request.max_duration_ms / 1000 if request.max_duration_ms else DELETER_SLICE.total_seconds()
         deadline = started + duration
-        allowance = request.max_rows or DEFAULT_BATCH_SIZE
+        # Rows this call may delete (0: as many as the duration allows), and rows per batch.
+        allowance = request.max_rows or UNBOUNDED
+        batch_rows = request.batch_rows or DEFAULT_BATCH_SIZE
         pacer = Pacer(request.rows_per_second, heartbeat=activity.heartbeat)
         try:
             async with self._engine.connect() as conn:
@@ -75,7 +80,12 @@ class ContractService:
                 done = current.done
                 while not done and deleted_here < allowance and time.monotonic() < deadline:
                     rows, done = await self._next_batch(
-                        conn, request.deletion_id, current.number, bot_id, pacer, allowance - deleted_here
+                        conn,
+                        request.deletion_id,
+                        current.number,
+                        bot_id,
+                        pacer,
+                        min(batch_rows, allowance - deleted_here),
                     )
                     deleted_here += rows
                     # Raises CancelledError here if the caller cancelled us: the check between batches.

@@ -153,8 +153,8 @@ async def test_pause_stops_after_the_current_call_and_resume_continues_with_a_ne
 
     await handle.signal(BotDeletionWorkflow.resume)
     assert all_deleted(await handle.result())
-    assert services.calls[0].request.max_rows != 1_000
-    assert {c.request.max_rows for c in services.calls[calls_before_pause:]} == {1_000}
+    assert services.calls[0].request.batch_rows != 1_000
+    assert {c.request.batch_rows for c in services.calls[calls_before_pause:]} == {1_000}
     assert services.statuses == ["running", "paused", "running", "completed"]
 
 
@@ -246,7 +246,7 @@ async def test_long_deletion_continues_as_new_and_keeps_its_progress(
     final_run = await handle.describe()
     assert final_run.run_id != handle.first_execution_run_id
     assert len(services.calls) == 60, "no slice is repeated across runs"
-    assert {c.request.max_rows for c in services.calls} == {700}
+    assert {c.request.batch_rows for c in services.calls} == {700}
     # The operator's actions travel with the runs, and the receipt's key is the chain's first run.
     [receipt] = services.receipts
     assert [a.action for a in receipt.operator_actions] == ["pause", "resume"]

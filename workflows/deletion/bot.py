@@ -202,7 +202,7 @@ class BotDeletionWorkflow:
                 self._registered[service],
                 registered_calls.bot_subject(request.bot_id),
                 self._progress[service],
-                max_rows=self._batch_size,
+                batch_rows=self._batch_size,
                 rows_per_second=self._registry.rows_per_second,
             )
             await self._record_service(service, answered=True)

@@ -46,7 +46,7 @@ async def read_registry() -> ServiceRegistry:
 
 
 async def delete_slice(
-    service: RegisteredService, subject: Subject, known: ServiceProgress, max_rows: int, rows_per_second: int
+    service: RegisteredService, subject: Subject, known: ServiceProgress, batch_rows: int, rows_per_second: int
 ) -> ServiceProgress:
     """One slice of the service's deletion, from its own cursor; the progress with the slice's answer added."""
     response = await workflow.execute_activity(
@@ -55,7 +55,9 @@ async def delete_slice(
             deletion_id=workflow.info().workflow_id,
             subject=subject,
             cursor=known.resume_from,
-            max_rows=max_rows,
+            # No bound on the rows of a slice but its duration: as many batches as 5 s allow.
+            max_rows=0,
+            batch_rows=batch_rows,
             rows_per_second=rows_per_second,
             max_duration_ms=int(DELETER_SLICE.total_seconds() * 1000),
         ),

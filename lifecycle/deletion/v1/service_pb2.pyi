@@ -126,6 +126,7 @@ class DeleteRequest(_message.Message):
     MAX_ROWS_FIELD_NUMBER: _builtins.int
     ROWS_PER_SECOND_FIELD_NUMBER: _builtins.int
     MAX_DURATION_MS_FIELD_NUMBER: _builtins.int
+    BATCH_ROWS_FIELD_NUMBER: _builtins.int
     deletion_id: _builtins.str
     """The deletion this slice belongs to: the gateway's id for it (its workflow id, such as
     `bot-deletion-<bot id>`). The same for every slice and every retry of one deletion; services may key their
@@ -142,7 +143,11 @@ class DeleteRequest(_message.Message):
     """The service's share of the deletion budget, in rows deleted per second; 0 = unlimited."""
     max_duration_ms: _builtins.int
     """Return after about this many milliseconds even if `max_rows` was not reached, so the caller can pause or
-    change the budget between slices; 0 lets the service choose (the gateway's deleters use 5 seconds).
+    change the budget between slices; 0 lets the service choose (the gateway sends 5 seconds).
+    """
+    batch_rows: _builtins.int
+    """Rows per statement or batch, where the service deletes in batches (an operator's tuning of a deletion's
+    batch size); 0 lets the service choose. A call makes as many batches as `max_rows` and `max_duration_ms` allow.
     """
     @_builtins.property
     def subject(self) -> Global___Subject:
@@ -157,10 +162,11 @@ class DeleteRequest(_message.Message):
         max_rows: _builtins.int = ...,
         rows_per_second: _builtins.int = ...,
         max_duration_ms: _builtins.int = ...,
+        batch_rows: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["subject", b"subject"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "deletion_id", b"deletion_id", "max_duration_ms", b"max_duration_ms", "max_rows", b"max_rows", "rows_per_second", b"rows_per_second", "subject", b"subject"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_rows", b"batch_rows", "cursor", b"cursor", "deletion_id", b"deletion_id", "max_duration_ms", b"max_duration_ms", "max_rows", b"max_rows", "rows_per_second", b"rows_per_second", "subject", b"subject"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
