@@ -34,7 +34,6 @@ from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
 from services.catalog import SERVICES
-from services.runtime.database import service_database_url
 from tests.eventually import eventually
 from tests.processes import ChildProcess, service_processes
 from tests.workers import own_worker
@@ -171,7 +170,6 @@ class ContractServices:
     with its own database on the session's server, registered in the session's registry."""
 
     queues: dict[str, str]
-    database_urls: dict[str, str]
     processes: dict[str, ChildProcess]
 
 
@@ -200,8 +198,7 @@ async def contract_services(
                     headers=ADMIN_HEADERS,
                 )
                 assert answer.status_code in (200, 201), answer.text
-        urls = {name: service_database_url(name, beside=settings.database_url) for name in queues}
-        yield ContractServices(queues, urls, processes)
+        yield ContractServices(queues, processes)
     finally:
         for process in processes.values():
             if process.process is not None and process.process.poll() is None:

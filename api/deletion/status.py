@@ -12,18 +12,19 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lifecycle.db.models import DeletionProgress, DeletionRequest
+from lifecycle.deletion.contracts import DELETER_SLICE
 from lifecycle.deletion.pace import Pace
 from lifecycle.statuses import CLOSED_WITHOUT_COMPLETING, DeletionState, Throttle, strongest_throttle
 
-# A deleter records its rate with every batch, several times a second while it runs; a rate older than this is
-# from before a pause, a stall or a slice boundary's wait, and counts as nothing.
-RATE_STALE = timedelta(seconds=3)
+# A service's rate is recorded with every answer, once a slice (DELETER_SLICE, 5 s) while it runs; a rate older than
+# two slices is from before a pause or a stall, and counts as nothing.
+RATE_STALE = 2 * DELETER_SLICE
 
 # States in which a deletion is deleting, so its measured rate and estimate apply.
 _MOVING_STATES = frozenset({DeletionState.RUNNING})

@@ -30,8 +30,8 @@ from services.runtime.ledger import CursorRefused, Position
 from services.runtime.pace import Pacer
 from services.runtime.tables import TableDeleter
 
-# A slice without `max_rows` ends with its duration, not a row count.
-UNLIMITED = 2**63
+# No bound on a call's rows but its duration.
+UNBOUNDED = 2**63
 
 _THROTTLES = {
     None: THROTTLE_UNSPECIFIED,
@@ -68,8 +68,8 @@ class ContractService:
         started = time.monotonic()
         duration = request.max_duration_ms / 1000 if request.max_duration_ms else DELETER_SLICE.total_seconds()
         deadline = started + duration
-        # The slice ends at `max_rows` (none: only its duration ends it); each batch holds at most `batch_rows`.
-        allowance = request.max_rows or UNLIMITED
+        # Rows this call may delete (0: as many as the duration allows), and rows per batch.
+        allowance = request.max_rows or UNBOUNDED
         batch_rows = request.batch_rows or DEFAULT_BATCH_SIZE
         pacer = Pacer(request.rows_per_second, heartbeat=activity.heartbeat)
         try:

@@ -194,7 +194,13 @@ async def test_a_budget_change_mid_run_changes_the_rate_and_moves_the_estimate(
             assert changed.status_code == 200
             await asyncio.sleep(TAKES_EFFECT_SECONDS)  # the bound under test: the next window starts there
             fast_rate = await _rate(settings, workflow_id)
-            fast_status = (await api.get(f"/bots/{bot_id}/deletion", headers=headers)).json()
+
+            async def remeasured() -> dict[str, Any] | None:
+                status = (await api.get(f"/bots/{bot_id}/deletion", headers=headers)).json()
+                return status if status["rows_per_second"] > 2 * slow_status["rows_per_second"] else None
+
+            # A service measures a slice as it answers it: the slice in flight at the change ran at the old rate.
+            fast_status = await eventually(remeasured, "the services measure the new rate")
             print(f"committed rows/s at 4,000: {slow_rate:,.0f}; a slice after a change to 16,000: {fast_rate:,.0f}")
             print(
                 f"measured by the services: {slow_status['rows_per_second']:,} then {fast_status['rows_per_second']:,}"

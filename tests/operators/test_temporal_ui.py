@@ -18,6 +18,7 @@ from devstack.temporal_server import TemporalDevServer
 from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.contracts import DeletionStatus
 from lifecycle.settings import Settings
+from services.catalog import SERVICES
 from tests.eventually import eventually
 from tests.operators.starts import start_bot_deletion
 from tests.workers import own_queue, own_worker
@@ -66,11 +67,13 @@ async def test_ui_shows_summary_and_current_details(ui_server: TemporalDevServer
         )
 
         async def paused() -> bool:
-            return (await handle.query("progress", result_type=DeletionStatus)).status == "paused"
+            status = await handle.query("progress", result_type=DeletionStatus)
+            # Paused, and past its first step: it has read the registry, and its details name the services.
+            return status.status == "paused" and bool(status.services)
 
-        await eventually(paused, "the deletion is paused")
-        # The first service of the registry, whichever it is, as the run's current details name it.
-        details = ": 0 of 0 deleted; paused"
+        await eventually(paused, "the deletion is paused, its services read")
+        # The first registered service, by name, that has not finished: the project's first, as the run is paused.
+        details = f"{min(service.name for service in SERVICES)}: 0 of 0 deleted; paused"
         query = quote(f'BotId="{bot_id}"')
         url = f"http://127.0.0.1:{ui_server.ui_port}/namespaces/default/workflows?query={query}"
         async with async_playwright() as playwright:
@@ -90,5 +93,5 @@ async def test_ui_shows_summary_and_current_details(ui_server: TemporalDevServer
                 await page.screenshot(path=str(SCREENSHOT), full_page=True)
             finally:
                 await browser.close()
-        # The services it would call poll the session's server, not this one: the run ends here.
-        await handle.terminate("the UI was shown")
+        # The services poll the session's Temporal, not this UI's server: the run could not finish here.
+        await handle.terminate("the UI was seen")

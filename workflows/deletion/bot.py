@@ -160,6 +160,8 @@ class BotDeletionWorkflow:
         for service in self._registry.services:
             self._progress[service.name] = replace(self._registry.recorded.get(service.name, ServiceProgress()))
         self._registry.recorded = {}
+        # The UI's current details name the services from now on, also while the run stays paused.
+        self._publish_details()
 
     async def _delete_every_service(self, request: BotDeletionInput) -> None:
         # The services share nothing, so they are deleted side by side: one service's file unlinks

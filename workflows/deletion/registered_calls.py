@@ -56,6 +56,8 @@ async def delete_slice(
             deletion_id=workflow.info().workflow_id,
             subject=subject,
             cursor=known.resume_from,
+            # No bound on the rows of a slice but its duration: as many batches as 5 s allow.
+            max_rows=0,
             rows_per_second=rows_per_second,
             max_duration_ms=int(DELETER_SLICE.total_seconds() * 1000),
             batch_rows=batch_rows,

@@ -145,11 +145,11 @@ class DeleteRequest(_message.Message):
     """The service's share of the deletion budget, in rows deleted per second; 0 = unlimited."""
     max_duration_ms: _builtins.int
     """Return after about this many milliseconds even if `max_rows` was not reached, so the caller can pause or
-    change the budget between slices; 0 lets the service choose (the gateway's deleters use 5 seconds).
+    change the budget between slices; 0 lets the service choose (the gateway sends 5 seconds).
     """
     batch_rows: _builtins.int
-    """At most this many rows per statement or per request to the service's own store: the deletion's batch size,
-    which an operator lowers to shorten the locks one statement holds. 0 lets the service choose.
+    """Rows per statement or batch, where the service deletes in batches (an operator's tuning of a deletion's
+    batch size); 0 lets the service choose. A call makes as many batches as `max_rows` and `max_duration_ms` allow.
     """
     @_builtins.property
     def subject(self) -> Global___Subject:

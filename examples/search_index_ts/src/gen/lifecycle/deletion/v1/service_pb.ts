@@ -135,15 +135,15 @@ export type DeleteRequest = Message<"lifecycle.deletion.v1.DeleteRequest"> & {
 
   /**
    * Return after about this many milliseconds even if `max_rows` was not reached, so the caller can pause or
-   * change the budget between slices; 0 lets the service choose (the gateway's deleters use 5 seconds).
+   * change the budget between slices; 0 lets the service choose (the gateway sends 5 seconds).
    *
    * @generated from field: uint32 max_duration_ms = 6;
    */
   maxDurationMs: number;
 
   /**
-   * At most this many rows per statement or per request to the service's own store: the deletion's batch size,
-   * which an operator lowers to shorten the locks one statement holds. 0 lets the service choose.
+   * Rows per statement or batch, where the service deletes in batches (an operator's tuning of a deletion's
+   * batch size); 0 lets the service choose. A call makes as many batches as `max_rows` and `max_duration_ms` allow.
    *
    * @generated from field: uint32 batch_rows = 7;
    */
