@@ -35,8 +35,11 @@ SMALL_DELETION_ROWS = 300
 # A site during the backlog: within twice its idle time, with absolute slack so that two shared cores do not make
 # the drill flaky.
 SITE_FACTOR, SITE_SLACK_SECONDS = 2.0, 3.0
-# The small deletion behind the backlog (its key) against the same deletion beside it (a key of its own).
-FAIRNESS_RATIO_FLOOR = 3.0
+# The small deletion behind the backlog (its key) against the same deletion beside it (a key of its own): without
+# fairness both wait alike (about 1x). Since the services are processes of their own, a deletion makes some twenty
+# round trips (a slice, its record and a count per service) that both sides pay alike, which narrows the ratio:
+# 3.8x in a run of the drill alone, 2.5x in a fresh clone's full suite.
+FAIRNESS_RATIO_FLOOR = 2.0
 # The control is followed this many times as long as the deletion beside the backlog took, then left: behind a
 # backlog it may take minutes (the whole backlog), and once it has waited past the floor above (with a margin)
 # the ratio the drill asserts is shown; following it further only lengthens the drill.
