@@ -21,12 +21,11 @@ from dataclasses import dataclass, field
 import asyncpg
 import httpx
 import psutil
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 from temporalio.client import Client
 
 from api.app import create_app
-from bench.processes import service_process, worker_process
+from bench.processes import running_services, worker_process
 from devstack.seed import asyncpg_dsn, seed
 from devstack.throwaway import throwaway_stack
 from lifecycle.deletion.budget import set_budget
@@ -69,32 +68,17 @@ async def _sample_rss(pid: int, samples: RssSamples, stop: asyncio.Event) -> Non
 @contextlib.asynccontextmanager
 async def _worker_sampled(settings: Settings, samples: RssSamples) -> AsyncIterator[None]:
     worker = worker_process(settings)
-    # The services, each a process of its own as in `make run`, registered under their names and queues.
-    services = [service_process(settings, service.name) for service in SERVICES]
-    engine = create_async_engine(settings.database_url)
-    try:
-        async with engine.begin() as conn:
-            for service in SERVICES:
-                await conn.execute(_REGISTER, {"name": service.name})
-    finally:
-        await engine.dispose()
     stop = asyncio.Event()
     sampler = asyncio.create_task(_sample_rss(worker.pid, samples, stop))
     try:
-        await asyncio.sleep(3)  # let the workers connect and poll
-        yield
+        async with running_services(settings):
+            await asyncio.sleep(3)  # let the workers connect and poll
+            yield
     finally:
         stop.set()
         await sampler
-        for process in (worker, *services):
-            process.terminate()
-            process.wait(60)
-
-
-_REGISTER = text(
-    "INSERT INTO deletion_services (name, task_queue, contract) VALUES (:name, :name, 'lifecycle.deletion.v1')"
-    " ON CONFLICT (name) DO UPDATE SET task_queue = EXCLUDED.task_queue, retired_at = NULL"
-)
+        worker.terminate()
+        worker.wait(60)
 
 
 async def _delete_through_api(api: httpx.AsyncClient, client: Client, settings: Settings, rows: int) -> float:

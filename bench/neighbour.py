@@ -1,8 +1,8 @@
 """`python -m bench.neighbour [--rows N] [--budgets R,R]`: what a large deletion costs the product's own traffic.
 
 A neighbour bot's traffic (bench.neighbour_traffic: 100 operations/s, an INSERT of a message and a read of its
-latest 50, from a process of its own) is measured in three phases on one throwaway stack, with the worker and
-the API as in production:
+latest 50 in the chat service's own database, from a process of its own) is measured in three phases on one
+throwaway stack, with the worker, the services and the API as in production:
 - idle: no deletion;
 - one per budget: while a bot of --rows rows is deleted at that budget (default: the shipped default);
 - unlimited: while another such bot is deleted with no budget.
@@ -26,12 +26,13 @@ import asyncpg
 import httpx
 
 from api.app import create_app
-from bench.processes import worker_process
+from bench.processes import running_services, worker_process
 from devstack.seed import Seeded, asyncpg_dsn, seed
 from devstack.throwaway import throwaway_stack
 from lifecycle.deletion.budget import DEFAULT_ROWS_PER_SECOND
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
+from services.runtime.database import service_database_url
 
 ADMIN = "bench-admin-token-at-least-32-bytes-long"
 ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN}"}
@@ -45,9 +46,14 @@ def _percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=1000)[round(q * 1000) - 1]
 
 
+def _chat_dsn(settings: Settings) -> str:
+    """The chat service's own database, where a bot's messages live (services/chat)."""
+    return asyncpg_dsn(service_database_url("chat", beside=settings.database_url))
+
+
 async def _traffic(settings: Settings, bot_id: str, seconds: float) -> list[float]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bench.neighbour_traffic", asyncpg_dsn(settings.database_url), bot_id, str(seconds),
+        sys.executable, "-m", "bench.neighbour_traffic", _chat_dsn(settings), bot_id, str(seconds),
         stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, _ = await process.communicate()
@@ -166,7 +172,7 @@ async def main(rows: int, budgets: list[int]) -> None:
         conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
         limited: dict[int, list[float]] = {}
         try:
-            async with app.router.lifespan_context(app):
+            async with running_services(settings), app.router.lifespan_context(app):
                 transport = httpx.ASGITransport(app=app)
                 async with httpx.AsyncClient(transport=transport, base_url="http://bench", timeout=60) as api:
                     seeded = await seed(settings, bots=1, rows=10_000)
@@ -178,6 +184,11 @@ async def main(rows: int, budgets: list[int]) -> None:
                     # deletion's.)
                     to_delete = [await seed(settings, bots=1, rows=rows) for _ in range(len(budgets) + 1)]
                     await _settle(conn)
+                    chat = await asyncpg.connect(_chat_dsn(settings))
+                    try:
+                        await chat.execute("VACUUM ANALYZE")
+                    finally:
+                        await chat.close()
                     idle = await _traffic(settings, neighbour, PHASE_SECONDS)
                     print(_line("idle", idle, None, None), flush=True)
                     for budget in budgets:

@@ -1,4 +1,4 @@
-"""`python -m bench.neighbour_traffic DSN BOT_ID SECONDS [RATE]`: a neighbour's traffic on the product's database.
+"""`python -m bench.neighbour_traffic DSN BOT_ID SECONDS [RATE]`: a neighbour's traffic on the chat service's database.
 
 At a fixed rate (100 operations/s by default), alternately INSERT a message of the bot and read its latest 50
 messages, each on the one connection; prints every operation as [seconds since the start, latency in

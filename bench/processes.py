@@ -17,6 +17,8 @@ from typing import Any
 
 import httpx
 import psutil
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from devstack.ports import free_port
 from lifecycle.settings import Settings
@@ -72,6 +74,34 @@ async def served_api(
 def worker_process(settings: Settings) -> subprocess.Popen[bytes]:
     """`python worker.py` polling the settings' queues; the caller stops it (terminate, then wait)."""
     return subprocess.Popen([sys.executable, "worker.py"], cwd=PROJECT_ROOT, env=settings_env(settings))
+
+
+_REGISTER = text(
+    "INSERT INTO deletion_services (name, task_queue, contract) VALUES (:name, :name, 'lifecycle.deletion.v1')"
+    " ON CONFLICT (name) DO UPDATE SET task_queue = EXCLUDED.task_queue, retired_at = NULL"
+)
+
+
+@contextlib.asynccontextmanager
+async def running_services(settings: Settings) -> AsyncIterator[None]:
+    """The project's services, each a process of its own as in `make run`, registered under their names and
+    queues in the stack's registry; stopped on exit."""
+    from services.catalog import SERVICES
+
+    processes = [service_process(settings, service.name) for service in SERVICES]
+    try:
+        engine = create_async_engine(settings.database_url)
+        try:
+            async with engine.begin() as conn:
+                for service in SERVICES:
+                    await conn.execute(_REGISTER, {"name": service.name})
+        finally:
+            await engine.dispose()
+        yield
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(60)
 
 
 def service_process(settings: Settings, name: str) -> subprocess.Popen[bytes]:
