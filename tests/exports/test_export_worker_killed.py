@@ -28,7 +28,15 @@ KILL_ATTEMPTS = 5
 
 def _partials(exports: Path, export_id: str) -> list[Path]:
     """Parts being written: `.partial` files with bytes in them."""
-    return [path for path in exports.glob(f"{export_id}*/*.partial") if path.stat().st_size > 0]
+    return [path for path in exports.glob(f"{export_id}*/*.partial") if _has_bytes(path)]
+
+
+def _has_bytes(path: Path) -> bool:
+    # The worker renames a finished part into place, so a file the glob just listed may be gone already.
+    try:
+        return path.stat().st_size > 0
+    except FileNotFoundError:
+        return False
 
 
 async def _first_partial(exports: Path, export_id: str) -> None:
