@@ -39,6 +39,8 @@ from tests.processes import ChildProcess, service_processes
 from tests.workers import own_worker
 from worker import LifecycleWorkers
 
+pytest_plugins = ["tests.hangs"]
+
 _OWN_BASETEMP = pytest.StashKey[str]()
 # Documents per bot for the tests that delete many rows to exercise something else than documents (devstack.seed).
 FEW_DOCUMENTS = 50
@@ -292,6 +294,8 @@ DRILL_GROUPS = dict.fromkeys(
     ["test_backlog.py", "test_chaos.py", "test_postgres_outage_api.py", "test_worker_killed.py"], "drills-a"
 )
 OTHER_DRILLS = "drills-b"
+# A drill's own limit: the backlog drill takes about 100 s in a full run, against about 40 s for any other test.
+DRILL_TIMEOUT = 300
 
 
 def drill_group(nodeid: str) -> str | None:
@@ -327,6 +331,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         group = drill_group(item.nodeid)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+            item.add_marker(pytest.mark.timeout(DRILL_TIMEOUT))
 
 
 def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
