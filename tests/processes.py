@@ -13,6 +13,7 @@ import httpx
 
 from devstack.ports import free_port
 from lifecycle.settings import Settings
+from tests.forkserver import ForkedProcess, fork_server, forks_alike, starts_alike
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,9 +35,14 @@ class ChildProcess:
         self.env = env
         self.log_path = log_path
         self.cwd = cwd
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | ForkedProcess | None = None
 
     def start(self) -> None:
+        if self.cwd == PROJECT_ROOT and forks_alike(self.args):
+            server = fork_server(PROJECT_ROOT)
+            if starts_alike(self.env, server):
+                self.process = server.start(self.args, self.env, self.cwd, self.log_path)
+                return
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(self.args, env=self.env, cwd=self.cwd, stdout=log, stderr=subprocess.STDOUT)
 

@@ -1,0 +1,245 @@
+"""Starts the tests' Python child processes (the worker, the API, the services) by forking them from a process
+that has already imported the third-party libraries they all load, as multiprocessing's forkserver does.
+
+Each child is still a process of its own, with its own pid, memory and event loop, killed with real signals; it
+runs its module as `python -m` or `python script.py` would (`__main__`, argv, environment, working directory,
+stdout and stderr to its log). What it skips is the interpreter's start and about 1.4 s of CPU importing
+temporalio, SQLAlchemy, FastAPI and botocore, which the suite's hundred-odd child processes paid each time.
+The project's own modules are imported by each child, never by the fork server, so nothing of the project is
+shared or read from the environment before the child's own environment is in place. `make run` and the Procfile
+start the same commands the ordinary way (tests/test_devstack.py).
+
+The fork server itself (`python -m tests.forkserver`) has a single thread: it reads requests on stdin, forks,
+answers each child's pid, and reports each exit status as it reaps it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import json
+import os
+import runpy
+import select
+import signal
+import subprocess
+import sys
+import threading
+import traceback
+from pathlib import Path
+from queue import Queue
+from typing import Any
+
+# What the product's processes import; none of them starts a thread or reads the environment when imported.
+PRELOAD = (
+    "temporalio.client",
+    "temporalio.worker",
+    "sqlalchemy.ext.asyncio",
+    "sqlalchemy.dialects.postgresql.asyncpg",
+    "asyncpg",
+    "pydantic_settings",
+    "fastapi",
+    "uvicorn",
+    "httpx",
+    "google.protobuf.json_format",
+    "aiobotocore.session",
+    "opentelemetry.trace",
+)
+
+
+class ForkedProcess:
+    """The part of subprocess.Popen the tests use, for a child of the fork server."""
+
+    def __init__(self, args: list[str], pid: int) -> None:
+        self.args = args
+        self.pid = pid
+        self.returncode: int | None = None
+        self._exited = threading.Event()
+
+    def _exit(self, code: int) -> None:
+        self.returncode = code
+        self._exited.set()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._exited.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+
+class ForkServer:
+    """This test process's fork server, started on first use and ended with it (its stdin closes)."""
+
+    def __init__(self, root: Path) -> None:
+        self.environment = dict(os.environ)
+        self._server = subprocess.Popen(
+            [sys.executable, "-m", "tests.forkserver"],
+            cwd=root,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        self._pids: Queue[int] = Queue()
+        self._children: dict[int, ForkedProcess] = {}
+        self._lock = threading.Lock()
+        threading.Thread(target=self._read, name="forkserver-reader", daemon=True).start()
+
+    def start(self, args: list[str], env: dict[str, str], cwd: Path, log: Path) -> ForkedProcess:
+        request = {"args": args[1:], "env": env, "cwd": str(cwd), "log": str(log)}
+        assert self._server.stdin is not None
+        with self._lock:
+            self._server.stdin.write(json.dumps(request).encode() + b"\n")
+            self._server.stdin.flush()
+            child = ForkedProcess(args, self._pids.get(timeout=30))
+            self._children[child.pid] = child
+        return child
+
+    def _read(self) -> None:
+        assert self._server.stdout is not None
+        for line in self._server.stdout:
+            answer = json.loads(line)
+            if "pid" in answer:
+                self._pids.put(answer["pid"])
+            else:
+                with self._lock:
+                    child = self._children.pop(answer["exited"])
+                child._exit(answer["code"])
+
+
+def forks_alike(args: list[str]) -> bool:
+    """Whether `args` is `python -m module ...` or `python script.py ...` with this interpreter: what it forks."""
+    return len(args) > 1 and args[0] == sys.executable and (args[1] == "-m" or args[1].endswith(".py"))
+
+
+def starts_alike(env: dict[str, str], server: ForkServer) -> bool:
+    """Whether a child with `env` would start as the fork server did: the interpreter reads PYTHON* at start."""
+    return all(
+        env.get(name) == server.environment.get(name)
+        for name in {*env, *server.environment}
+        if name.startswith("PYTHON")
+    )
+
+
+_server: ForkServer | None = None
+_server_lock = threading.Lock()
+
+
+def fork_server(root: Path) -> ForkServer:
+    global _server
+    with _server_lock:
+        if _server is None:
+            _server = ForkServer(root)
+        return _server
+
+
+def _serve() -> None:
+    for name in PRELOAD:
+        importlib.import_module(name)
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    pending = b""
+    while True:
+        with contextlib.suppress(InterruptedError):
+            ready, _, _ = select.select([0, wake_read], [], [])
+        if wake_read in ready:
+            os.read(wake_read, 4096)
+            _reap()
+        if 0 in ready:
+            data = os.read(0, 1 << 20)
+            if not data:
+                return  # the test process is gone
+            pending += data
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                pid = os.fork()
+                if pid == 0:
+                    _child(json.loads(line), (wake_read, wake_write))
+                _answer({"pid": pid})
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _answer({"exited": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def _answer(answer: dict[str, Any]) -> None:
+    os.write(1, json.dumps(answer).encode() + b"\n")
+
+
+def _child(request: dict[str, Any], server_fds: tuple[int, ...]) -> None:
+    """Becomes the requested process; never returns."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for fd in server_fds:
+        os.close(fd)
+    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    code = 0
+    try:
+        args: list[str] = request["args"]
+        if args[0] == "-m":
+            sys.argv = [args[1], *args[2:]]
+            sys.path[0] = request["cwd"]
+            runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = args
+            sys.path[0] = str(Path(args[0]).resolve().parent)
+            runpy.run_path(args[0], run_name="__main__")
+    except SystemExit as exit_:
+        code = _exit_code(exit_.code)
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        code = 128 + signal.SIGINT
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    # As the interpreter ends: non-daemon threads joined, exit handlers run, output flushed.
+    threading._shutdown()  # type: ignore[attr-defined]
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    _serve()

@@ -1,0 +1,14 @@
+"""A child for tests/test_forkserver.py: prints what it was started with, then exits with the code it was given,
+or waits to be killed."""
+
+import json
+import os
+import sys
+import time
+
+if __name__ == "__main__":
+    print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "probe": os.environ.get("PROBE"), "name": __name__}))
+    sys.stdout.flush()
+    if sys.argv[1] == "wait":
+        time.sleep(600)  # the test kills it
+    sys.exit(int(sys.argv[1]))

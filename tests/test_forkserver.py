@@ -1,0 +1,37 @@
+"""The fork server starts a child as the interpreter would (tests/forkserver.py): its module as `__main__`, its
+arguments, environment and working directory, its output in its log, its exit code, and death by a real signal."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from tests.eventually import eventually
+from tests.forkserver import ForkedProcess
+from tests.processes import PROJECT_ROOT, ChildProcess
+
+
+def _probe(tmp_path: Path, *args: str) -> ChildProcess:
+    env = {**os.environ, "PROBE": "seen"}
+    child = ChildProcess([sys.executable, "-m", "tests.forkserver_probe", *args], env, tmp_path / "probe.log")
+    child.start()
+    return child
+
+
+def test_a_forked_child_runs_its_module_with_its_arguments_environment_and_exit_code(tmp_path: Path) -> None:
+    child = _probe(tmp_path, "3", "more")
+    assert isinstance(child.process, ForkedProcess)
+    assert child.process.pid != os.getpid()
+    assert child.process.wait(30) == 3
+    started_with = json.loads(child.log())
+    assert started_with == {"argv": ["3", "more"], "cwd": str(PROJECT_ROOT), "probe": "seen", "name": "__main__"}
+
+
+async def test_a_forked_child_dies_of_a_real_sigkill(tmp_path: Path) -> None:
+    child = _probe(tmp_path, "wait")
+    await eventually(lambda: "wait" in child.log(), "the child printed what it was started with")
+    child.kill()
+    assert child.process is not None and child.process.poll() == -signal.SIGKILL
