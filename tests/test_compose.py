@@ -8,6 +8,7 @@ import ipaddress
 import json
 import os
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -18,9 +19,17 @@ import compose
 import pytest
 import yaml
 from compose_spec import PyCompose
+from honcho.environ import parse_procfile
+from sqlalchemy.engine import make_url
 
+from activities.exports.service_stores import service_engine
 from lifecycle import search_attributes
 from lifecycle.db.engine import make_engine
+from lifecycle.settings import ADMIN_TOKEN_FILE
+from services.catalog import SERVICES
+from services.runtime import worker as service_worker
+from services.runtime.database import database_url_variable, service_database_url
+from services.runtime.definition import ServiceDefinition
 
 ONE_SHOT_JOBS = {"postgres-roles", "temporal-schema", "temporal-setup", "migrate"}
 SECRETS = (
@@ -31,6 +40,10 @@ SECRETS = (
     "OWNER_DB_PASSWORD",
     "API_DB_PASSWORD",
     "WORKER_DB_PASSWORD",
+    "CHAT_DB_PASSWORD",
+    "ANALYTICS_DB_PASSWORD",
+    "KNOWLEDGE_DB_PASSWORD",
+    "INTEGRATIONS_DB_PASSWORD",
     "S3_SECRET_ACCESS_KEY",
 )
 # The sizing that docker-compose.yml's "Connections" comment is written for.
@@ -95,6 +108,118 @@ def resolved_config(binary: Path, project_root: Path, env_file: Path) -> dict[st
     return config
 
 
+def procfile(project_root: Path) -> dict[str, tuple[dict[str, str], list[str]]]:
+    """The Procfile as honcho (`make run`) reads it: by process name, the variables its line sets, and the command."""
+    processes = {}
+    for name, line in parse_procfile((project_root / "Procfile").read_text()).processes.items():
+        words = shlex.split(line)
+        assignments = {}
+        while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
+            variable, _, value = words.pop(0).partition("=")
+            assignments[variable] = value
+        processes[name] = (assignments, words)
+    return processes
+
+
+def procfile_services(project_root: Path) -> dict[str, ServiceDefinition]:
+    """The Procfile's services that own their data (`python -m services.<name>`), by process name."""
+    by_command = {f"python -m services.{service.name}": service for service in SERVICES}
+    return {
+        name: by_command[shlex.join(command)]
+        for name, (_, command) in procfile(project_root).items()
+        if shlex.join(command) in by_command
+    }
+
+
+def executed(command: list[str]) -> list[str]:
+    """What a container's command runs in the end: `sh -c '<checks>; exec <command>'` (the API's) runs <command>."""
+    if command[:2] == ["sh", "-c"]:
+        return shlex.split(command[2].rpartition("exec ")[2])
+    return command
+
+
+def test_compose_runs_every_process_of_the_procfile_with_its_command(
+    compose_file: dict[str, Any], docker_compose: Path, project_root: Path, generated_env: Path
+) -> None:
+    """One command per process for `make run`, the tests and compose: each Procfile line is a container of its name,
+    from the application's image, running its command with the variables the line sets; and compose runs no
+    long-lived process of that image that the Procfile does not name."""
+    services = resolved_config(docker_compose, project_root, generated_env)["services"]
+    processes = procfile(project_root)
+    for name, (assignments, command) in processes.items():
+        assert name in services, f"the Procfile's {name!r} has no compose service"
+        service = services[name]
+        assert service["image"] == compose_file["x-app"]["image"], name
+        assert executed(service["command"]) == command, name
+        for variable, value in assignments.items():
+            assert service["environment"].get(variable) == value, (name, variable)
+    from_the_image = {name for name, service in services.items() if "build" in service} - ONE_SHOT_JOBS
+    assert from_the_image == set(processes)
+    # Every service of the catalog is in the Procfile, hence in compose.
+    assert sorted(service.name for service in procfile_services(project_root).values()) == sorted(
+        service.name for service in SERVICES
+    )
+
+
+def s3_settings(environment: dict[str, str]) -> dict[str, str]:
+    return {variable: value for variable, value in environment.items() if variable.startswith("S3_")}
+
+
+def test_each_service_has_its_own_database_and_queue_and_registers_itself(
+    docker_compose: Path, project_root: Path, generated_env: Path
+) -> None:
+    services = resolved_config(docker_compose, project_root, generated_env)["services"]
+    generated = dict(line.split("=", 1) for line in generated_env.read_text().splitlines() if re.match(r"^[A-Z]", line))
+    worker, api = services["worker"], services["api"]
+    for name, definition in procfile_services(project_root).items():
+        service = services[name]
+        environment = service["environment"]
+        # A database of its name on the compose PostgreSQL, as a role of its name (deploy/postgres-roles.sh makes
+        # both, with the password the roles job gets too).
+        url = make_url(environment[database_url_variable(definition.name)])
+        assert (url.username, url.host, url.database) == (definition.name, "postgresql", definition.name), name
+        password_variable = f"{definition.name.upper()}_DB_PASSWORD"
+        assert (
+            url.password == generated[password_variable] == services["postgres-roles"]["environment"][password_variable]
+        )
+        assert "DATABASE_URL" not in environment, f"{name} holds the product's database"
+        # The workers' account exports read its tables where it keeps them (activities/exports/service_stores.py).
+        reads = make_url(service_database_url(definition.name, worker["environment"]["DATABASE_URL"], {}))
+        assert (reads.host, reads.port, reads.database) == (url.host, url.port, url.database), name
+        # Its own task queue, on the workers' Temporal.
+        assert environment[service_worker.task_queue_variable(definition.name)] == definition.name
+        for variable in ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "LOG_FORMAT", "LOG_LEVEL"):
+            assert environment[variable] == worker["environment"][variable], (name, variable)
+        # Registration with the API, the admin token a file where the settings look (DATA_DIR/admin_token).
+        assert environment["DELETION_GATEWAY_URL"] == f"http://api:{api['environment']['API_PORT']}"
+        target = f"{environment['DATA_DIR']}/{ADMIN_TOKEN_FILE}"
+        assert service["secrets"] == [{"source": "admin_token", "target": target}], name
+        # The object store for the service that keeps objects, and no other.
+        if definition.uses_objects:
+            assert s3_settings(environment) == s3_settings(worker["environment"]), name
+        else:
+            assert s3_settings(environment) == {}, name
+        assert {"RECEIPT_SIGNING_KEY", "EXPORT_SIGNING_KEY", "SITE_DATABASE_URL"}.isdisjoint(environment), name
+        dependencies = {dependency: rule["condition"] for dependency, rule in service["depends_on"].items()}
+        assert dependencies == {
+            "postgres-roles": "service_completed_successfully",
+            "temporal-setup": "service_completed_successfully",
+            "api": "service_healthy",
+            **({"seaweedfs": "service_healthy"} if definition.uses_objects else {}),
+        }, name
+        # As the workers: restarted, given time to stop, scalable (no fixed name, no host port), and no volume.
+        for key in ("restart", "stop_grace_period"):
+            assert service[key] == worker[key], (name, key)
+        assert not {"container_name", "ports", "volumes"} & set(service), name
+
+
+def test_the_roles_job_makes_every_services_role_and_database(compose_file: dict[str, Any], project_root: Path) -> None:
+    roles = (project_root / "deploy/postgres-roles.sh").read_text()
+    made = re.search(r"^for service in (.+); do$", roles, re.MULTILINE)
+    assert made is not None
+    assert sorted(made.group(1).split()) == sorted(service.name for service in procfile_services(project_root).values())
+
+
 def test_compose_accepts_the_file_with_a_generated_env(
     docker_compose: Path, project_root: Path, generated_env: Path
 ) -> None:
@@ -102,8 +227,9 @@ def test_compose_accepts_the_file_with_a_generated_env(
     token = re.search(r"^ADMIN_TOKEN=(\w+)$", generated_env.read_text(), re.MULTILINE)
     assert token is not None
     assert config["services"]["api"]["environment"]["ADMIN_TOKEN"] == token.group(1)
-    # Only the API holds the admin token, and only the workers the receipt signing key.
-    assert "ADMIN_TOKEN" not in config["services"]["worker"]["environment"]
+    # Only the API holds the admin token as a variable, and only the workers the receipt signing key.
+    holders = [name for name, service in config["services"].items() if "ADMIN_TOKEN" in service.get("environment", {})]
+    assert holders == ["api"]
     receipt_key = re.search(r"^RECEIPT_SIGNING_KEY=(\w+)$", generated_env.read_text(), re.MULTILINE)
     assert receipt_key is not None
     for service in ("worker", "site-worker"):
@@ -292,6 +418,11 @@ def test_the_application_never_connects_as_the_superuser(compose_file: dict[str,
     roles = (project_root / "deploy/postgres-roles.sh").read_text()
     for role in set(APPLICATION_ROLES.values()):
         assert f"ALTER ROLE {role} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD" in roles, role
+    # Each service that owns its data connects as a role of its own name (test_deploy_jobs.py checks its rights).
+    for name, definition in procfile_services(project_root).items():
+        environment = services[name]["environment"]
+        assert database_user(environment[database_url_variable(definition.name)]) == definition.name != superuser
+        assert superuser_password not in json.dumps(environment), f"{name} holds the superuser's password"
 
 
 def test_history_shards_are_chosen(compose_file: dict[str, Any]) -> None:
@@ -300,7 +431,9 @@ def test_history_shards_are_chosen(compose_file: dict[str, Any]) -> None:
     assert shards & (shards - 1) == 0, "a power of two"
 
 
-def test_connection_budget_fits_max_connections(compose_file: dict[str, Any], generated_env: Path) -> None:
+def test_connection_budget_fits_max_connections(
+    compose_file: dict[str, Any], generated_env: Path, project_root: Path
+) -> None:
     temporal = compose_file["services"]["temporal"]["environment"]
     temporal_services = 4  # frontend, history, matching and worker in one process, each with its own pools
     temporal_connections = temporal_services * (int(temporal["SQL_MAX_CONNS"]) + int(temporal["SQL_VIS_MAX_CONNS"]))
@@ -308,7 +441,19 @@ def test_connection_budget_fits_max_connections(compose_file: dict[str, Any], ge
     per_process = engine.pool.size() + engine.pool._max_overflow  # type: ignore[attr-defined]
     app_connections = (1 + SIZED_FOR_WORKERS) * per_process
     sites = SIZED_FOR_WORKERS * SITE_DATABASE_CONNECTIONS_PER_WORKER
-    needed = temporal_connections + app_connections + sites + JOBS_AND_OPERATOR_CONNECTIONS
+    # Each service's process, and every worker's account-export reads of each service's database.
+    services = len(procfile_services(project_root))
+    service_connections = services * (service_worker.POOL_SIZE + service_worker.MAX_OVERFLOW)
+    reads = service_engine("any", "postgresql+asyncpg://u:p@127.0.0.1/db").pool
+    export_reads = SIZED_FOR_WORKERS * services * (reads.size() + reads._max_overflow)  # type: ignore[attr-defined]
+    needed = (
+        temporal_connections
+        + app_connections
+        + sites
+        + service_connections
+        + export_reads
+        + JOBS_AND_OPERATOR_CONNECTIONS
+    )
     command = " ".join(compose_file["services"]["postgresql"]["command"])
     match = re.search(r"max_connections=\$\{POSTGRES_MAX_CONNECTIONS:-(\d+)\}", command)
     assert match is not None

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from alembic import command
 from alembic.script import ScriptDirectory
+from sqlalchemy.engine import make_url
 
 from activities.sites.database import SiteDatabaseServer, site_database_name
 from devstack.binaries import temporal_cli
@@ -23,6 +24,10 @@ from devstack.ports import free_port, wait_for_port
 from devstack.postgres import BIN_DIR, SUPERUSER, PostgresServer
 from lifecycle import search_attributes
 from lifecycle.migrate import alembic_config
+from lifecycle.settings import Settings
+from services.catalog import SERVICES
+from services.runtime.database import database_url_variable
+from services.runtime.worker import opened
 
 JOB_TIMEOUT_SECONDS = 180
 
@@ -49,6 +54,7 @@ def run_roles_job(project_root: Path, server: PostgresServer, password: str) -> 
         "OWNER_DB_PASSWORD": f"owner-{password}",
         "API_DB_PASSWORD": f"api-{password}",
         "WORKER_DB_PASSWORD": f"worker-{password}",
+        **{f"{service.name.upper()}_DB_PASSWORD": f"{service.name}-{password}" for service in SERVICES},
     }
     return subprocess.run(
         ["sh", "deploy/postgres-roles.sh"],
@@ -261,6 +267,49 @@ async def test_site_roles_are_kept_out_of_the_maintenance_databases(
                 await asyncpg.connect(f"{site_dsn}/{database}")
     finally:
         await provisioner.drop(name)
+
+
+async def test_each_service_owns_its_database_and_makes_its_schema_there_itself(
+    project_root: Path, postgres: PostgresServer
+) -> None:
+    """docker-compose's services that own their data, started as there: each connects as its role (the compose
+    file's URL, pointed at this server) to the database the job made for it, and applies its schema at start."""
+    assert run_roles_job(project_root, postgres, "services-1").returncode == 0
+    compose = yaml.safe_load((project_root / "docker-compose.yml").read_text())
+    names = [service.name for service in SERVICES]
+    for service in SERVICES:
+        url = make_url(compose["services"][service.name]["environment"][database_url_variable(service.name)])
+        role = url.username
+        assert role is not None
+        flags = postgres.psql(f"SELECT rolsuper, rolcreatedb, rolcreaterole FROM pg_roles WHERE rolname = '{role}'")
+        assert flags.strip() == "f|f|f", role
+        here = url.set(host="127.0.0.1", port=postgres.port).render_as_string(hide_password=False)
+        for _ in range(2):  # every start applies the schema again, the first making the tables
+            async with opened(service, Settings(), here):
+                pass
+        owners = postgres.psql("SELECT tablename, tableowner FROM pg_tables WHERE schemaname = 'public'", service.name)
+        tables = dict(line.split("|") for line in owners.split())
+        assert set(service.seeds) <= set(tables), service.name
+        assert set(tables.values()) == {role}, service.name
+        # Its deleters' pressure signals read other sessions' statistics.
+        can_read_stats = "SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')"
+        assert psql_as(postgres, role, service.name, can_read_stats).stdout.strip() == "t"
+        # No other database: not the maintenance one, not the product's, not another service's.
+        for database in ("postgres", "lifecycle", *(name for name in names if name != service.name)):
+            refused = psql_as(postgres, role, database, "SELECT 1")
+            assert "permission denied for database" in refused.stderr, (role, database, refused.stderr)
+        # The gateway's workers read its tables for account exports (activities/exports/service_stores.py), and
+        # only read; the API does not connect.
+        table = next(iter(service.seeds))
+        read = psql_as(postgres, WORKER, service.name, f"SELECT count(*) FROM {table}")
+        assert read.returncode == 0, read.stderr
+        written = psql_as(postgres, WORKER, service.name, f"DELETE FROM {table}")
+        assert "permission denied for table" in written.stderr, written.stderr
+        refused = psql_as(postgres, API, service.name, "SELECT 1")
+        assert "permission denied for database" in refused.stderr, refused.stderr
+    # The job runs on every `up`, over databases that now hold the services' tables.
+    again = run_roles_job(project_root, postgres, "services-2")
+    assert again.returncode == 0, again.stderr
 
 
 @pytest.fixture(scope="module")

@@ -40,8 +40,16 @@ def asyncpg_dsn(url: str) -> str:
 
 
 async def ensure_database(url: str) -> None:
-    """Create the database if it does not exist yet, from the server's `postgres` database."""
+    """Create the database if it does not exist yet, from the server's `postgres` database.
+
+    One that exists is only connected to: a deployment that makes each service's database beforehand, owned by the
+    service's role (docker-compose's roles job), gives that role no CREATEDB and no access to `postgres`."""
     target = make_url(url)
+    try:
+        await (await asyncpg.connect(asyncpg_dsn(url))).close()
+        return
+    except asyncpg.InvalidCatalogNameError:
+        pass
     maintenance = await asyncpg.connect(asyncpg_dsn(target.set(database="postgres").render_as_string(False)))
     try:
         if await maintenance.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", target.database):
