@@ -116,7 +116,7 @@ class ContractService:
         self, conn: AsyncConnection, deletion_id: str, slice_number: int, bot_id: str, pacer: Pacer, most: int
     ) -> tuple[int, bool]:
         """One batch of the slice's current table, committed with its ledger row: (rows deleted, done)."""
-        position = await ledger.lock_position(conn, deletion_id, slice_number)
+        position = await ledger.read_position(conn, deletion_id, slice_number)
         await conn.commit()
         if position.table_index >= len(self._tables):
             return 0, True

@@ -35,9 +35,9 @@ _BEGIN = text(
     "INSERT INTO deletion_slices (deletion_id, slice, bot_id, table_index, after_id)"
     " VALUES (:deletion, :slice, :bot, :table_index, :after_id)"
 )
-_POSITION = text(
-    "SELECT table_index, after_id FROM deletion_slices WHERE deletion_id = :deletion AND slice = :slice FOR UPDATE"
-)
+_POSITION = "SELECT table_index, after_id FROM deletion_slices WHERE deletion_id = :deletion AND slice = :slice"
+_READ_POSITION = text(_POSITION)
+_LOCK_POSITION = text(f"{_POSITION} FOR UPDATE")
 _RECORD = text(
     "UPDATE deletion_slices SET rows_deleted = rows_deleted + :rows, files_deleted = files_deleted + :files,"
     " table_index = :table_index, after_id = :after_id, done = :done, updated_at = now()"
@@ -99,7 +99,14 @@ async def open_slice(conn: AsyncConnection, deletion_id: str, bot_id: str, answe
 
 async def lock_position(conn: AsyncConnection, deletion_id: str, slice_number: int) -> Position:
     """Where the slice stands, locked until the batch's transaction ends: two calls of one slice take turns."""
-    row = (await conn.execute(_POSITION, {"deletion": deletion_id, "slice": slice_number})).one()
+    row = (await conn.execute(_LOCK_POSITION, {"deletion": deletion_id, "slice": slice_number})).one()
+    return Position(row.table_index, row.after_id)
+
+
+async def read_position(conn: AsyncConnection, deletion_id: str, slice_number: int) -> Position:
+    """Where the slice stands, unlocked: a row lock writes to the row, and its commit waits for the WAL flush
+    like any write, which the neighbours of a deletion feel. Good for choosing what to pace, never for a batch."""
+    row = (await conn.execute(_READ_POSITION, {"deletion": deletion_id, "slice": slice_number})).one()
     return Position(row.table_index, row.after_id)
 
 
