@@ -74,7 +74,16 @@ async def opened(
     objects = ObjectStore(settings)
     try:
         await apply_schema(engine, definition.full_schema)
-        yield ContractService(engine, definition.tables(objects)), engine
+        yield (
+            ContractService(
+                engine,
+                definition.tables(objects),
+                name=definition.name,
+                objects=objects,
+                export_batch_rows=settings.export_batch_rows,
+            ),
+            engine,
+        )
     finally:
         await objects.close()
         await engine.dispose()
@@ -93,7 +102,7 @@ async def serve(definition: ServiceDefinition, task_queue: str, gateway: str | N
         Worker(
             client,
             task_queue=task_queue,
-            activities=[service.delete_subject_data, service.verify_subject_erased],
+            activities=[service.delete_subject_data, service.verify_subject_erased, service.export_subject_data],
             # A failure reaches history as one line, as the gateway's do: a raw driver error (the store down)
             # would otherwise arrive as the server's stand-in "Failure exceeds size limit".
             interceptors=interceptors_for(settings),
