@@ -8,7 +8,8 @@ import asyncio
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from temporalio import activity
@@ -86,6 +87,11 @@ class ContractService:
         self._name = name
         self._objects = objects
         self._export = ExportWriter(engine, self._tables, objects, export_batch_rows)
+
+    @property
+    def activities(self) -> list[Callable[..., Any]]:
+        """The contract's three calls, for a worker on the service's queue."""
+        return [self.delete_subject_data, self.verify_subject_erased, self.export_subject_data]
 
     @activity.defn(name="DeleteSubjectData")
     async def delete_subject_data(self, request: DeleteRequest) -> DeleteResponse:

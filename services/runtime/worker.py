@@ -102,7 +102,7 @@ async def serve(definition: ServiceDefinition, task_queue: str, gateway: str | N
         Worker(
             client,
             task_queue=task_queue,
-            activities=[service.delete_subject_data, service.verify_subject_erased, service.export_subject_data],
+            activities=service.activities,
             # A failure reaches history as one line, as the gateway's do: a raw driver error (the store down)
             # would otherwise arrive as the server's stand-in "Failure exceeds size limit".
             interceptors=interceptors_for(settings),
