@@ -32,6 +32,9 @@ from services.runtime.tables import INDEX_WALK_ONLY, TableDeleter
 CONTENT_TYPE = "application/x-ndjson"
 # A file is read and encoded in pieces of this many bytes: a multiple of 3, so each piece's base64 has no padding.
 FILE_PIECE = 3 * 256 * 1024
+# Refused files the answer names at most (ExportResponse.files_refused), so that it stays far below Temporal's
+# payload limit; the object marks every one.
+MAX_REFUSED_LISTED = 1_000
 
 
 @dataclass
@@ -39,7 +42,7 @@ class ExportCounts:
     rows: int = 0
     files: int = 0
     files_missing: int = 0
-    # `<table> <row id>: <rule>` for each file left out: ExportResponse.files_refused.
+    # `<table> <row id>: <rule>` for each file left out, up to MAX_REFUSED_LISTED: ExportResponse.files_refused.
     files_refused: list[str] = field(default_factory=list)
 
 
@@ -113,7 +116,8 @@ class ExportWriter:
             key = table.file_key(bot_id, row)
         except ObjectKeyRefused as refused:
             # Never read: the reference may name another bot's object. The rule is named, never the reference.
-            counts.files_refused.append(f"{table.table} {row_id}: {refused}")
+            if len(counts.files_refused) < MAX_REFUSED_LISTED:
+                counts.files_refused.append(f"{table.table} {row_id}: {refused}")
             await out.write(b'"file": {"refused": ' + json.dumps(str(refused)).encode() + b"}}\n")
             return
         name = json.dumps(PurePosixPath(key).name)

@@ -369,7 +369,8 @@ class ExportResponse(_message.Message):
     def files_refused(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Files the service left out because the reference a row holds names nothing the service may read (an object
         of another owner, an unsafe key): one entry each, naming the row by its id and the rule the reference breaks,
-        never the reference itself. The gateway lists them in the archive's manifest and alerts an operator.
+        never the reference itself; at most 1,000, so the answer stays small (the object marks every one). The gateway
+        lists them in the archive's manifest and alerts an operator.
         """
 
     def __init__(

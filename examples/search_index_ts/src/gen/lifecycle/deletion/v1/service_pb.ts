@@ -399,7 +399,8 @@ export type ExportResponse = Message<"lifecycle.deletion.v1.ExportResponse"> & {
   /**
    * Files the service left out because the reference a row holds names nothing the service may read (an object
    * of another owner, an unsafe key): one entry each, naming the row by its id and the rule the reference breaks,
-   * never the reference itself. The gateway lists them in the archive's manifest and alerts an operator.
+   * never the reference itself; at most 1,000, so the answer stays small (the object marks every one). The gateway
+   * lists them in the archive's manifest and alerts an operator.
    *
    * @generated from field: repeated string files_refused = 8;
    */
