@@ -6,8 +6,9 @@ itself with the gateway (`PUT /deletion-services/<name>`, admin token), and then
 
 Its settings come from the environment: TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE, `<NAME>_DATABASE_URL`
 (services/runtime/database.py), `<NAME>_TASK_QUEUE` (the service's name by default), DELETION_GATEWAY_URL to
-register with, ADMIN_TOKEN (or DATA_DIR's admin_token file), the S3_* variables for a service with objects, and
-FAULT_INJECTION for drills and tests (activities/fault_injection.py).
+register with, ADMIN_TOKEN (or DATA_DIR's admin_token file), the S3_* variables (where its export parts go, and
+a service's own objects), EXPORT_BATCH_ROWS, and FAULT_INJECTION for drills and tests
+(activities/fault_injection.py).
 """
 
 from __future__ import annotations
