@@ -93,8 +93,8 @@ SQL
 
 # Each service of the Procfile (services/) owns a database of its name as a role of its name, in which the service
 # applies its own schema at every start (services/runtime/database.py): no CREATEDB or CREATEROLE, no other
-# database. pg_read_all_stats for its deleters' pressure signals, as lifecycle_worker. The gateway's workers only
-# read its tables, for account exports (activities/exports/service_stores.py): SELECT on whatever the service makes.
+# database. pg_read_all_stats for its deleters' pressure signals, as lifecycle_worker. No other role connects to
+# it: an account export asks the service for its part (ExportSubjectData).
 for service in chat analytics knowledge integrations; do
     variable=$(echo "${service}_DB_PASSWORD" | tr '[:lower:]' '[:upper:]')
     password=$(printenv "$variable" || true)
@@ -109,11 +109,6 @@ GRANT pg_read_all_stats TO :"service";
 SELECT format('CREATE DATABASE %I OWNER %I', :'service', :'service')
   WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = :'service') \gexec
 REVOKE CONNECT, TEMPORARY ON DATABASE :"service" FROM PUBLIC;
-GRANT CONNECT ON DATABASE :"service" TO lifecycle_worker;
-SQL
-    psql -v ON_ERROR_STOP=1 -v service="$service" -d "$service" <<'SQL'
-ALTER DEFAULT PRIVILEGES FOR ROLE :"service" IN SCHEMA public GRANT SELECT ON TABLES TO lifecycle_worker;
-GRANT SELECT ON ALL TABLES IN SCHEMA public TO lifecycle_worker;
 SQL
 done
 

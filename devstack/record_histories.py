@@ -121,7 +121,7 @@ async def _services(client: Client, settings: Settings, faults: str | None) -> A
                 Worker(
                     client,
                     task_queue=definition.name,
-                    activities=[service.delete_subject_data, service.verify_subject_erased],
+                    activities=service.activities,
                     interceptors=interceptors,
                 )
             )

@@ -15,7 +15,7 @@ import contextlib
 import functools
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit
 
 from lifecycle.settings import Settings
@@ -95,6 +95,11 @@ class ObjectStore:
         client = await self.client()
         with path.open("rb") as body:
             await client.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType=content_type)
+
+    async def put_stream(self, key: str, body: BinaryIO, content_type: str, bucket: str | None = None) -> None:
+        """Upload an open file from its current position in one PUT, into `bucket` (this store's by default)."""
+        client = await self.client()
+        await client.put_object(Bucket=bucket or self.bucket, Key=key, Body=body, ContentType=content_type)
 
     async def size(self, key: str) -> int | None:
         """The object's size, or None if there is none."""

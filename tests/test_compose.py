@@ -22,13 +22,12 @@ from compose_spec import PyCompose
 from honcho.environ import parse_procfile
 from sqlalchemy.engine import make_url
 
-from activities.exports.service_stores import service_engine
 from lifecycle import search_attributes
 from lifecycle.db.engine import make_engine
 from lifecycle.settings import ADMIN_TOKEN_FILE
 from services.catalog import SERVICES
 from services.runtime import worker as service_worker
-from services.runtime.database import database_url_variable, service_database_url
+from services.runtime.database import database_url_variable
 from services.runtime.definition import ServiceDefinition
 
 ONE_SHOT_JOBS = {"postgres-roles", "temporal-schema", "temporal-setup", "migrate"}
@@ -183,9 +182,6 @@ def test_each_service_has_its_own_database_and_queue_and_registers_itself(
             url.password == generated[password_variable] == services["postgres-roles"]["environment"][password_variable]
         )
         assert "DATABASE_URL" not in environment, f"{name} holds the product's database"
-        # The workers' account exports read its tables where it keeps them (activities/exports/service_stores.py).
-        reads = make_url(service_database_url(definition.name, worker["environment"]["DATABASE_URL"], {}))
-        assert (reads.host, reads.port, reads.database) == (url.host, url.port, url.database), name
         # Its own task queue, on the workers' Temporal.
         assert environment[service_worker.task_queue_variable(definition.name)] == definition.name
         for variable in ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "LOG_FORMAT", "LOG_LEVEL"):
@@ -441,19 +437,10 @@ def test_connection_budget_fits_max_connections(
     per_process = engine.pool.size() + engine.pool._max_overflow  # type: ignore[attr-defined]
     app_connections = (1 + SIZED_FOR_WORKERS) * per_process
     sites = SIZED_FOR_WORKERS * SITE_DATABASE_CONNECTIONS_PER_WORKER
-    # Each service's process, and every worker's account-export reads of each service's database.
+    # Each service's process, with its own pool.
     services = len(procfile_services(project_root))
     service_connections = services * (service_worker.POOL_SIZE + service_worker.MAX_OVERFLOW)
-    reads = service_engine("any", "postgresql+asyncpg://u:p@127.0.0.1/db").pool
-    export_reads = SIZED_FOR_WORKERS * services * (reads.size() + reads._max_overflow)  # type: ignore[attr-defined]
-    needed = (
-        temporal_connections
-        + app_connections
-        + sites
-        + service_connections
-        + export_reads
-        + JOBS_AND_OPERATOR_CONNECTIONS
-    )
+    needed = temporal_connections + app_connections + sites + service_connections + JOBS_AND_OPERATOR_CONNECTIONS
     command = " ".join(compose_file["services"]["postgresql"]["command"])
     match = re.search(r"max_connections=\$\{POSTGRES_MAX_CONNECTIONS:-(\d+)\}", command)
     assert match is not None

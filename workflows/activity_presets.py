@@ -71,6 +71,17 @@ SERVICE_CALL: Final = ActivityPreset(
     retry_policy=_doubling(timedelta(seconds=1), timedelta(minutes=1), POISON_PILL_ATTEMPTS),
 )
 
+# A registered service's ExportSubjectData: taken within 10 s by a live worker, as SERVICE_CALL, but an account's
+# part may take as long as the gateway's own parts (EXPORT_WRITE). The contract asks a long export to heartbeat at
+# least every minute, so a worker killed mid-call is noticed within that minute; a service that never heartbeats
+# has the minute SERVICE_CALL gives it.
+SERVICE_EXPORT: Final = ActivityPreset(
+    schedule_to_start_timeout=timedelta(seconds=10),
+    start_to_close_timeout=timedelta(hours=12),
+    heartbeat_timeout=timedelta(minutes=1),
+    retry_policy=_doubling(timedelta(seconds=1), timedelta(minutes=1), POISON_PILL_ATTEMPTS),
+)
+
 # Waiting for a run another request started: looks every 2 s at first, backing off to every 30 s for runs that
 # take hours; never gives up.
 AWAIT_RUN: Final = ActivityPreset(

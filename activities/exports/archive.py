@@ -6,8 +6,9 @@ at any point harmless:
 - a file is only ever created under a `.partial` name (truncated on every attempt) and renamed into place
   once complete and fsynced, so a final name always holds a complete file, and the API never serves a
   partial one;
-- the ZIP is assembled from immutable parts and document objects, so assembling it again from the start after
-  a crash yields an equally complete archive (no entry twice: every attempt starts from an empty file).
+- the ZIP is assembled from immutable parts and the services' parts fetched from the store, so assembling it
+  again from the start after a crash yields an equally complete archive (no entry twice: every attempt starts
+  from an empty file).
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 from zipfile import ZIP_DEFLATED, ZipFile
 
-from lifecycle.exports.contracts import DOCUMENTS_TABLE, ArchiveFacts, ExportPart
-from lifecycle.object_keys import ObjectKeyRefused, archive_name, document_key
+from lifecycle.exports.contracts import ArchiveFacts, ExportPart, ServicePart
+from lifecycle.object_keys import archive_name
 from lifecycle.stored_paths import StoredRoot
 
 CHUNK = 1024 * 1024
@@ -50,13 +51,12 @@ def service_part_path(exports: Path, export_id: str, index: int) -> Path:
 
 @dataclass(frozen=True)
 class ServiceEntry:
-    """A registered service's part as the archive holds it: its local copy, under `name`, with its counts."""
+    """A registered service's part as the archive holds it: its counts, and its local copy, stored as `name`; no
+    copy when the service holds nothing of the account (the manifest still lists it, with nothing)."""
 
-    name: str
-    path: Path
-    service: str
-    rows: int
-    files: int
+    part: ServicePart
+    name: str | None = None
+    path: Path | None = None
 
 
 def partial(path: Path) -> Path:
@@ -84,52 +84,6 @@ def _copy_counting_lines(source: Path, target: Any) -> int:
     return lines
 
 
-# Reads documents' objects by their keys: each one's bytes, or None where the store has no such object.
-FetchObjects = Callable[[list[str]], list[bytes | None]]
-# Documents read from the store at once: their round trips overlap, and memory holds this many documents.
-FETCH_AT_ONCE = 32
-
-
-def _add_documents(
-    archive: ZipFile, fetch: FetchObjects, part: ExportPart, rows_file: Path, manifest: dict[str, Any]
-) -> int:
-    """Add the object of every document listed in `rows_file`; return how many were added.
-
-    A missing object is listed in the manifest's `missing_documents`, a refused key (lifecycle/object_keys.py)
-    in `refused_documents`, never read.
-    """
-    assert part.bot_id is not None
-    added = 0
-    wanted: list[tuple[str, int, str]] = []
-
-    def add_wanted() -> None:
-        nonlocal added
-        bodies = fetch([key for key, _, _ in wanted])
-        for (_, document_id, name), body in zip(wanted, bodies, strict=True):
-            if body is None:
-                manifest["missing_documents"].append(document_id)
-                continue
-            with archive.open(name, "w", force_zip64=True) as entry:
-                entry.write(body)
-            added += 1
-        wanted.clear()
-
-    with rows_file.open("rb") as rows:
-        for line in rows:
-            row = json.loads(line)
-            name = f"bots/{part.bot_id}/documents/{row['id']}/{PurePosixPath(str(row['storage_key'])).name}"
-            try:
-                key = document_key(part.bot_id, str(row["storage_key"]))
-            except ObjectKeyRefused as refused:
-                manifest["refused_documents"].append({"id": int(row["id"]), "reason": str(refused)})
-                continue
-            wanted.append((key, int(row["id"]), name))
-            if len(wanted) == FETCH_AT_ONCE:
-                add_wanted()
-    add_wanted()
-    return added
-
-
 def sha256_of(path: Path) -> str:
     with path.open("rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
@@ -137,7 +91,6 @@ def sha256_of(path: Path) -> str:
 
 def assemble(
     exports: Path,
-    fetch: FetchObjects,
     export_id: str,
     parts: list[ExportPart],
     services: list[ServiceEntry],
@@ -150,11 +103,10 @@ def assemble(
         building = partial(final)
         manifest: dict[str, Any] = {
             "export_id": export_id,
+            # The gateway's own parts' rows.
             "rows": {},
-            "document_files": 0,
-            "missing_documents": [],
-            "refused_documents": [],
-            # Each registered service's rows and files, summed over the account's bots (ExportSubjectData).
+            # Each registered service's part as it answered ExportSubjectData: its rows and files of the account's
+            # bots, the files it found missing, and those it left out and why.
             "services": {},
         }
         # A seekable file: entries get their sizes written back into their headers; ZIP64 for any size.
@@ -164,17 +116,19 @@ def assemble(
                 with archive.open(part.name, "w", force_zip64=True) as entry:
                     manifest["rows"][part.name] = _copy_counting_lines(source, entry)
                 entries += 1
-                if part.table == DOCUMENTS_TABLE:
-                    added = _add_documents(archive, fetch, part, source, manifest)
-                    manifest["document_files"] += added
-                    entries += added
                 on_entry(entries)
             for service in services:
+                answered = service.part
+                manifest["services"][answered.service] = {
+                    "rows": answered.rows,
+                    "files": answered.files,
+                    "files_missing": answered.files_missing,
+                    "files_refused": answered.files_refused,
+                }
+                if service.name is None or service.path is None:
+                    continue
                 with archive.open(service.name, "w", force_zip64=True) as entry, service.path.open("rb") as body:
                     shutil.copyfileobj(body, entry, CHUNK)
-                counts = manifest["services"].setdefault(service.service, {"rows": 0, "files": 0})
-                counts["rows"] += service.rows
-                counts["files"] += service.files
                 entries += 1
                 on_entry(entries)
             archive.writestr("manifest.json", json.dumps(manifest, indent=1, sort_keys=True))
@@ -190,13 +144,6 @@ def assemble(
 def entries_of(path: Path) -> int:
     with ZipFile(path) as archive:
         return len(archive.infolist())
-
-
-def refused_documents(exports: Path, export_id: str) -> list[dict[str, Any]]:
-    """The documents the archive's manifest lists as refused, read back from the archive itself."""
-    with ZipFile(archive_path(exports, export_id)) as archive:
-        refused: list[dict[str, Any]] = json.loads(archive.read("manifest.json")).get("refused_documents", [])
-    return refused
 
 
 def remove_export_files(exports: Path, export_id: str) -> None:

@@ -1,11 +1,11 @@
 """The account export's activities: plan, write the parts, assemble the ZIP, mark it ready, mail the link,
 expire it; and the look-once wait an account deletion makes for an export requested with `export_first`.
 
-The export holds every row of the account (`account`, `bots`) and every service's rows of each bot (one
-JSON-lines file per bot and table, rendered by PostgreSQL's `to_jsonb`), plus every knowledge document file.
-Rows are read in keyset batches of `export_batch_rows` and written straight to disk, so memory holds one
-batch whatever the account's size. The finished ZIP is uploaded to the object store, which the API serves it
-from, and deleted there when it expires.
+The export holds the gateway's own rows of the account (`account.jsonl`, `bots.jsonl`, rendered by PostgreSQL's
+`to_jsonb`) and each registered service's part, which the service wrote to the object store itself
+(ExportSubjectData, workflows/exports/service_parts.py). Rows are read in keyset batches of `export_batch_rows`
+and written straight to disk, so memory holds one batch whatever the account's size. The finished ZIP is uploaded
+to the object store, which the API serves it from, and deleted there when it expires.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import shutil
 from dataclasses import asdict, replace
 from email.message import EmailMessage
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -33,12 +32,10 @@ from activities.exports.archive import (
     part_path,
     partial,
     parts_dir,
-    refused_documents,
     remove_export_files,
     service_part_path,
     sha256_of,
 )
-from activities.exports.service_stores import SERVICE_OF_TABLE, service_engine
 from activities.heartbeat import heartbeating, heartbeats
 from activities.mail import send_once
 from activities.resources import ActivityResources
@@ -94,9 +91,8 @@ _BLOCKING_EXPORTS = text(
     " AND (status = ANY(:open) OR (status = :ready AND mailed_at IS NULL)) ORDER BY sequence LIMIT 1"
 )
 
-# Which rows each part holds, and the column its keyset walk filters on.
-_ACCOUNT_PART = ExportPart(name="account.jsonl", table="accounts")
-_BOTS_PART = ExportPart(name="bots.jsonl", table="bots")
+# The gateway's own parts: which rows each holds, and the column its keyset walk filters on by the account.
+PARTS = (ExportPart(name="account.jsonl", table="accounts"), ExportPart(name="bots.jsonl", table="bots"))
 _FILTER_COLUMN = {"accounts": "id", "bots": "account_id"}
 
 
@@ -105,14 +101,6 @@ def _batch_query(table: str, filter_column: str, *, after_cursor: bool) -> str:
     return (
         f"SELECT id, to_jsonb(t)::text FROM {table} t WHERE {filter_column} = :owner{cursor} ORDER BY id LIMIT :limit"
     )
-
-
-def plan_parts(bot_ids: list[str]) -> list[ExportPart]:
-    parts = [_ACCOUNT_PART, _BOTS_PART]
-    for bot_id in bot_ids:
-        for table in SERVICE_OF_TABLE:
-            parts.append(ExportPart(name=f"bots/{bot_id}/{table}.jsonl", table=table, bot_id=bot_id))
-    return parts
 
 
 def export_ready_key(export_id: str) -> str:
@@ -157,14 +145,17 @@ async def expire_export(resources: ActivityResources, export_id: str) -> None:
         )
 
 
-def _refused_alert(export_id: str, refused: list[dict[str, Any]]) -> AlertInput:
-    """The archive is complete but for these documents' files, whose storage keys an operator should look at."""
-    listed = "; ".join(f"document {document['id']}: {document['reason']}" for document in refused[:10])
+def _refused_alert(export_id: str, services: list[ServiceEntry]) -> AlertInput | None:
+    """The archive is complete but for the files services left out, whose references an operator should look at."""
+    refused = [f"{service.part.service}: {line}" for service in services for line in service.part.files_refused]
+    if not refused:
+        return None
+    listed = "; ".join(refused[:10])
     more = f"; and {len(refused) - 10} more" if len(refused) > 10 else ""
     return AlertInput(
         workflow_id=activity.info().workflow_id or export_id,
-        subject="account export: document files refused",
-        reason=f"export {export_id} lists {len(refused)} document(s) as refused: {listed}{more}",
+        subject="account export: files refused",
+        reason=f"export {export_id} lists {len(refused)} file(s) as refused: {listed}{more}",
     )
 
 
@@ -191,7 +182,7 @@ class AccountExportActivities:
                 _SET_STATUS,
                 {"id": request.export_id, "to": ExportStatus.WRITING, "from_statuses": [ExportStatus.PENDING.value]},
             )
-        return ExportPlan(found=True, parts=plan_parts(bot_ids), bot_ids=bot_ids)
+        return ExportPlan(found=True, parts=list(PARTS), bot_ids=bot_ids)
 
     @activity.defn(name="write_export_parts")
     async def write_export_parts(self, request: WritePartsInput) -> PartsProgress:
@@ -214,24 +205,17 @@ class AccountExportActivities:
         return progress
 
     async def _write_part(self, request: WritePartsInput, part: ExportPart, target: Path) -> int:
-        owner = part.bot_id or request.account_id
-        column = _FILTER_COLUMN.get(part.table, "bot_id")
+        column = _FILTER_COLUMN[part.table]
         limit = self._resources.settings.export_batch_rows
         building = partial(target)
         rows = 0
         handle = await asyncio.to_thread(building.open, "wb")
         try:
-            service = SERVICE_OF_TABLE.get(part.table)
-            engine = (
-                self._resources.engine
-                if service is None
-                else service_engine(service, self._resources.settings.database_url)
-            )
-            async with engine.connect() as connection:
+            async with self._resources.engine.connect() as connection:
                 # One snapshot per part: its rows are consistent with each other however long the walk takes.
                 conn = await connection.execution_options(isolation_level="REPEATABLE READ")
                 async with conn.begin():
-                    rows = await self._walk(conn, part.table, column, owner, limit, handle)
+                    rows = await self._walk(conn, part.table, column, request.account_id, limit, handle)
         finally:
             await asyncio.to_thread(handle.close)
         await asyncio.to_thread(fsync_and_rename, building, target)
@@ -257,10 +241,10 @@ class AccountExportActivities:
 
     @activity.defn(name="assemble_export_archive")
     async def assemble_export_archive(self, request: AssembleInput) -> ArchiveFacts:
-        """Build the ZIP (in a thread) from the parts and the document files, checksum it, upload it.
+        """Build the ZIP (in a thread) from the parts and the services' parts, checksum it, upload it.
 
         An attempt after one that uploaded the archive but died before returning fetches it back rather than
-        building it again: its facts and its manifest's refused documents come from the archive itself.
+        building it again: its facts come from the archive itself.
         """
         progress = {"entries": 0}
         store = self._resources.objects
@@ -273,28 +257,12 @@ class AccountExportActivities:
         async with heartbeating(lambda: dict(progress)):
             if not await asyncio.to_thread(local.exists) and await store.size(key) is not None:
                 await _download(store, key, local)
-            loop = asyncio.get_running_loop()
-
-            async def read_all(keys: list[str]) -> list[bytes | None]:
-                return list(await asyncio.gather(*(store.read(key) for key in keys)))
-
-            def fetch(keys: list[str]) -> list[bytes | None]:
-                # Called from the assembling thread: the reads run on this loop, the thread waits for them.
-                return asyncio.run_coroutine_threadsafe(read_all(keys), loop).result()
-
             services = await self._fetch_service_parts(request)
             facts = await asyncio.to_thread(
-                assemble,
-                self._exports,
-                fetch,
-                request.export_id,
-                request.parts,
-                services,
-                on_entry,
+                assemble, self._exports, request.export_id, request.parts, services, on_entry
             )
-            # Read back from the archive, so an attempt that finds it already built alerts all the same.
-            if refused := await asyncio.to_thread(refused_documents, self._exports, request.export_id):
-                await record_alert(self._resources, _refused_alert(request.export_id, refused))
+            if alert := _refused_alert(request.export_id, services):
+                await record_alert(self._resources, alert)
             # A PUT is atomic: the key holds the whole archive or nothing.
             if await store.size(key) != facts.size_bytes:
                 await store.put_file(key, local, "application/zip")
@@ -313,7 +281,8 @@ class AccountExportActivities:
         refused: list[str] = []
         for index, part in enumerate(request.service_parts):
             if not part.object_key:
-                continue  # the service holds nothing of the account
+                entries.append(ServiceEntry(part))  # the service holds nothing of the account
+                continue
             try:
                 key = service_part_key(export_parts_prefix(request.export_id), part.object_key)
             except ObjectKeyRefused as why:
@@ -328,7 +297,7 @@ class AccountExportActivities:
                 await asyncio.to_thread(local.unlink, True)
                 raise ApplicationError(f"{part.service}'s part does not match its digest")
             name = f"services/{part.service}/{PurePosixPath(key).name}"
-            entries.append(ServiceEntry(name, local, part.service, part.rows, part.files))
+            entries.append(ServiceEntry(part, name, local))
         if refused:
             await record_alert(
                 self._resources,
@@ -343,12 +312,9 @@ class AccountExportActivities:
     @activity.defn(name="list_export_services")
     @heartbeats
     async def list_export_services(self) -> list[RegisteredService]:
-        """The registered services an export asks for their part (ExportSubjectData): all but this project's own,
-        whose tables the export still reads from their databases (activities/exports/service_stores.py)."""
+        """The registered services an export asks for their part (ExportSubjectData): every one, alike."""
         async with self._resources.engine.connect() as conn:
-            services = await active_services(conn)
-        read_here = set(SERVICE_OF_TABLE.values())
-        return [service for service in services if service.name not in read_here]
+            return await active_services(conn)
 
     @activity.defn(name="mark_export_ready")
     @heartbeats

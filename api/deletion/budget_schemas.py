@@ -33,7 +33,7 @@ class DeletionBudgetBody(BaseModel):
         "number or null); null removes its override. Services not named keep theirs. A name not registered "
         "(yet) is accepted: its override applies once the service registers. A running deletion passes the "
         "new value in the service's next call.",
-        examples=[{"analytics": 5_000}],
+        examples=[{"search-index": 5_000}],
         # The document says what the API enforces: a key that is not a service name is refused.
         json_schema_extra={"additionalProperties": False},
     )
@@ -45,5 +45,5 @@ class DeletionBudgetOut(BaseModel):
     )
     services: dict[str, int] = Field(
         description="Every service's own rows/s (override), by service name, registered or not yet.",
-        examples=[{"analytics": 5_000}],
+        examples=[{"search-index": 5_000}],
     )

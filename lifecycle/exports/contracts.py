@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# The part holding knowledge documents: the archive adds each document's file after its rows.
-DOCUMENTS_TABLE = "knowledge_documents"
-
 
 @dataclass(frozen=True)
 class AccountExportInput:
@@ -23,12 +20,11 @@ class ExportRef:
 
 @dataclass(frozen=True)
 class ExportPart:
-    """One JSON-lines file of the archive: a table's rows of one bot, or the account's own rows."""
+    """One JSON-lines file of the archive: a table of the gateway's own rows of the account (the account, its
+    bots); the services' rows are their parts (ServicePart)."""
 
     name: str
     table: str
-    # The bot whose rows this is; None for `account` and `bots`, which are keyed by the account.
-    bot_id: str | None = None
 
 
 @dataclass
@@ -70,6 +66,9 @@ class ServicePart:
     sha256: str
     size_bytes: int
     content_type: str
+    # Files the service found missing, and those it left out with the rule each broke (ids only).
+    files_missing: int = 0
+    files_refused: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import Row
@@ -48,6 +48,10 @@ class DocumentDeleter(TableDeleter):
         files = await self.store.delete(_object_keys(bot_id, rows), after_each_request=heartbeat)
         highest = max((row_id for row_id, _ in rows), default=cursor)
         return Batch(len(rows), highest if batch.last else batch.bound, last=batch.last, files=files)
+
+    def file_key(self, bot_id: str, row: Mapping[str, object]) -> str:
+        """The document's object, under the bot's own prefix (lifecycle/object_keys.py)."""
+        return document_key(bot_id, str(row["storage_key"]))
 
     async def count_files(self, bot_id: str) -> int:
         """Objects left under the bot's documents prefix, listed in the store itself."""

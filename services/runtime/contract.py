@@ -1,16 +1,22 @@
 """The deletion contract's calls (proto/lifecycle/deletion/v1/service.proto) over a service's own tables:
-DeleteSubjectData in key-range batches recorded in the ledger, and VerifySubjectErased by exact counts."""
+DeleteSubjectData in key-range batches recorded in the ledger, VerifySubjectErased by exact counts, and
+ExportSubjectData as one JSON-lines object of the account's bots' rows (services/runtime/export.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import tempfile
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import as_transient, is_transient
+from activities.heartbeat import heartbeats
 from lifecycle.deletion.contracts import DEFAULT_BATCH_SIZE, DELETER_SLICE
 from lifecycle.deletion.v1.service_pb2 import (
     THROTTLE_AUTOVACUUM,
@@ -20,12 +26,16 @@ from lifecycle.deletion.v1.service_pb2 import (
     THROTTLE_UNSPECIFIED,
     DeleteRequest,
     DeleteResponse,
+    ExportRequest,
+    ExportResponse,
     Subject,
     VerifyRequest,
     VerifyResponse,
 )
+from lifecycle.object_store import ObjectStore
 from lifecycle.statuses import Throttle
 from services.runtime import ledger
+from services.runtime.export import CONTENT_TYPE, ExportWriter, PartFile
 from services.runtime.ledger import CursorRefused, Position
 from services.runtime.pace import Pacer
 from services.runtime.tables import TableDeleter
@@ -49,12 +59,39 @@ def bot_of(subject: Subject) -> str:
     return subject.id
 
 
-class ContractService:
-    """One service's implementation of the contract, over `tables` (deleted in that order) in `engine`'s database."""
+def account_bots(request: ExportRequest) -> list[str]:
+    """The bots an export names, checked to be ids: anything else is a caller's error, never retried."""
+    if request.subject.kind != Subject.KIND_ACCOUNT or not request.subject.id:
+        raise ApplicationError(f"unsupported subject {Subject.Kind.Name(request.subject.kind)}", non_retryable=True)
+    try:
+        return [str(uuid.UUID(bot_id)) for bot_id in request.bot_ids]
+    except ValueError:
+        raise ApplicationError("a bot id is not a UUID", non_retryable=True) from None
 
-    def __init__(self, engine: AsyncEngine, tables: Sequence[TableDeleter]) -> None:
+
+class ContractService:
+    """One service's implementation of the contract, over `tables` (deleted and exported in that order) in
+    `engine`'s database; `name` is its registered name, which names its export objects."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        tables: Sequence[TableDeleter],
+        *,
+        name: str,
+        objects: ObjectStore,
+        export_batch_rows: int,
+    ) -> None:
         self._engine = engine
         self._tables = tuple(tables)
+        self._name = name
+        self._objects = objects
+        self._export = ExportWriter(engine, self._tables, objects, export_batch_rows)
+
+    @property
+    def activities(self) -> list[Callable[..., Any]]:
+        """The contract's three calls, for a worker on the service's queue."""
+        return [self.delete_subject_data, self.verify_subject_erased, self.export_subject_data]
 
     @activity.defn(name="DeleteSubjectData")
     async def delete_subject_data(self, request: DeleteRequest) -> DeleteResponse:
@@ -166,3 +203,35 @@ class ContractService:
                 raise as_transient(exc) from exc
             raise
         return VerifyResponse(remaining_rows=rows, remaining_files=files)
+
+    @activity.defn(name="ExportSubjectData")
+    @heartbeats
+    async def export_subject_data(self, request: ExportRequest) -> ExportResponse:
+        """The bots' rows (and files) as one object, `<prefix><name>.ndjson`, written whole to an anonymous
+        temporary file first (gone with the process, however it ends) and then put in one PUT: the key holds a
+        complete object or none, and a retried call puts the same bytes again."""
+        bot_ids = account_bots(request)
+        key = f"{request.object_key_prefix}{self._name}.ndjson"
+        try:
+            with tempfile.TemporaryFile() as handle:
+                out = PartFile(handle)
+                counts = await self._export.write(bot_ids, out)
+                if not counts.rows:
+                    return ExportResponse()  # nothing of the account here: no object
+                await asyncio.to_thread(handle.flush)
+                await asyncio.to_thread(handle.seek, 0)
+                await self._objects.put_stream(key, handle, CONTENT_TYPE, bucket=request.bucket or None)
+        except Exception as exc:
+            if is_transient(exc):
+                raise as_transient(exc) from exc
+            raise
+        return ExportResponse(
+            object_key=key,
+            rows=counts.rows,
+            files=counts.files,
+            sha256=out.sha256,
+            size_bytes=out.size,
+            content_type=CONTENT_TYPE,
+            files_missing=counts.files_missing,
+            files_refused=counts.files_refused,
+        )

@@ -30,7 +30,7 @@ class ServiceDefinition:
     # Its tables' deleters, in the order a deletion goes through them; given the object store.
     tables: Callable[[ObjectStore], Sequence[TableDeleter]]
     seeds: Mapping[str, Seed] = field(default_factory=dict)
-    # Whether the service keeps objects in the object store (a client is made only then).
+    # Whether the service keeps objects of its own in the object store (every service writes its export parts there).
     uses_objects: bool = False
 
     @property

@@ -6,7 +6,7 @@ project deletes its own tables with it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from sqlalchemy import TextClause, text
@@ -132,3 +132,8 @@ class TableDeleter:
     async def count_files(self, bot_id: str) -> int:
         """Files the bot still has with this table's rows; a table of rows alone has none."""
         return 0
+
+    def file_key(self, bot_id: str, row: Mapping[str, object]) -> str:
+        """The object key of the file an exported row names (a table with `files_per_row`); raises ObjectKeyRefused
+        for a reference that names nothing the service may read."""
+        raise NotImplementedError(f"{self.table} has no files")

@@ -6,8 +6,9 @@ itself with the gateway (`PUT /deletion-services/<name>`, admin token), and then
 
 Its settings come from the environment: TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE, `<NAME>_DATABASE_URL`
 (services/runtime/database.py), `<NAME>_TASK_QUEUE` (the service's name by default), DELETION_GATEWAY_URL to
-register with, ADMIN_TOKEN (or DATA_DIR's admin_token file), the S3_* variables for a service with objects, and
-FAULT_INJECTION for drills and tests (activities/fault_injection.py).
+register with, ADMIN_TOKEN (or DATA_DIR's admin_token file), the S3_* variables (where its export parts go, and
+a service's own objects), EXPORT_BATCH_ROWS, and FAULT_INJECTION for drills and tests
+(activities/fault_injection.py).
 """
 
 from __future__ import annotations
@@ -77,7 +78,16 @@ async def opened(
     objects = ObjectStore(settings)
     try:
         await apply_schema(engine, definition.full_schema)
-        yield ContractService(engine, definition.tables(objects)), engine
+        yield (
+            ContractService(
+                engine,
+                definition.tables(objects),
+                name=definition.name,
+                objects=objects,
+                export_batch_rows=settings.export_batch_rows,
+            ),
+            engine,
+        )
     finally:
         await objects.close()
         await engine.dispose()
@@ -96,7 +106,7 @@ async def serve(definition: ServiceDefinition, task_queue: str, gateway: str | N
         Worker(
             client,
             task_queue=task_queue,
-            activities=[service.delete_subject_data, service.verify_subject_erased],
+            activities=service.activities,
             # A failure reaches history as one line, as the gateway's do: a raw driver error (the store down)
             # would otherwise arrive as the server's stand-in "Failure exceeds size limit".
             interceptors=interceptors_for(settings),

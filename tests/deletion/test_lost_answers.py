@@ -49,7 +49,7 @@ async def lossy_chat(
         Worker(
             temporal_client,
             task_queue=queue,
-            activities=[service.delete_subject_data, service.verify_subject_erased],
+            activities=service.activities,
             interceptors=[FaultInjectionInterceptor.from_spec("DeleteSubjectData=lose:1")],
         ),
     ):

@@ -357,7 +357,10 @@ async def test_an_account_export_holds_the_registered_services_part(
 
     lines = archive.read(f"services/{search_index.name}/{search_index.name}.ndjson").decode().splitlines()
     assert {json.loads(line)["bot_id"] for line in lines} == {bot_id}
-    assert json.loads(archive.read("manifest.json"))["services"] == {search_index.name: {"rows": 4, "files": 2}}
+    services = json.loads(archive.read("manifest.json"))["services"]
+    assert services[search_index.name] == {"rows": 4, "files": 2, "files_missing": 0, "files_refused": []}
+    # Every other registered service (the project's own) was asked too, and holds nothing of this bot.
+    assert all(counts["rows"] == 0 for name, counts in services.items() if name != search_index.name)
 
 
 async def _json(answer: Awaitable[httpx.Response]) -> Any:

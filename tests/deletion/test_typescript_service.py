@@ -220,7 +220,9 @@ async def test_an_account_export_holds_the_typescript_services_part(
     assert sorted({line["bot_id"] for line in lines}) == bots  # the other account's bot is not in it
     assert sum("entry_id" in line for line in lines) == 7 and sum("snapshot" in line for line in lines) == 3
     manifest = json.loads(archive.read("manifest.json"))
-    assert manifest["services"] == {ts_index.name: {"rows": 7, "files": 3}}
+    assert manifest["services"][ts_index.name] == {"rows": 7, "files": 3, "files_missing": 0, "files_refused": []}
+    # Every other registered service (the project's own) was asked too, and holds nothing of these bots.
+    assert all(counts["rows"] == 0 for name, counts in manifest["services"].items() if name != ts_index.name)
     # The service's object was only the way into the archive: gone once the archive is ready.
     objects = ObjectStore(settings)
     try:

@@ -1,8 +1,10 @@
 """Seeding an account with distinct document files, waiting for an export, and checking its archive against
-the database independently of the export code (asyncpg's own types, not PostgreSQL's JSON rendering)."""
+the databases and the object store independently of the export code (asyncpg's own types, not PostgreSQL's JSON
+rendering)."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import uuid
@@ -10,18 +12,17 @@ import zipfile
 from datetime import datetime
 from email import message_from_bytes
 from email.message import Message
-from pathlib import Path
 from typing import Any
 
 import asyncpg
 import httpx
 
-from activities.exports.service_stores import SERVICE_OF_TABLE
 from devstack.seed import Seeded, asyncpg_dsn, rows_per_table, seed, storage_keys
 from devstack.smtp_sink import SmtpSink
 from lifecycle.object_keys import archive_name, document_key, export_archive_key
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
+from services.catalog import SERVICES
 from services.runtime.database import service_database_url
 from tests.eventually import eventually
 
@@ -100,19 +101,30 @@ def link_in(message: Message) -> str:
     return line[line.index("/exports/") :]
 
 
-# The service tables an export holds, one JSON-lines file per bot and table.
-SERVICE_TABLES = tuple(SERVICE_OF_TABLE)
+# Each of the project's services and its tables: the archive holds each service's part,
+# `services/<name>/<name>.ndjson`, one line per row of the account's bots ({"table", "row"}, and "file" with it).
+SERVICE_TABLES: dict[str, tuple[str, ...]] = {service.name: tuple(service.seeds) for service in SERVICES}
 
 
-async def database_rows(settings: Settings, table: str, bot_id: str) -> list[dict[str, Any]]:
-    """The bot's rows of a table, read from the database of the service that owns it."""
-    url = service_database_url(SERVICE_OF_TABLE[table], beside=settings.database_url)
+async def database_rows(settings: Settings, service: str, table: str, bot_id: str) -> list[dict[str, Any]]:
+    """The bot's rows of a table, read from the service's own database."""
+    url = service_database_url(service, beside=settings.database_url)
     conn = await asyncpg.connect(asyncpg_dsn(url))
     try:
         records = await conn.fetch(f"SELECT * FROM {table} WHERE bot_id = $1 ORDER BY id", uuid.UUID(bot_id))
         return [dict(record) for record in records]
     finally:
         await conn.close()
+
+
+def service_lines(archive: zipfile.ZipFile, service: str) -> list[dict[str, Any]]:
+    """The lines of a service's part in the archive."""
+    return [json.loads(line) for line in archive.read(f"services/{service}/{service}.ndjson").splitlines()]
+
+
+def rows_of(lines: list[dict[str, Any]], table: str, bot_id: str) -> list[dict[str, Any]]:
+    """The lines of one table's rows of one bot, in the part's order."""
+    return [line for line in lines if line["table"] == table and line["row"]["bot_id"] == bot_id]
 
 
 def _same(exported: Any, stored: Any) -> bool:
@@ -140,24 +152,34 @@ async def check_archive(body: bytes, settings: Settings, seeded: Seeded) -> None
     assert sorted(bot["id"] for bot in bots) == sorted(seeded.bot_ids)
     (account,) = [json.loads(line) for line in archive.read("account.jsonl").splitlines()]
     assert account["id"] == seeded.account_id
-    files = 0
-    store = ObjectStore(settings)
-    for bot_id in seeded.bot_ids:
-        for service in SERVICE_TABLES:
-            exported = [json.loads(line) for line in archive.read(f"bots/{bot_id}/{service}.jsonl").splitlines()]
-            stored = await database_rows(settings, service, bot_id)
-            assert len(exported) == len(stored) > 0, (service, len(exported), len(stored))
-            for got, want in zip(exported, stored, strict=True):
-                assert set(got) == set(want), (service, got)
-                assert all(_same(got[key], value) for key, value in want.items()), (service, got, want)
-            if service == "knowledge_documents":
-                for row in stored:
-                    name = f"bots/{bot_id}/documents/{row['id']}/{Path(row['storage_key']).name}"
-                    assert archive.read(name) == await store.read(document_key(bot_id, row["storage_key"]))
-                    files += 1
-    await store.close()
     manifest = json.loads(archive.read("manifest.json"))
-    assert manifest["document_files"] == files and manifest["missing_documents"] == []
+    store = ObjectStore(settings)
+    for service, tables in SERVICE_TABLES.items():
+        lines = service_lines(archive, service)
+        checked = files = 0
+        for bot_id in seeded.bot_ids:
+            for table in tables:
+                exported = rows_of(lines, table, bot_id)
+                stored = await database_rows(settings, service, table, bot_id)
+                assert len(exported) == len(stored) > 0, (table, len(exported), len(stored))
+                for got, want in zip(exported, stored, strict=True):
+                    assert set(got["row"]) == set(want), (table, got)
+                    assert all(_same(got["row"][key], value) for key, value in want.items()), (table, got, want)
+                    # A document's row carries its file; no other row carries one.
+                    assert ("file" in got) == ("storage_key" in want), (table, got)
+                    if "file" in got:
+                        content = base64.b64decode(got["file"]["content_base64"])
+                        assert content == await store.read(document_key(bot_id, want["storage_key"]))
+                        files += 1
+                checked += len(exported)
+        assert checked == len(lines), f"{service}'s part holds rows of no bot of the account"
+        assert manifest["services"][service] == {
+            "rows": checked,
+            "files": files,
+            "files_missing": 0,
+            "files_refused": [],
+        }
+    await store.close()
 
 
 async def download(api: httpx.AsyncClient, link: str, **headers: str) -> httpx.Response:

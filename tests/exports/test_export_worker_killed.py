@@ -1,15 +1,24 @@
 """The archive survives a worker killed (SIGKILL) in the middle of writing it: the next worker resumes, the
 archive ends complete and correct with no entry twice, the half-written file is never served, and the link
-is mailed once."""
+is mailed once.
+
+The gateway writes its own small parts, fetches each service's part and assembles the ZIP; a few documents of
+megabytes make the knowledge service's part large, so that its fetch and the assembly take long enough for a kill
+to land inside them."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import uuid
 from pathlib import Path
 
+from devstack.seed import storage_keys
 from devstack.smtp_sink import SmtpSink
+from lifecycle.object_keys import document_key
+from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
+from tests.conftest import ContractServices
 from tests.eventually import eventually
 from tests.exports.conftest import ApiWith
 from tests.exports.helpers import (
@@ -24,11 +33,15 @@ from tests.processes import ChildProcess, worker_process
 
 # Kills tried until one lands in the middle of a write.
 KILL_ATTEMPTS = 5
+# Documents given random content of this size: incompressible, so deflating them into the ZIP takes a while.
+LARGE_DOCUMENTS = 4
+LARGE_DOCUMENT_BYTES = 4 * 1024 * 1024
 
 
 def _partials(exports: Path, export_id: str) -> list[Path]:
-    """Parts being written: `.partial` files with bytes in them."""
-    return [path for path in exports.glob(f"{export_id}*/*.partial") if _has_bytes(path)]
+    """Files being written (a part, a service's part being fetched, the ZIP): `.partial` files with bytes in them."""
+    building = [*exports.glob(f"{export_id}*/*.partial"), *exports.glob(f"{export_id}*.partial")]
+    return [path for path in building if _has_bytes(path)]
 
 
 def _has_bytes(path: Path) -> bool:
@@ -45,20 +58,25 @@ async def _first_partial(exports: Path, export_id: str) -> None:
 
 
 async def test_the_archive_survives_a_worker_killed_mid_write(
-    api_with: ApiWith, settings: Settings, smtp_sink: SmtpSink, tmp_path: Path
+    api_with: ApiWith, settings: Settings, smtp_sink: SmtpSink, tmp_path: Path, contract_services: ContractServices
 ) -> None:
     # A queue of its own, polled only by the worker processes below (the `sites` role: they leave the
-    # session's reconciler schedule alone). Batches of 5 rows make writing the parts take long enough.
+    # session's reconciler schedule alone).
     queue = f"export-kill-{uuid.uuid4().hex[:8]}"
 
     def worker(name: str) -> ChildProcess:
-        process = worker_process(
-            settings, tmp_path / f"{name}.log", SITE_TASK_QUEUE=queue, WORKER_ROLES="sites", EXPORT_BATCH_ROWS="5"
-        )
+        process = worker_process(settings, tmp_path / f"{name}.log", SITE_TASK_QUEUE=queue, WORKER_ROLES="sites")
         process.start()
         return process
 
-    seeded = await seeded_account(settings, bots=1, rows=3000)
+    seeded = await seeded_account(settings, bots=1, rows=300)
+    bot_id = seeded.bot_ids[0]
+    store = ObjectStore(settings)
+    try:
+        for key in storage_keys(bot_id, LARGE_DOCUMENTS):
+            await store.put_bytes(document_key(bot_id, key), os.urandom(LARGE_DOCUMENT_BYTES))
+    finally:
+        await store.close()
     first = worker("first")
     second: ChildProcess | None = None
     try:

@@ -1,10 +1,11 @@
 """An export of an account whose documents' storage keys name no object under their bot's prefix, on a real
-worker, PostgreSQL, Temporal dev server and SeaweedFS: the archive is made without those objects (never retried
-for ever), its manifest lists them as refused, another bot's object never reaches it, and an operator is
-alerted."""
+worker, the knowledge service's own worker, PostgreSQL, Temporal dev server and SeaweedFS: the archive is made
+without those objects (never retried for ever), the knowledge service's part marks them refused and its manifest
+entry lists them, another bot's object never reaches it, and an operator is alerted."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import zipfile
@@ -12,12 +13,21 @@ import zipfile
 import httpx
 
 from devstack.seed import rows_per_table
-from lifecycle.exports.contracts import DOCUMENTS_TABLE
 from lifecycle.object_keys import document_key
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
+from services.knowledge import KNOWLEDGE
 from tests.eventually import eventually
-from tests.exports.helpers import database_rows, export_row, headers_of, seeded_account, stored_archive, wait_for_status
+from tests.exports.helpers import (
+    database_rows,
+    export_row,
+    headers_of,
+    rows_of,
+    seeded_account,
+    service_lines,
+    stored_archive,
+    wait_for_status,
+)
 from tests.planted_keys import CANARY, PLANTED, alerts, plant_document
 from worker import LifecycleWorkers
 
@@ -34,7 +44,7 @@ async def test_refused_document_files_are_listed_and_alerted_and_the_export_comp
     # And one document whose object is gone: listed as missing, not refused.
     (missing,) = [
         row["id"]
-        for row in await database_rows(settings, DOCUMENTS_TABLE, bot_id)
+        for row in await database_rows(settings, KNOWLEDGE.name, "knowledge_documents", bot_id)
         if row["storage_key"] == f"{bot_id}/1.txt"
     ]
     store = ObjectStore(settings)
@@ -53,12 +63,19 @@ async def test_refused_document_files_are_listed_and_alerted_and_the_export_comp
     with zipfile.ZipFile(io.BytesIO(stored)) as archive:
         manifest = json.loads(archive.read("manifest.json"))
         contents = [archive.read(name) for name in archive.namelist()]
-    assert sorted(document["id"] for document in manifest["refused_documents"]) == sorted(planted)
-    assert manifest["missing_documents"] == [missing]
-    assert manifest["document_files"] == rows_per_table(100)["knowledge_documents"] - 1
+        documents = rows_of(service_lines(archive, KNOWLEDGE.name), "knowledge_documents", bot_id)
+    seeded_documents = rows_per_table(100)["knowledge_documents"]
+    knowledge = manifest["services"][KNOWLEDGE.name]
+    assert sorted(int(line.split()[1].rstrip(":")) for line in knowledge["files_refused"]) == sorted(planted)
+    assert all(line.startswith("knowledge_documents ") for line in knowledge["files_refused"])
+    assert (knowledge["files_missing"], knowledge["files"]) == (1, seeded_documents - 1)
+    # Each document's line says what became of its file; a refused one's never names its key or holds a byte of it.
+    assert sorted(line["row"]["id"] for line in documents if "refused" in line["file"]) == sorted(planted)
+    assert [line["row"]["id"] for line in documents if line["file"].get("missing")] == [missing]
     assert not any(CANARY in content for content in contents)
+    assert not any(base64.b64encode(CANARY) in content for content in contents)
 
     workflow_id = (await export_row(settings, export_id))["workflow_id"]
     (alert,) = await eventually(lambda: alerts(settings, workflow_id), "the refusal is alerted")
-    assert alert["subject"] == "account export: document files refused"
-    assert all(f"document {document_id}: it" in alert["reason"] for document_id in planted)
+    assert alert["subject"] == "account export: files refused"
+    assert all(f"knowledge: knowledge_documents {document_id}: it" in alert["reason"] for document_id in planted)

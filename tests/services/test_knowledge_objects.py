@@ -59,7 +59,9 @@ class Knowledge:
     def __init__(self, url: str, store: ObjectStore) -> None:
         self.store = store
         self.engine = create_async_engine(url)
-        self.service = ContractService(self.engine, KNOWLEDGE.tables(store))
+        self.service = ContractService(
+            self.engine, KNOWLEDGE.tables(store), name=KNOWLEDGE.name, objects=store, export_batch_rows=1_000
+        )
 
     async def close(self) -> None:
         await self.engine.dispose()

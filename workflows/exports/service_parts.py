@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import activity_presets as presets
     from workflows.deletion.registered_calls import no_worker_took_it
 
-# Between calls to a service that took none, or failed all of SERVICE_CALL's attempts: doubling up to the cap,
+# Between calls to a service that took none, or failed all of SERVICE_EXPORT's attempts: doubling up to the cap,
 # so an export that waits days for a service keeps a short history.
 FIRST_WAIT = timedelta(seconds=5)
 LONGEST_WAIT = timedelta(minutes=10)
@@ -54,7 +54,7 @@ async def _part(request: ExportRequest, service: RegisteredService, waiting: Wai
                 request,
                 task_queue=service.task_queue,
                 result_type=ExportResponse,
-                **presets.SERVICE_CALL,
+                **presets.SERVICE_EXPORT,
                 summary=f"export {service.name}'s part",
             )
         except ActivityError as err:
@@ -74,4 +74,6 @@ async def _part(request: ExportRequest, service: RegisteredService, waiting: Wai
             sha256=answer.sha256,
             size_bytes=answer.size_bytes,
             content_type=answer.content_type,
+            files_missing=answer.files_missing,
+            files_refused=list(answer.files_refused),
         )

@@ -345,6 +345,8 @@ class ExportResponse(_message.Message):
     SIZE_BYTES_FIELD_NUMBER: _builtins.int
     FILES_FIELD_NUMBER: _builtins.int
     CONTENT_TYPE_FIELD_NUMBER: _builtins.int
+    FILES_MISSING_FIELD_NUMBER: _builtins.int
+    FILES_REFUSED_FIELD_NUMBER: _builtins.int
     object_key: _builtins.str
     """The object's key in the bucket, under `ExportRequest.object_key_prefix`; empty when the service holds
     nothing of the subject and wrote no object.
@@ -359,6 +361,18 @@ class ExportResponse(_message.Message):
     """Files of the subject the object holds (each file's content, inside the object)."""
     content_type: _builtins.str
     """The object's media type, such as `application/x-ndjson` or `application/zip`."""
+    files_missing: _builtins.int
+    """Files the subject's rows name that the store no longer holds: listed in the object as missing, and not
+    counted in `files`.
+    """
+    @_builtins.property
+    def files_refused(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Files the service left out because the reference a row holds names nothing the service may read (an object
+        of another owner, an unsafe key): one entry each, naming the row by its id and the rule the reference breaks,
+        never the reference itself; at most 1,000, so the answer stays small (the object marks every one). The gateway
+        lists them in the archive's manifest and alerts an operator.
+        """
+
     def __init__(
         self,
         *,
@@ -368,10 +382,12 @@ class ExportResponse(_message.Message):
         size_bytes: _builtins.int = ...,
         files: _builtins.int = ...,
         content_type: _builtins.str = ...,
+        files_missing: _builtins.int = ...,
+        files_refused: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_type", b"content_type", "files", b"files", "object_key", b"object_key", "rows", b"rows", "sha256", b"sha256", "size_bytes", b"size_bytes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_type", b"content_type", "files", b"files", "files_missing", b"files_missing", "files_refused", b"files_refused", "object_key", b"object_key", "rows", b"rows", "sha256", b"sha256", "size_bytes", b"size_bytes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
