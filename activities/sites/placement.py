@@ -70,8 +70,11 @@ class SitePlacement:
 
     async def server(self, site_id: str) -> SiteDatabaseServer:
         """For a forward step: the site's server, placing the site first if no step has yet."""
-        await self.place(site_id)
         server = await self.placed_server(site_id)
+        if server is None:
+            # Only a run from before the catalog skipped the placement in save_site_metadata.
+            await self.place(site_id)
+            server = await self.placed_server(site_id)
         if server is None:
             # Placed just above, so the row went in between (with its account): a retry finds it deleted.
             raise ApplicationError(f"site {site_id} vanished while being placed", type="SiteChanged")
