@@ -78,6 +78,7 @@ class Fleet:
     async def site(self, site_id: str) -> dict[str, Any]:
         answer = await self.api.get(f"/sites/{site_id}", headers=self.account_headers)
         assert answer.status_code == 200, answer.text
+        assert PASSWORD not in answer.text and "postgresql" not in answer.text
         body: dict[str, Any] = answer.json()
         return body
 
