@@ -28,6 +28,7 @@ from api.links import document_links
 from api.metrics import install_metrics
 from api.problems import document_problems, install_problem_handlers
 from api.sites import router as sites
+from api.sites import servers_router as site_db_servers
 from api.streams import router as events
 from api.streams import tokens_router as stream_tokens
 from api.streams.credentials import StreamCredentials
@@ -50,6 +51,7 @@ ROUTERS = (
     events.router,
     deletion_budget.router,
     deletion_services.router,
+    site_db_servers.router,
     receipts.router,
     stream_tokens.router,
 )

@@ -30,6 +30,9 @@ class StackPorts:
     temporal_ui: int = LOCAL_TEMPORAL_UI_PORT
     smtp: int = LOCAL_SMTP_PORT
     s3: int = LOCAL_S3_PORT
+    # The two servers that hold the sites' databases (devstack/site_servers.py).
+    sites_a: int = LOCAL_POSTGRES_PORT + 1
+    sites_b: int = LOCAL_POSTGRES_PORT + 2
 
     @classmethod
     def from_environ(cls) -> StackPorts:
@@ -42,6 +45,8 @@ class StackPorts:
             temporal_ui=port("TEMPORAL_UI", LOCAL_TEMPORAL_UI_PORT),
             smtp=port("SMTP", LOCAL_SMTP_PORT),
             s3=port("S3", LOCAL_S3_PORT),
+            sites_a=port("SITES_A", LOCAL_POSTGRES_PORT + 1),
+            sites_b=port("SITES_B", LOCAL_POSTGRES_PORT + 2),
         )
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from devstack.local_env import SITE_PROVISIONER, StackPorts, stack_environment
 from devstack.postgres import PostgresServer
 from devstack.seaweedfs import SeaweedServer
+from devstack.site_servers import register_site_servers, site_servers, start_site_servers
 from devstack.smtp_sink import SmtpSink
 from devstack.temporal_server import TemporalDevServer
 from lifecycle.migrate import upgrade
@@ -33,6 +34,7 @@ class Stack:
         self.data_dir = Path(self.env["DATA_DIR"])
         self.with_apps = with_apps
         self.postgres = PostgresServer(self.data_dir / "postgres", self.ports.postgres)
+        self.site_servers = site_servers(self.data_dir, self.ports)
         self.temporal = TemporalDevServer(
             self.data_dir / "temporal" / "temporal.db",
             port=self.ports.temporal,
@@ -56,6 +58,10 @@ class Stack:
         self.postgres.ensure_provisioner(SITE_PROVISIONER)
         upgrade(self.env["DATABASE_URL"])
         print(f"[stack] PostgreSQL ready on 127.0.0.1:{self.ports.postgres}, migrations applied", flush=True)
+        start_site_servers(self.site_servers)
+        register_site_servers(self.postgres, self.site_servers)
+        where = ", ".join(f"{name} on 127.0.0.1:{server.port}" for name, server in self.site_servers.items())
+        print(f"[stack] site-database servers ready: {where}", flush=True)
         self.temporal.start()
         print(f"[stack] Temporal ready on {self.temporal.address}, search attributes registered", flush=True)
         self.objects.start()
@@ -110,7 +116,12 @@ class Stack:
             if self.apps is not None and self.apps.poll() is not None:
                 print(f"[stack] the Procfile's processes exited ({self.apps.returncode}); stopping", flush=True)
                 return 1
-            servers = (("postgres", self.postgres), ("temporal", self.temporal), ("seaweedfs", self.objects))
+            servers: tuple[tuple[str, PostgresServer | TemporalDevServer | SeaweedServer], ...] = (
+                ("postgres", self.postgres),
+                *((f"postgres {name}", server) for name, server in self.site_servers.items()),
+                ("temporal", self.temporal),
+                ("seaweedfs", self.objects),
+            )
             for name, server in servers:
                 if server.process is not None and server.process.poll() is not None:
                     print(f"[stack] {name} exited; stopping", flush=True)
@@ -120,7 +131,9 @@ class Stack:
     def stop(self) -> None:
         """Stop in reverse order; each step runs even if an earlier one failed, so nothing is orphaned."""
         steps: list[Callable[[], None]] = [partial(_terminate, self.apps)] if self.apps is not None else []
-        steps += [self.smtp.stop, self.objects.stop, self.temporal.stop, self.postgres.stop]
+        steps += [self.smtp.stop, self.objects.stop, self.temporal.stop]
+        steps += [server.stop for server in self.site_servers.values()]
+        steps += [self.postgres.stop]
         for step in steps:
             try:
                 step()

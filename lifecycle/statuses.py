@@ -92,6 +92,17 @@ TERMINAL_SITE_STATUSES = frozenset({SiteStatus.ACTIVE, SiteStatus.ROLLED_BACK, S
 UNSETTLED_SITE_STATUSES = (SiteStatus.PROVISIONING, SiteStatus.ROLLING_BACK, SiteStatus.DELETING)
 
 
+class SiteDbServerState(StrEnum):
+    """A site-database server of the catalog (`site_db_servers.state`): only an active one takes new sites; the
+    sites already on a draining or down one stay there and keep working (lifecycle/sites/servers.py)."""
+
+    ACTIVE = "active"
+    # Takes no new site; an operator is emptying it, or it is to be retired.
+    DRAINING = "draining"
+    # Unreachable, by an operator's word: takes no new site.
+    DOWN = "down"
+
+
 class StepStatus(StrEnum):
     PENDING = "pending"
     RUNNING = "running"

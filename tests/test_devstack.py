@@ -73,6 +73,8 @@ class RunningStack:
             "DEVSTACK_TEMPORAL_UI_PORT": str(self.ui_port),
             "DEVSTACK_SMTP_PORT": str(free_port()),
             "DEVSTACK_S3_PORT": str(free_port()),
+            "DEVSTACK_SITES_A_PORT": str(free_port()),
+            "DEVSTACK_SITES_B_PORT": str(free_port()),
         }
         self.env.pop("ADMIN_TOKEN", None)
         self.project_root = project_root
@@ -193,6 +195,17 @@ class RunningStack:
             time.sleep(0.2)  # the polling interval of this synchronous wait, as in wait_ready above
         raise AssertionError(f"{status_url} never completed")
 
+    def wait_site_active(self, status_url: str, key: str, timeout: float = 60.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            site: dict[str, Any] = httpx.get(
+                f"{self.api_url}{status_url}", headers={"Authorization": f"Bearer {key}"}
+            ).json()
+            if site["status"] == "active":
+                return site
+            time.sleep(0.2)  # the polling interval of this synchronous wait, as in wait_ready above
+        raise AssertionError(f"{status_url} never became active")
+
     def stop(self) -> int:
         assert self.process is not None
         self.process.send_signal(signal.SIGINT)
@@ -249,6 +262,20 @@ def test_make_run_serves_and_keeps_data_across_restart(stack: RunningStack, tmp_
     assert {name: p["deleted"] for name, p in status["progress"].items()} == rows_per_service(100)
     assert stack.objects_under(bot_documents_prefix(deleted)) == 0
     assert stack.objects_under(documents) == rows_per_service(100)["knowledge"]
+    # Two servers of their own hold the sites' databases; the product's own (`default`) takes none.
+    servers = httpx.get(f"{stack.api_url}/site-db-servers", headers=admin).json()["servers"]
+    assert {server["name"]: server["state"] for server in servers} == {
+        "default": "draining",
+        "sites-a": "active",
+        "sites-b": "active",
+    }
+    site = httpx.post(
+        f"{stack.api_url}/sites",
+        json={"name": "Placed", "domain": "placed.example.com"},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert site.status_code == 202, site.text
+    assert stack.wait_site_active(site.json()["status_url"], key)["database_server"] == "sites-a"
 
     assert stack.stop() == 0
     assert "[stack] stopped" in stack.log.read_text()

@@ -29,7 +29,8 @@ from activities.polling import raise_if_running
 from activities.resources import ActivityResources
 from activities.sites import files as site_files
 from activities.sites import wordpress_schema
-from activities.sites.database import SiteDatabaseServer, site_database_name
+from activities.sites.database import site_database_name
+from activities.sites.placement import SitePlacement
 from lifecycle.sites.contracts import SiteDeletionInput, SiteRef, SiteRollbackFailure, SiteRollbackInput, SiteStep
 from lifecycle.sites.errors import SiteErrorCode
 from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteStatus, StepStatus
@@ -48,7 +49,7 @@ class SiteActivities:
     def __init__(self, resources: ActivityResources) -> None:
         self._resources = resources
         self._sites_root = resources.settings.sites_path
-        self._server = SiteDatabaseServer(resources.settings.site_admin_database_url)
+        self._placement = SitePlacement(resources.engine, resources.settings.site_admin_database_url)
 
     def all(self) -> list[Callable[..., Any]]:
         return [
@@ -166,7 +167,11 @@ class SiteActivities:
                 done=StepStatus.DONE,
                 provisioning=SiteStatus.PROVISIONING,
             )
-            return SiteStatus.PROVISIONING if confirmed else await self._status(site.site_id)
+            if not confirmed:
+                return await self._status(site.site_id)
+            # The one choice of the site's server (idempotent: a retry or a reset finds it made and keeps it).
+            await self._placement.place(site.site_id)
+            return SiteStatus.PROVISIONING
 
     @activity.defn(name="release_site_domain")
     async def release_site_domain(self, site: SiteRef) -> SiteStatus:
@@ -191,13 +196,14 @@ class SiteActivities:
     @activity.defn(name="create_site_filesystem")
     async def create_site_filesystem(self, site: SiteRef) -> SiteStatus:
         async def work() -> None:
+            server = await self._placement.server(site.site_id)
             await asyncio.to_thread(
                 site_files.create_site_tree,
                 self._sites_root,
                 site.site_id,
                 site_database_name(site.site_id),
-                self._server.host,
-                self._server.port,
+                server.host,
+                server.port,
             )
 
         return await self._forward(site.site_id, SiteStep.FILESYSTEM, work)
@@ -216,7 +222,8 @@ class SiteActivities:
         async def work() -> None:
             password = await asyncio.to_thread(site_files.site_password, self._sites_root, site.site_id)
             limit = self._resources.settings.site_role_connection_limit
-            await self._server.create(site_database_name(site.site_id), password, limit)
+            server = await self._placement.server(site.site_id)
+            await server.create(site_database_name(site.site_id), password, limit)
 
         return await self._forward(site.site_id, SiteStep.DATABASE, work)
 
@@ -225,7 +232,10 @@ class SiteActivities:
         """Drop the database and its role; the password has nothing left to open, so it goes too."""
 
         async def work() -> None:
-            await self._server.drop(site_database_name(site.site_id))
+            # From the server the site was placed on; a site never placed made no database anywhere.
+            server = await self._placement.placed_server(site.site_id)
+            if server is not None:
+                await server.drop(site_database_name(site.site_id))
             await asyncio.to_thread(site_files.forget_site_password, self._sites_root, site.site_id)
 
         return await self._undo(site.site_id, SiteStep.DATABASE, work, _TEARDOWN_STATUSES)
@@ -240,7 +250,8 @@ class SiteActivities:
             install = wordpress_schema.Install(
                 name=row.name, tagline=row.tagline, domain=row.domain, admin_email=row.email
             )
-            async with self._server.connect(name) as connection:
+            server = await self._placement.server(site.site_id)
+            async with server.connect(name) as connection:
                 await wordpress_schema.install(connection, name, install)
 
         return await self._forward(site.site_id, SiteStep.BOOTSTRAP, work)
@@ -251,8 +262,9 @@ class SiteActivities:
 
         async def work() -> None:
             name = site_database_name(site.site_id)
-            if await self._server.exists(name):
-                async with self._server.connect(name) as connection:
+            server = await self._placement.placed_server(site.site_id)
+            if server is not None and await server.exists(name):
+                async with server.connect(name) as connection:
                     tables = ", ".join(wordpress_schema.CORE_TABLES)
                     await connection.execute(f"DROP TABLE IF EXISTS {tables}")
 

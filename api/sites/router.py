@@ -152,6 +152,7 @@ def site_out(site: Site) -> SiteOut:
         steps=SiteSteps(**{step: StepStatus(site.steps.get(step, StepStatus.PENDING)) for step in SITE_STEPS}),
         error=error,
         error_code=error_code,
+        database_server=site.database_server,
     )
 
 

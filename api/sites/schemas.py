@@ -76,3 +76,6 @@ class SiteOut(BaseModel):
     # Null, or once a creation failed, a sentence for the customer (a string, as it always was) and its code.
     error: str | None
     error_code: SiteErrorCode | None
+    database_server: str | None = Field(
+        description="The site-database server the site was placed on (GET /site-db-servers); null until placed."
+    )

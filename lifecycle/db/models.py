@@ -30,6 +30,7 @@ from lifecycle.statuses import (
     UNSETTLED_SITES_SQL,
     DeletionState,
     ExportStatus,
+    SiteDbServerState,
     SiteStatus,
     sql_list,
 )
@@ -222,6 +223,14 @@ class Site(Base):
         CheckConstraint(f"status IN ({_sql_in(tuple(SiteStatus))})", name="ck_sites_status"),
         # The site reconciler pages through these in id order.
         Index("ix_sites_unsettled", "id", postgresql_where=text(UNSETTLED_SITES_SQL)),
+        # Placement counts each server's sites (lifecycle/sites/servers.py).
+        Index(
+            "ix_sites_database_server",
+            "database_server",
+            postgresql_where=text(
+                f"database_server IS NOT NULL AND status IN ({_sql_in(DOMAIN_HOLDING_SITE_STATUSES)})"
+            ),
+        ),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
@@ -235,10 +244,33 @@ class Site(Base):
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
     # Set by DELETE /sites/{id} before anything else: the site ends deleted whatever the creation does.
     deletion_requested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The catalog server its database is on, chosen once by the first forward step (activities/sites/placement.py)
+    # and read by every later step, undo and teardown. Null until then.
+    database_server: Mapped[str | None] = mapped_column(String(40), ForeignKey("site_db_servers.name"))
     created_at: Mapped[datetime] = _now_column()
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now(), nullable=False
     )
+
+
+class SiteDbServer(Base):
+    """A server that holds site databases (lifecycle/sites/servers.py). Its administrative URL is stored here and
+    never answered by the API; null for `default`, whose URL is each worker's SITE_DATABASE_URL."""
+
+    __tablename__ = "site_db_servers"
+    __table_args__ = (
+        CheckConstraint(f"state IN ({_sql_in(tuple(SiteDbServerState))})", name="ck_site_db_servers_state"),
+        CheckConstraint("capacity >= 0", name="ck_site_db_servers_capacity"),
+        CheckConstraint("pool_target >= 0", name="ck_site_db_servers_pool_target"),
+    )
+
+    name: Mapped[str] = mapped_column(String(40), primary_key=True)
+    admin_url: Mapped[str | None] = mapped_column(Text)
+    capacity: Mapped[int] = mapped_column(Integer)
+    pool_target: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(20))
+    created_at: Mapped[datetime] = _now_column()
+    updated_at: Mapped[datetime] = _now_column()
 
 
 class AccountExport(Base):

@@ -19,6 +19,8 @@ class SiteErrorCode(StrEnum):
     DATABASE_FAILED = "database_failed"
     BOOTSTRAP_FAILED = "bootstrap_failed"
     ROLLBACK_FAILED = "rollback_failed"
+    # No active site-database server had free capacity when the site was placed (lifecycle/sites/servers.py).
+    NO_DATABASE_SERVER = "no_database_server"
     # Whatever else `sites.error` holds: the free text that rows written before these codes keep.
     FAILED = "creation_failed"
 
@@ -31,8 +33,12 @@ MESSAGES = {
     SiteErrorCode.DATABASE_FAILED: "The site's database could not be created.",
     SiteErrorCode.BOOTSTRAP_FAILED: "WordPress could not be installed on the site.",
     SiteErrorCode.ROLLBACK_FAILED: "Removing what was built needs an operator, who has been alerted.",
+    SiteErrorCode.NO_DATABASE_SERVER: "No database server has room for a new site at the moment; try again later.",
     SiteErrorCode.FAILED: "The site could not be built.",
 }
+
+# The ApplicationError type of a placement that found no active server with free capacity.
+NO_DATABASE_SERVER_ERROR = "NoDatabaseServer"
 
 
 def step_failed(step: str) -> SiteErrorCode:

@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         SiteRollbackFailure,
         SiteRollbackInput,
     )
-    from lifecycle.sites.errors import SiteErrorCode, step_failed
+    from lifecycle.sites.errors import NO_DATABASE_SERVER_ERROR, SiteErrorCode, step_failed
     from lifecycle.statuses import SiteStatus, StepStatus
     from lifecycle.workflow_types import SITE_CREATION_WORKFLOW
     from workflows import activity_presets as presets
@@ -105,7 +105,7 @@ class SiteCreationWorkflow:
         except (ActivityError, asyncio.CancelledError) as err:
             cancelled = is_cancelled_exception(err)
             reason = "cancelled" if cancelled else f"{self._failed_step} failed: {_cause(err)}"
-            code = SiteErrorCode.CANCELLED if cancelled else self._failed_code()
+            code = SiteErrorCode.CANCELLED if cancelled else self._failed_code(err)
             await uninterruptible(self._roll_back(site, code, reason, self._undos))
             if cancelled:
                 raise
@@ -165,7 +165,10 @@ class SiteCreationWorkflow:
             statuses.append(result)
         return statuses
 
-    def _failed_code(self) -> SiteErrorCode:
+    def _failed_code(self, err: BaseException) -> SiteErrorCode:
+        cause = err.cause if isinstance(err, ActivityError) else None
+        if isinstance(cause, ApplicationError) and cause.type == NO_DATABASE_SERVER_ERROR:
+            return SiteErrorCode.NO_DATABASE_SERVER
         return step_failed(self._failed_step) if self._failed_step else SiteErrorCode.FAILED
 
     async def _roll_back(self, site: SiteRef, code: SiteErrorCode, reason: str, steps: list[SiteStep]) -> None:

@@ -1,0 +1,81 @@
+"""Which server holds a site's database: chosen once, recorded on the site, read by every later step.
+
+`place` is idempotent: a site that already has a server keeps it, whatever the catalog says now, so a retry, a
+reset or a new run never moves a site. The choice (lifecycle/sites/servers.py) and its record happen under one
+transaction-scoped advisory lock, so concurrent placements count each other and never pass a server's capacity.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+from temporalio.exceptions import ApplicationError
+
+from activities.sites.database import SiteDatabaseServer
+from lifecycle.sites.errors import NO_DATABASE_SERVER_ERROR
+from lifecycle.sites.servers import CHOOSE_SERVER
+
+_LOCK = text("SELECT pg_advisory_xact_lock(hashtext('site_placement'))")
+_PLACED = text("SELECT database_server FROM sites WHERE id = :id")
+_RECORD = text("UPDATE sites SET database_server = :server WHERE id = :id AND database_server IS NULL")
+_SERVER_OF_SITE = text(
+    "SELECT s.name, s.admin_url FROM sites t JOIN site_db_servers s ON s.name = t.database_server WHERE t.id = :id"
+)
+
+
+class NoDatabaseServerError(ApplicationError):
+    """No active server has room: the creation fails for good with its own code (lifecycle/sites/errors.py)."""
+
+    def __init__(self, site_id: str) -> None:
+        super().__init__(
+            f"site {site_id}: no active site-database server has free capacity",
+            type=NO_DATABASE_SERVER_ERROR,
+            non_retryable=True,
+        )
+
+
+class SitePlacement:
+    def __init__(self, engine: AsyncEngine, default_admin_url: str) -> None:
+        self._engine = engine
+        # The `default` server's URL when the catalog stores none: SITE_DATABASE_URL, else the product's own.
+        self._default_admin_url = default_admin_url
+
+    async def place(self, site_id: str) -> str:
+        """The site's server: the one recorded, else the one chosen now and recorded."""
+        async with self._engine.begin() as connection:
+            placed = (await connection.execute(_PLACED, {"id": uuid.UUID(site_id)})).scalar_one_or_none()
+            if placed is not None:
+                return str(placed)
+            await connection.execute(_LOCK)
+            # Read again under the lock: a step running beside this one (files and database run in parallel) may
+            # have placed the site while this one waited.
+            placed = (await connection.execute(_PLACED, {"id": uuid.UUID(site_id)})).scalar_one_or_none()
+            if placed is not None:
+                return str(placed)
+            chosen = (await connection.execute(CHOOSE_SERVER)).scalar_one_or_none()
+            if chosen is None:
+                raise NoDatabaseServerError(site_id)
+            await connection.execute(_RECORD, {"id": uuid.UUID(site_id), "server": chosen})
+            return str(chosen)
+
+    async def placed_server(self, site_id: str) -> SiteDatabaseServer | None:
+        """The server the site was placed on, or None if it never was (then it holds no database anywhere)."""
+        async with self._engine.connect() as connection:
+            row = (await connection.execute(_SERVER_OF_SITE, {"id": uuid.UUID(site_id)})).one_or_none()
+        if row is None:
+            return None
+        return SiteDatabaseServer(row.admin_url or self._default_admin_url)
+
+    async def server(self, site_id: str) -> SiteDatabaseServer:
+        """For a forward step: the site's server, placing the site first if no step has yet."""
+        server = await self.placed_server(site_id)
+        if server is None:
+            # Only a run from before the catalog skipped the placement in save_site_metadata.
+            await self.place(site_id)
+            server = await self.placed_server(site_id)
+        if server is None:
+            # Placed just above, so the row went in between (with its account): a retry finds it deleted.
+            raise ApplicationError(f"site {site_id} vanished while being placed", type="SiteChanged")
+        return server

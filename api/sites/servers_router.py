@@ -1,0 +1,108 @@
+"""The catalog of site-database servers (admin): where new sites' databases go (lifecycle/sites/servers.py).
+
+Servers are added or replaced (PUT), drained, marked down or resized (PATCH), never deleted here: sites keep
+naming the server they were placed on. No answer carries a server's URL.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Response
+from sqlalchemy import func, literal_column, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.dml import ReturningInsert
+
+from api.dependencies import AdminDep, SessionDep
+from api.problems import ProblemError, problem_responses
+from api.sites.servers_schemas import SiteDbServerOut, SiteDbServerPatch, SiteDbServerPut, SiteDbServersOut
+from lifecycle.db.models import SiteDbServer
+from lifecycle.sites.servers import SERVER_NAME_MAX_LENGTH, SERVER_NAME_PATTERN, SERVERS_WITH_PLACED_SITES
+from lifecycle.statuses import SiteDbServerState
+
+router = APIRouter(tags=["site database servers"])
+
+ServerName = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=SERVER_NAME_MAX_LENGTH,
+        pattern=SERVER_NAME_PATTERN,
+        description="A lowercase slug (letters, digits, single hyphens between them), starting with a letter.",
+        examples=["db-7"],
+    ),
+]
+
+
+async def _servers(session: AsyncSession) -> dict[str, SiteDbServerOut]:
+    rows = (await session.execute(SERVERS_WITH_PLACED_SITES)).all()
+    return {
+        row.name: SiteDbServerOut(
+            name=row.name,
+            capacity=row.capacity,
+            pool_target=row.pool_target,
+            state=SiteDbServerState(row.state),
+            sites=row.sites,
+            pool_ready=0,
+        )
+        for row in rows
+    }
+
+
+@router.get(
+    "/site-db-servers",
+    response_model=SiteDbServersOut,
+    summary="Admin: every site-database server, with the sites placed on it; never a URL",
+    responses=problem_responses(401, 403),
+)
+async def list_site_db_servers(_admin: AdminDep, session: SessionDep) -> SiteDbServersOut:
+    return SiteDbServersOut(servers=list((await _servers(session)).values()))
+
+
+@router.put(
+    "/site-db-servers/{name}",
+    response_model=SiteDbServerOut,
+    summary="Admin: add a site-database server, or replace its URL, capacity and pool target (201 when new)",
+    responses={201: {"description": "Added", "model": SiteDbServerOut}, **problem_responses(401, 403, 422)},
+)
+async def put_site_db_server(
+    name: ServerName, body: SiteDbServerPut, _admin: AdminDep, session: SessionDep, response: Response
+) -> SiteDbServerOut:
+    # A new server is active; replacing one keeps its state (a drained server stays drained).
+    values: dict[str, Any] = {"admin_url": body.url, "capacity": body.capacity, "pool_target": body.pool_target}
+    upsert: ReturningInsert[bool] = (
+        insert(SiteDbServer)
+        .values(name=name, state=SiteDbServerState.ACTIVE, **values)
+        .on_conflict_do_update(index_elements=[SiteDbServer.name], set_={**values, "updated_at": func.now()})
+        # xmax is 0 on a row this statement inserted, and the updating transaction's id on one it updated.
+        .returning(literal_column("xmax = 0").label("inserted"))
+    )
+    inserted = (await session.execute(upsert)).scalar_one()
+    await session.commit()
+    response.status_code = 201 if inserted else 200
+    return (await _servers(session))[name]
+
+
+@router.patch(
+    "/site-db-servers/{name}",
+    response_model=SiteDbServerOut,
+    summary="Admin: drain a site-database server, mark it down or active again, or change its capacity or pool target",
+    responses=problem_responses(401, 403, 404, 422),
+)
+async def patch_site_db_server(
+    name: ServerName, body: SiteDbServerPatch, _admin: AdminDep, session: SessionDep
+) -> SiteDbServerOut:
+    changes = body.model_dump(exclude_none=True)
+    if not changes:
+        raise ProblemError(422, "Nothing to change: give `state`, `capacity` or `pool_target`.")
+    changed = await session.execute(
+        update(SiteDbServer)
+        .where(SiteDbServer.name == name)
+        .values(**changes, updated_at=func.now())
+        .returning(SiteDbServer.name)
+    )
+    if changed.first() is None:
+        raise ProblemError(404, f"No site-database server is named {name!r}.")
+    await session.commit()
+    return (await _servers(session))[name]

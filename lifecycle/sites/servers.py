@@ -1,0 +1,52 @@
+"""The catalog of site-database servers (`site_db_servers`): what the API, the placement and the tooling share.
+
+A site is placed once, on the active server with the most free capacity (capacity minus the sites it holds),
+ties going to the first name; the choice is recorded on the site (`sites.database_server`) and every later step,
+retry, reset, undo and teardown reads it from there (activities/sites/placement.py).
+
+`SITE_DATABASE_URL` is the catalog's `default` server: migration 0014 registers it with no URL of its own, which
+means "the server SITE_DATABASE_URL names, else the product's own" as each worker's environment says. A `PUT` of
+`default` with a URL replaces that.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sqlalchemy import text
+
+from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteDbServerState, sql_list
+
+# The server SITE_DATABASE_URL names; sites made before the catalog existed are on it.
+DEFAULT_SERVER: Final = "default"
+# The default server's capacity as the migration registers it: large enough that an existing deployment places
+# as before; an operator sets the real figure (PATCH).
+DEFAULT_SERVER_CAPACITY: Final = 10_000
+# Databases a server keeps ready to claim (the warm pool, not built yet: stored, unused). IntegreSQL's initial
+# pool is 10; the real default is to be chosen by measurement with the pool.
+DEFAULT_POOL_TARGET: Final = 10
+SERVER_NAME_PATTERN: Final = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
+SERVER_NAME_MAX_LENGTH: Final = 40
+MAX_CAPACITY: Final = 1_000_000
+MAX_POOL_TARGET: Final = 10_000
+
+# A site counts against its server while it may hold a database there: every status that holds its domain.
+PLACED_SITES_SQL: Final = (
+    "SELECT database_server, count(*) AS placed FROM sites"
+    f" WHERE database_server IS NOT NULL AND status IN ({sql_list(DOMAIN_HOLDING_SITE_STATUSES)})"
+    " GROUP BY database_server"
+)
+
+# Every server with the sites it holds, by name: what GET /site-db-servers lists.
+SERVERS_WITH_PLACED_SITES = text(
+    "SELECT s.name, s.capacity, s.pool_target, s.state, coalesce(p.placed, 0) AS sites FROM site_db_servers s"
+    f" LEFT JOIN ({PLACED_SITES_SQL}) p ON p.database_server = s.name ORDER BY s.name"
+)
+
+# The server a new site goes to: active, with free capacity, the most of it, ties by name.
+CHOOSE_SERVER = text(
+    "SELECT s.name FROM site_db_servers s"
+    f" LEFT JOIN ({PLACED_SITES_SQL}) p ON p.database_server = s.name"
+    f" WHERE s.state = '{SiteDbServerState.ACTIVE.value}' AND s.capacity - coalesce(p.placed, 0) > 0"
+    " ORDER BY s.capacity - coalesce(p.placed, 0) DESC, s.name LIMIT 1"
+)

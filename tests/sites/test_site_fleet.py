@@ -1,0 +1,287 @@
+"""Sites on a fleet of database servers (lifecycle/sites/servers.py): the admin catalog, placement by free
+capacity, drained and down servers, a reset that keeps a site where it was placed, and a teardown that drops the
+database from the server the site is on.
+
+Two real servers: the session's PostgreSQL (as `one`) and a second one of this module's (as `two`). The catalog is
+a product database of this module's, so the session's own `default` server and its sites are left alone; `default`
+is marked down here, so it takes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from temporalio.client import Client
+
+from activities.sites.database import SiteDatabaseServer, site_database_name
+from api.app import create_app
+from devstack.ports import free_port
+from devstack.postgres import PostgresServer
+from lifecycle.db.engine import make_engine
+from lifecycle.migrate import upgrade_async
+from lifecycle.settings import Settings
+from lifecycle.sites.contracts import SITE_STEPS
+from lifecycle.workflow_ids import site_creation_id
+from tests.conftest import ADMIN_HEADERS
+from tests.eventually import eventually
+from tests.operators.cli import AsyncCli
+from tests.sites.helpers import start_creation
+from tests.workers import own_queue, own_worker
+
+# In every URL the catalog is given: the servers trust loopback, so it opens nothing, but no answer may show it.
+PASSWORD = "fleet-password-never-answered"
+
+
+def _with_password(url: str) -> str:
+    return make_url(url).set(password=PASSWORD).render_as_string(hide_password=False)
+
+
+@dataclass
+class Fleet:
+    settings: Settings
+    api: httpx.AsyncClient
+    account_headers: dict[str, str]
+    urls: dict[str, str]  # server name -> its administrative URL
+
+    async def servers(self) -> dict[str, dict[str, Any]]:
+        answer = await self.api.get("/site-db-servers", headers=ADMIN_HEADERS)
+        assert answer.status_code == 200, answer.text
+        assert PASSWORD not in answer.text and "postgresql" not in answer.text
+        return {server["name"]: server for server in answer.json()["servers"]}
+
+    async def set_free(self, free: dict[str, int]) -> None:
+        """Both servers active, each with `free` more places than the sites it holds."""
+        held = await self.servers()
+        for name, places in free.items():
+            body = {"url": self.urls[name], "capacity": held[name]["sites"] + places}
+            answer = await self.api.put(f"/site-db-servers/{name}", json=body, headers=ADMIN_HEADERS)
+            assert answer.status_code == 200, answer.text
+            await self.patch(name, state="active")
+
+    async def patch(self, name: str, **changes: Any) -> dict[str, Any]:
+        answer = await self.api.patch(f"/site-db-servers/{name}", json=changes, headers=ADMIN_HEADERS)
+        assert answer.status_code == 200, answer.text
+        assert PASSWORD not in answer.text and "postgresql" not in answer.text
+        body: dict[str, Any] = answer.json()
+        return body
+
+    async def site(self, site_id: str) -> dict[str, Any]:
+        answer = await self.api.get(f"/sites/{site_id}", headers=self.account_headers)
+        assert answer.status_code == 200, answer.text
+        assert PASSWORD not in answer.text and "postgresql" not in answer.text
+        body: dict[str, Any] = answer.json()
+        return body
+
+    async def create_site(self) -> str:
+        """A new site through the API, returned once it is placed."""
+        domain = f"fleet-{uuid.uuid4().hex[:12]}.example.com"
+        created = await self.api.post("/sites", json={"name": "Fleet", "domain": domain}, headers=self.account_headers)
+        assert created.status_code == 202, created.text
+        site_id: str = created.json()["id"]
+
+        async def placed_or_failed() -> bool:
+            site = await self.site(site_id)
+            return site["database_server"] is not None or site["status"] == "rolled_back"
+
+        await eventually(placed_or_failed, "the site is placed, or fails")
+        return site_id
+
+    async def until_status(self, site_id: str, status: str) -> dict[str, Any]:
+        async def reached() -> dict[str, Any] | None:
+            site = await self.site(site_id)
+            return site if site["status"] == status else None
+
+        return await eventually(reached, f"site {site_id} becomes {status}")
+
+    async def holds_database(self, server: str, site_id: str) -> bool:
+        async with SiteDatabaseServer(self.urls[server]).connect() as admin:
+            name = site_database_name(site_id)
+            found = await admin.fetchval(
+                "SELECT count(*) FROM pg_database WHERE datname = $1", name
+            ) + await admin.fetchval("SELECT count(*) FROM pg_roles WHERE rolname = $1", name)
+        return bool(found)
+
+
+@pytest.fixture(scope="module")
+def second_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    server = PostgresServer(tmp_path_factory.mktemp("postgres-two"), free_port(), durable=False)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest_asyncio.fixture(scope="module")
+async def fleet(
+    settings: Settings, postgres_server: PostgresServer, second_server: PostgresServer, temporal_client: Client
+) -> AsyncIterator[Fleet]:
+    database = f"fleet_{uuid.uuid4().hex[:8]}"
+    await asyncio.to_thread(postgres_server.create_database, database)
+    await upgrade_async(postgres_server.url(database))
+    own = own_queue(settings).model_copy(update={"database_url": postgres_server.url(database)})
+    urls = {"one": _with_password(postgres_server.url()), "two": _with_password(second_server.url())}
+    app = create_app(own, temporal_client=temporal_client)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as api,
+        own_worker(own, temporal_client),
+    ):
+        suffix = uuid.uuid4().hex[:8]
+        account = await api.post(
+            "/accounts", json={"name": "Fleet", "email": f"fleet-{suffix}@example.com"}, headers=ADMIN_HEADERS
+        )
+        assert account.status_code == 201, account.text
+        fleet = Fleet(own, api, {"Authorization": f"Bearer {account.json()['api_key']}"}, urls)
+        for name, url in urls.items():
+            added = await api.put(f"/site-db-servers/{name}", json={"url": url, "capacity": 10}, headers=ADMIN_HEADERS)
+            assert added.status_code == 201, added.text
+            assert PASSWORD not in added.text and "postgresql" not in added.text
+        await fleet.patch("default", state="down")
+        yield fleet
+
+
+@pytest.fixture(scope="module")
+def cli(temporal_client: Client) -> AsyncCli:
+    return AsyncCli(temporal_client.service_client.config.target_host)
+
+
+def _is_problem(answer: httpx.Response, status: int) -> None:
+    assert answer.status_code == status, answer.text
+    assert answer.headers["content-type"].startswith("application/problem+json"), answer.headers
+    assert PASSWORD not in answer.text
+
+
+async def test_the_catalog_never_answers_a_credential_and_refuses_bad_input(fleet: Fleet) -> None:
+    servers = await fleet.servers()
+    assert servers["default"]["state"] == "down"
+    assert set(servers["one"]) == {"name", "capacity", "pool_target", "state", "sites", "pool_ready"}
+    assert servers["one"]["pool_ready"] == 0
+    put = fleet.api.put
+    good = {"url": fleet.urls["one"], "capacity": 5}
+    _is_problem(await put("/site-db-servers/Not_A_Slug", json=good, headers=ADMIN_HEADERS), 422)
+    for bad in (
+        {**good, "capacity": -1},
+        {**good, "pool_target": -1},
+        {**good, "url": f"http://admin:{PASSWORD}@example.com/"},
+        {**good, "url": f"postgresql://admin:{PASSWORD}@/postgres"},
+        {**good, "url": "not a url"},
+        {"capacity": 5},
+        {**good, "state": "active"},
+    ):
+        _is_problem(await put("/site-db-servers/three", json=bad, headers=ADMIN_HEADERS), 422)
+    _is_problem(await put("/site-db-servers/three", json=good), 401)
+    _is_problem(await put("/site-db-servers/three", json=good, headers=fleet.account_headers), 403)
+    patch = fleet.api.patch
+    _is_problem(await patch("/site-db-servers/nowhere", json={"state": "down"}, headers=ADMIN_HEADERS), 404)
+    _is_problem(await patch("/site-db-servers/one", json={"state": "gone"}, headers=ADMIN_HEADERS), 422)
+    _is_problem(await patch("/site-db-servers/one", json={}, headers=ADMIN_HEADERS), 422)
+    _is_problem(await patch("/site-db-servers/one", json={"url": good["url"]}, headers=ADMIN_HEADERS), 422)
+    assert "three" not in await fleet.servers()
+
+
+async def test_sites_go_to_the_most_free_server_and_their_teardown_drops_them_there(fleet: Fleet) -> None:
+    await fleet.set_free({"one": 3, "two": 5})
+    before = await fleet.servers()
+    placed = []
+    for _ in range(3):
+        site_id = await fleet.create_site()
+        placed.append((site_id, (await fleet.site(site_id))["database_server"]))
+    # Five free against three, four against three, then a tie, which goes to the first name.
+    assert [server for _, server in placed] == ["two", "two", "one"]
+    after = await fleet.servers()
+    assert after["one"]["sites"] == before["one"]["sites"] + 1
+    assert after["two"]["sites"] == before["two"]["sites"] + 2
+    for site_id, server in placed:
+        await fleet.until_status(site_id, "active")
+        other = "one" if server == "two" else "two"
+        assert await fleet.holds_database(server, site_id) and not await fleet.holds_database(other, site_id)
+
+    gone, server = placed[0]
+    answer = await fleet.api.delete(f"/sites/{gone}", headers=fleet.account_headers)
+    assert answer.status_code == 202, answer.text
+    await fleet.until_status(gone, "deleted")
+    assert not await fleet.holds_database(server, gone)
+    assert await fleet.holds_database(server, placed[1][0])
+
+
+async def test_a_drained_or_down_server_takes_no_new_site_and_keeps_its_own(fleet: Fleet) -> None:
+    await fleet.set_free({"one": 1, "two": 5})
+    kept = await fleet.create_site()
+    assert (await fleet.until_status(kept, "active"))["database_server"] == "two"
+    assert (await fleet.patch("two", state="draining"))["state"] == "draining"
+    site_id = await fleet.create_site()
+    assert (await fleet.site(site_id))["database_server"] == "one"
+    await fleet.until_status(site_id, "active")
+    # `one` is full now, and `two` drained: no server has room, and the site fails saying so.
+    refused = await fleet.create_site()
+    site = await fleet.until_status(refused, "rolled_back")
+    assert site["database_server"] is None
+    assert site["error_code"] == "no_database_server"
+    assert not await fleet.holds_database("one", refused) and not await fleet.holds_database("two", refused)
+    # The drained server's site is still whole.
+    assert (await fleet.site(kept))["status"] == "active" and await fleet.holds_database("two", kept)
+    await fleet.patch("two", state="down")
+    assert (await fleet.site(kept))["status"] == "active" and await fleet.holds_database("two", kept)
+    await fleet.patch("two", state="active")
+
+
+async def _record_site(fleet: Fleet) -> str:
+    """A site row as the API records it, for a run started on a queue of the test's own."""
+    engine = make_engine(fleet.settings.database_url, pool_size=1)
+    site = uuid.uuid4()
+    try:
+        async with engine.begin() as connection:
+            account = (await connection.execute(text("SELECT id FROM accounts LIMIT 1"))).scalar_one()
+            await connection.execute(
+                text(
+                    "INSERT INTO sites (id, account_id, name, tagline, domain, status, steps) VALUES"
+                    " (:id, :account, 'Reset', '', :domain, 'provisioning', CAST(:steps AS jsonb))"
+                ),
+                {
+                    "id": site,
+                    "account": account,
+                    "domain": f"reset-{site.hex[:12]}.example.com",
+                    "steps": json.dumps(dict.fromkeys(SITE_STEPS, "pending")),
+                },
+            )
+    finally:
+        await engine.dispose()
+    return str(site)
+
+
+async def test_a_reset_after_placement_keeps_the_site_on_its_server(
+    fleet: Fleet, temporal_client: Client, cli: AsyncCli
+) -> None:
+    await fleet.set_free({"one": 5, "two": 3})
+    queue = own_queue(fleet.settings)
+    site_id = await _record_site(fleet)
+    # The database step hangs on its first attempt, so the reset lands after the placement and before the database.
+    async with own_worker(queue, temporal_client, faults="create_site_database=delay:60:1"):
+        await start_creation(temporal_client, queue.site_task_queue, site_id)
+
+        async def placed() -> str | None:
+            server: str | None = (await fleet.site(site_id))["database_server"]
+            return server
+
+        server = await eventually(placed, "the site is placed")
+    assert server == "one"
+    # Were the site placed again, it would go to `two` now.
+    await fleet.patch("one", state="draining")
+    handle = temporal_client.get_workflow_handle(site_creation_id(site_id))
+    first_run = (await handle.describe()).run_id
+    await cli.run("workflow", "reset", "--workflow-id", handle.id, "--type", "FirstWorkflowTask", "--reason", "test")
+    async with own_worker(queue, temporal_client):
+        latest = temporal_client.get_workflow_handle(handle.id)
+        assert (await latest.describe()).run_id != first_run
+        assert (await latest.result())["status"] == "active"
+    assert (await fleet.site(site_id))["database_server"] == "one"
+    assert await fleet.holds_database("one", site_id) and not await fleet.holds_database("two", site_id)
