@@ -119,8 +119,10 @@ class PostgresServer:
                 str(self.port),
                 "-h",
                 "127.0.0.1",
-                "-k",
-                str(self.directory),
+                # TCP on loopback only: every client here connects so, and a socket path beside a deep data
+                # directory can pass the 107 bytes a Unix socket's name may take, which stops the server.
+                "-c",
+                "unix_socket_directories=",
                 "-c",
                 "max_connections=200",
                 "-c",

@@ -260,7 +260,7 @@ async def site_events_stream(
 
 
 def _site_from_state(state: dict[str, Any]) -> Site:
-    """The site as a trigger recorded it (migration 0005), for the same builder as GET /sites/{id}."""
+    """The site as a trigger recorded it (migrations 0005, 0015), for the same builder as GET /sites/{id}."""
     return Site(
         id=uuid.UUID(state["id"]),
         name=state["name"],
@@ -269,6 +269,8 @@ def _site_from_state(state: dict[str, Any]) -> Site:
         status=state["status"],
         steps=state["steps"],
         error=state["error"],
+        # Events recorded before revision 0015 do not name it.
+        database_server=state.get("database_server"),
     )
 
 

@@ -15,7 +15,7 @@ from temporalio.client import Client
 from devstack.seed import rows_per_service, seed
 from lifecycle.db.events import DELETION, LifecycleEvent, prune_events
 from lifecycle.settings import Settings
-from tests.conftest import ADMIN_HEADERS
+from tests.conftest import ADMIN_HEADERS, ContractServices
 from tests.eventually import eventually
 from tests.sse.conftest import ServedApi, serve
 from tests.sse.test_site_events import _collect
@@ -23,7 +23,7 @@ from tests.workers import own_worker
 
 
 async def test_a_bot_deletion_streams_its_progress_and_ends_at_completed(
-    served: ServedApi, http: httpx.AsyncClient, temporal_client: Client
+    served: ServedApi, http: httpx.AsyncClient, temporal_client: Client, contract_services: ContractServices
 ) -> None:
     seeded = await seed(served.settings, bots=1, rows=60)
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
