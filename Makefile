@@ -67,15 +67,17 @@ browser:
 promtool:
 	@command -v promtool >/dev/null || { apt-get update -q && apt-get install -y -q prometheus; }
 
-# Three xdist workers on two cores: a test spends about a third of its time waiting on timers, retries and
-# servers, so three keep both cores busy without crowding them. The fault drills run in two groups, one drill at a
-# time in each, on two of the workers (tests/conftest.py); the rest of the suite spreads over all three.
+# Four xdist workers on two cores: a test spends much of its time waiting on timers, retries and servers, and
+# since the tests fork their child processes from a warm interpreter (tests/forkserver.py) the CPU has room for a
+# fourth: on a fresh clone of this machine four finish sooner than three (docs/testing.md).
+# The fault drills run in two groups, one drill at a time in each, on two of the workers (tests/conftest.py); the
+# rest of the suite spreads over all four.
 #
 # mypy (about 20 s from a cold start, on one core) runs beside pytest instead of before it: the suite's first
 # seconds mostly wait on its servers starting. Both must pass.
 test: install browser promtool lint
 	$(PY) -m mypy & typecheck=$$!; \
-	$(PY) -m pytest -n 3 --dist loadgroup; tests=$$?; \
+	$(PY) -m pytest -n 4 --dist loadgroup; tests=$$?; \
 	wait $$typecheck; types=$$?; \
 	[ $$tests -eq 0 ] && [ $$types -eq 0 ]
 
