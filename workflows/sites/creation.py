@@ -52,6 +52,13 @@ class _UndoFailed(Exception):
 
 
 # Pinned: a run takes seconds to minutes (a failed rollback waits for an operator), so it ends on its version.
+def _cancel_pending() -> bool:
+    """Whether this run's cancellation is on its way: a step's failed attempt and the cancellation can arrive in
+    one activation, and the failure is then raised first. It is still a cancellation, and the site says so."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 @workflow.defn(name=SITE_CREATION_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
 class SiteCreationWorkflow:
     def __init__(self) -> None:
@@ -103,7 +110,7 @@ class SiteCreationWorkflow:
         try:
             found = await self._build(site)
         except (ActivityError, asyncio.CancelledError) as err:
-            cancelled = is_cancelled_exception(err)
+            cancelled = is_cancelled_exception(err) or _cancel_pending()
             reason = "cancelled" if cancelled else f"{self._failed_step} failed: {_cause(err)}"
             code = SiteErrorCode.CANCELLED if cancelled else self._failed_code(err)
             await uninterruptible(self._roll_back(site, code, reason, self._undos))
