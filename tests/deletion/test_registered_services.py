@@ -142,6 +142,17 @@ async def test_a_registered_service_is_deleted_counted_and_listed(
     assert entry["last_answered_at"] is not None
 
 
+async def shown_waiting(api: httpx.AsyncClient, bot_id: str, account: ApiAccount, service: str) -> dict[str, Any]:
+    """The deletion's status once it shows `service` waiting for a worker."""
+    status = status_of(api, bot_id, account)
+
+    async def waiting() -> dict[str, Any] | None:
+        body = await status()
+        return body if body["progress"].get(service, {}).get("status") == "waiting" else None
+
+    return await eventually(waiting, "the status shows the service waiting")
+
+
 async def test_a_deletion_waits_for_a_stopped_service_and_finishes_when_it_is_back(
     api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers, search_index: RegisteredIndex
 ) -> None:
@@ -149,13 +160,7 @@ async def test_a_deletion_waits_for_a_stopped_service_and_finishes_when_it_is_ba
     search_index.index.add(bot_id, entries=ENTRIES, files=FILES)
     # The service's worker is not running: nobody polls its queue.
     assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
-    status = status_of(api, bot_id, account)
-
-    async def waiting() -> dict[str, Any] | None:
-        body = await status()
-        return body if body["progress"].get(search_index.name, {}).get("status") == "waiting" else None
-
-    shown = await eventually(waiting, "the status shows the service waiting")
+    shown = await shown_waiting(api, bot_id, account, search_index.name)
     assert shown["status"] == "running"
     assert shown["progress"][search_index.name]["waiting_since"] is not None
     assert search_index.index.count(bot_id) == (ENTRIES, FILES)  # nothing was touched, nothing lost
@@ -176,13 +181,8 @@ async def test_retiring_a_service_a_deletion_waits_for_ends_it_incomplete_and_sa
     bot_id = await a_bot(api, account)
     search_index.index.add(bot_id, entries=ENTRIES, files=FILES)
     assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
+    await shown_waiting(api, bot_id, account, search_index.name)
     status = status_of(api, bot_id, account)
-
-    async def waiting() -> dict[str, Any] | None:
-        body = await status()
-        return body if body["progress"].get(search_index.name, {}).get("status") == "waiting" else None
-
-    await eventually(waiting, "the status shows the service waiting")
     retired = await api.delete(f"/deletion-services/{search_index.name}", headers=ADMIN_HEADERS)
     assert retired.status_code == 204
 
