@@ -31,6 +31,7 @@ from lifecycle.deletion.receipt_keys import ReceiptKey, ReceiptKeyError, Receipt
 from lifecycle.logging_setup import configure_logging
 from lifecycle.schedules import ensure_reconciler_schedule
 from lifecycle.settings import Settings, get_settings
+from lifecycle.sites.pool import poke_every_pool
 from lifecycle.tracing import configure_tracing, stop_tracing, temporal_interceptors
 from lifecycle.worker_deployment import deployment_config, deployment_version, make_current
 from workflows.registry import WORKFLOWS
@@ -235,6 +236,17 @@ async def _publish_receipt_key(engine: AsyncEngine, key: ReceiptKey) -> None:
             delay = min(delay * 2, CONNECT_BACKOFF_MAX_SECONDS)
 
 
+async def _start_pools(client: Client, engine: AsyncEngine, task_queue: str) -> None:
+    """Every server's warm pool runs (lifecycle/sites/pool.py); one not started now starts at its next poke (an
+    admin's change of the server), and a site meanwhile is made the slow way."""
+    try:
+        servers = await poke_every_pool(client, engine, task_queue)
+    except Exception as err:
+        logger.warning("could not start the site-database pools: %s", err)
+    else:
+        logger.info("site-database pools running for %s", ", ".join(servers) or "no server")
+
+
 async def main() -> None:
     settings = get_settings()
     configure_logging("worker", level=settings.log_level, form=settings.log_format)
@@ -283,6 +295,8 @@ async def _serve(settings: Settings, started: asyncio.Event, stop: asyncio.Event
     try:
         async with worker:
             started.set()
+            if settings.site_task_queue in task_queues(settings):
+                await _start_pools(client, resources.engine, settings.site_task_queue)
             await stop.wait()
             logger.info("shutting down: letting running activities finish or heartbeat")
     finally:

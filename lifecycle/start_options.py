@@ -29,12 +29,19 @@ from lifecycle.search_attributes import (
     site_search_attributes,
 )
 from lifecycle.statuses import DeletionState, SiteStatus
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id, site_creation_id, site_deletion_id
+from lifecycle.workflow_ids import (
+    account_deletion_id,
+    bot_deletion_id,
+    site_creation_id,
+    site_db_pool_id,
+    site_deletion_id,
+)
 from lifecycle.workflow_types import (
     ACCOUNT_DELETION_WORKFLOW,
     ACCOUNT_EXPORT_WORKFLOW,
     BOT_DELETION_WORKFLOW,
     SITE_CREATION_WORKFLOW,
+    SITE_DB_POOL_WORKFLOW,
     SITE_DELETION_WORKFLOW,
 )
 
@@ -60,6 +67,9 @@ SITE_DELETION_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
 # Account export: a run terminated before its archive was ready can run again (its parts are kept); a completed
 # one (its archive expired) never does; a new request makes a new export under a new id.
 EXPORT_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
+# A server's warm pool: one long-lived run per server (it continues as new); whatever closed the last run, a poke
+# starts a new one, which carries on from the pool's rows.
+POOL_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE
 
 
 @dataclass(frozen=True)
@@ -85,7 +95,8 @@ class StartOptions:
         execution_timeout: timedelta | None = None,
         start_signal: str | None = None,
     ) -> WorkflowHandle[Any, Any]:
-        """Start the run, or join the open one. `execution_timeout` and `start_signal` are for tests only."""
+        """Start the run, or join the open one. `execution_timeout` is for tests only; `start_signal` sends that
+        signal to the run, starting it first if none is open (the warm pool's pokes, and tests)."""
         return await client.start_workflow(
             self.workflow_type,
             arg,
@@ -191,4 +202,16 @@ def account_export_options(export_id: str, account_id: str, workflow_id: str) ->
             f"Writes export {export_id} of account {account_id} (every bot's rows as JSON lines and every "
             "document file) into one ZIP, emails a signed link once, and deletes the archive when it expires."
         ),
+    )
+
+
+def site_db_pool_options(server: str) -> StartOptions:
+    return StartOptions(
+        workflow_type=SITE_DB_POOL_WORKFLOW,
+        id=site_db_pool_id(server),
+        id_reuse_policy=POOL_REUSE,
+        search_attributes=TypedSearchAttributes.empty,
+        static_summary=f"Warm pool of site-database server {server}",
+        static_details=f"Keeps {server}'s pool_target databases ready to claim, at a bounded rate; drops the "
+        "unclaimed ones when the server drains; removes half-made ones.",
     )

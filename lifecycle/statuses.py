@@ -103,6 +103,19 @@ class SiteDbServerState(StrEnum):
     DOWN = "down"
 
 
+class SitePoolState(StrEnum):
+    """A database of a server's warm pool (`site_db_pool.state`), recorded in the product database.
+
+    The row is written before the database is made and becomes `ready` only once it is whole, so a row still
+    `creating` long after is half-made (the pool's reconciler removes it); `claimed` is for good: a claimed
+    database never returns to the pool, whatever becomes of its site.
+    """
+
+    CREATING = "creating"
+    READY = "ready"
+    CLAIMED = "claimed"
+
+
 class StepStatus(StrEnum):
     PENDING = "pending"
     RUNNING = "running"

@@ -22,3 +22,8 @@ def site_deletion_id(site_id: UUID | str) -> str:
 def account_export_id(account_id: UUID | str, sequence: int) -> str:
     """The account's `sequence`-th export (allocated in `account_exports`, unique per account)."""
     return f"account-export-{account_id}-{sequence}"
+
+
+def site_db_pool_id(server: str) -> str:
+    """One pool workflow per site-database server (a catalog name)."""
+    return f"site-db-pool-{server}"

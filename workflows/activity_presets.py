@@ -172,3 +172,10 @@ AWAIT_CREATION: Final = ActivityPreset(
         initial_interval=timedelta(seconds=1), backoff_coefficient=1.5, maximum_interval=timedelta(seconds=30)
     ),
 )
+
+# A pass over a server's warm pool (workflows/sites/pool.py): a few CREATE DATABASEs at most, seconds; heartbeats,
+# so a worker's death is noticed in seconds; retried without end (an unreachable server delays the refill, and a
+# claim meanwhile makes its site the slow way). A minute bounds a pass that hangs, below HALF_MADE_AFTER.
+SITE_POOL_PASS: Final = ActivityPreset(
+    start_to_close_timeout=timedelta(minutes=1), heartbeat_timeout=_HEARTBEAT, retry_policy=_RETRY_WITHOUT_END
+)

@@ -7,7 +7,7 @@ Every operation checks the catalogue first, so a retried or reset step changes n
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -18,6 +18,12 @@ from activities.sites.files import site_key
 from activities.sites.scram import scram_verifier
 
 _IDENTIFIER = re.compile(r"^site_[0-9a-f]{32}$")
+# A site's database, or a warm pool's not yet claimed (lifecycle/sites/pool.py): what drop may remove.
+_DROPPABLE = re.compile(r"^(site|pool)_[0-9a-f]{32}$")
+_POOL = re.compile(r"^pool_[0-9a-f]{32}$")
+
+# Given whether it may take a new one: the pool database the site claimed (its pool name), or None.
+ClaimFromPool = Callable[[bool], Awaitable[str | None]]
 
 
 def checked_site_identifier(name: str) -> str:
@@ -25,6 +31,18 @@ def checked_site_identifier(name: str) -> str:
     since `python -O` strips asserts."""
     if not _IDENTIFIER.match(name):
         raise ValueError(f"not a site database name: {name!r}")
+    return name
+
+
+def checked_droppable_identifier(name: str) -> str:
+    if not _DROPPABLE.match(name):
+        raise ValueError(f"not a site or pool database name: {name!r}")
+    return name
+
+
+def checked_pool_identifier(name: str) -> str:
+    if not _POOL.match(name):
+        raise ValueError(f"not a pool database name: {name!r}")
     return name
 
 
@@ -60,8 +78,13 @@ class SiteDatabaseServer:
         finally:
             await connection.close()
 
-    async def create(self, name: str, password: str, connection_limit: int) -> None:
-        """The site's role, allowed `connection_limit` sessions at once, and its database, reachable by it alone."""
+    async def create(self, name: str, password: str, connection_limit: int, claim: ClaimFromPool | None = None) -> None:
+        """The site's role, allowed `connection_limit` sessions at once, and its database, reachable by it alone.
+
+        `claim` takes the site's database from the server's warm pool (lifecycle/sites/pool.py): it is asked
+        whether the site holds a claim, and may take one only while nothing of the site exists here yet, so a
+        site started the slow way (its role made by an attempt that found the pool empty) finishes that way.
+        """
         checked_site_identifier(name)
         limit = int(connection_limit)  # interpolated into DDL: an integer and nothing else
         async with self.connect() as admin:
@@ -70,6 +93,10 @@ class SiteDatabaseServer:
                 " EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)",
                 name,
             )
+            pool_name = await claim(role_limit is None and not database) if claim is not None else None
+            if pool_name is not None:
+                await _adopt(admin, checked_pool_identifier(pool_name), name, password, limit)
+                return
             if role_limit is None:
                 # DDL takes no bind parameters. The server gets a SCRAM verifier computed here, never the password
                 # (which could reach its logs); the verifier is base64 and `$:`, so it needs no escaping.
@@ -90,7 +117,8 @@ class SiteDatabaseServer:
             await admin.execute(f"GRANT CONNECT ON DATABASE {name} TO {name}")
 
     async def drop(self, name: str) -> None:
-        checked_site_identifier(name)
+        """The database and the role named `name` (a site's, or a pool's), whichever exist."""
+        checked_droppable_identifier(name)
         async with self.connect() as admin:
             if await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
                 await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
@@ -99,3 +127,33 @@ class SiteDatabaseServer:
     async def exists(self, name: str) -> bool:
         async with self.connect() as admin:
             return bool(await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name))
+
+
+async def _adopt(admin: asyncpg.Connection, pool_name: str, site_name: str, password: str, limit: int) -> None:
+    """Make a claimed pool database the site's: the pool's role renamed to the site's (now able to log in, with its
+    password and connection limit) and its database renamed too. The tables belong to the role, and so does the
+    database, so both follow the rename: nothing is touched one by one. Idempotent: a retry or a reset run finds
+    what an earlier attempt renamed and finishes the rest; a pool database found missing is made the slow way
+    (bootstrap then creates the tables)."""
+    site_role, pool_role, site_database, pool_database = await admin.fetchrow(
+        "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $2), EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1),"
+        " EXISTS (SELECT 1 FROM pg_database WHERE datname = $2), EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)",
+        pool_name,
+        site_name,
+    )
+    if not site_role:
+        if pool_role:
+            await admin.execute(f"ALTER ROLE {pool_name} RENAME TO {site_name}")
+        else:
+            await admin.execute(f"CREATE ROLE {site_name}")
+            await admin.execute(f"GRANT {site_name} TO CURRENT_USER WITH INHERIT TRUE, SET TRUE")
+    # The verifier, never the password, reaches the server.
+    await admin.execute(f"ALTER ROLE {site_name} LOGIN CONNECTION LIMIT {limit} PASSWORD '{scram_verifier(password)}'")
+    if not site_database:
+        if pool_database:
+            # The pool's REVOKE CONNECT FROM PUBLIC comes with it.
+            await admin.execute(f"ALTER DATABASE {pool_name} RENAME TO {site_name}")
+        else:
+            await admin.execute(f"CREATE DATABASE {site_name} OWNER {site_name}")
+            await admin.execute(f"REVOKE CONNECT ON DATABASE {site_name} FROM PUBLIC")
+    await admin.execute(f"GRANT CONNECT ON DATABASE {site_name} TO {site_name}")

@@ -31,6 +31,7 @@ from activities.sites import files as site_files
 from activities.sites import wordpress_schema
 from activities.sites.database import site_database_name
 from activities.sites.placement import SitePlacement
+from activities.sites.pool import SiteDbPool, poke_in_background
 from lifecycle.sites.contracts import SiteDeletionInput, SiteRef, SiteRollbackFailure, SiteRollbackInput, SiteStep
 from lifecycle.sites.errors import SiteErrorCode
 from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteStatus, StepStatus
@@ -50,6 +51,9 @@ class SiteActivities:
         self._resources = resources
         self._sites_root = resources.settings.sites_path
         self._placement = SitePlacement(resources.engine, resources.settings.site_admin_database_url)
+        self._pool = SiteDbPool(resources.engine)
+        # Pokes of pool workflows still on their way (held so that they are not garbage-collected).
+        self._pokes: set[asyncio.Task[None]] = set()
 
     def all(self) -> list[Callable[..., Any]]:
         return [
@@ -219,11 +223,19 @@ class SiteActivities:
 
     @activity.defn(name="create_site_database")
     async def create_site_database(self, site: SiteRef) -> SiteStatus:
+        """A database from the server's warm pool when one is ready (lifecycle/sites/pool.py), else made now."""
+
+        async def claim(take_new: bool) -> str | None:
+            found = await self._pool.claim(site.site_id, take_new=take_new)
+            if found is not None and found.new:
+                poke_in_background(self._resources, found.server, self._pokes)
+            return found.pool_name if found is not None else None
+
         async def work() -> None:
             password = await asyncio.to_thread(site_files.site_password, self._sites_root, site.site_id)
             limit = self._resources.settings.site_role_connection_limit
             server = await self._placement.server(site.site_id)
-            await server.create(site_database_name(site.site_id), password, limit)
+            await server.create(site_database_name(site.site_id), password, limit, claim)
 
         return await self._forward(site.site_id, SiteStep.DATABASE, work)
 
@@ -235,6 +247,11 @@ class SiteActivities:
             # From the server the site was placed on; a site never placed made no database anywhere.
             server = await self._placement.placed_server(site.site_id)
             if server is not None:
+                # A claim killed before its renames left the database (or its role) under its pool name: that
+                # goes first, since a role renamed already cannot be dropped while it owns the database.
+                claimed = await self._pool.claimed_by(site.site_id)
+                if claimed is not None:
+                    await server.drop(claimed)
                 await server.drop(site_database_name(site.site_id))
             await asyncio.to_thread(site_files.forget_site_password, self._sites_root, site.site_id)
 

@@ -87,8 +87,22 @@ class Install:
     admin_email: str
 
 
+async def create_schema(connection: asyncpg.Connection) -> None:
+    """The core tables, as the connection's user, in one transaction: a warm pool's template."""
+    async with connection.transaction():
+        await connection.execute(_SCHEMA)
+
+
+async def give_tables_to(connection: asyncpg.Connection, owner: str) -> None:
+    """Hand every core table (and the sequences of its serial columns, which follow it) to `owner`."""
+    async with connection.transaction():
+        for table in CORE_TABLES:
+            await connection.execute(f"ALTER TABLE {table} OWNER TO {owner}")
+
+
 async def install(connection: asyncpg.Connection, owner: str, site: Install) -> None:
-    """Create the schema as `owner` and write the install rows, all in one transaction: all or nothing."""
+    """Create the schema as `owner`, unless the database came with it (a warm pool's), and write the install
+    rows, all in one transaction: all or nothing."""
     options = {
         "siteurl": f"https://{site.domain}",
         "home": f"https://{site.domain}",
@@ -99,7 +113,9 @@ async def install(connection: asyncpg.Connection, owner: str, site: Install) -> 
     async with connection.transaction():
         # The tables belong to the site's role, which WordPress logs in as.
         await connection.execute(f"SET LOCAL ROLE {owner}")
-        await connection.execute(_SCHEMA)
+        # The schema is made in one transaction, here or in the template, so its last table says it is whole.
+        if await connection.fetchval(f"SELECT to_regclass('{CORE_TABLES[-1]}') IS NULL"):
+            await connection.execute(_SCHEMA)
         await connection.executemany(
             "INSERT INTO wp_options (option_name, option_value) VALUES ($1, $2) ON CONFLICT DO NOTHING",
             list(options.items()),

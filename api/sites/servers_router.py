@@ -1,7 +1,9 @@
 """The catalog of site-database servers (admin): where new sites' databases go (lifecycle/sites/servers.py).
 
 Servers are added or replaced (PUT), drained, marked down or resized (PATCH), never deleted here: sites keep
-naming the server they were placed on. No answer carries a server's URL.
+naming the server they were placed on. No answer carries a server's URL. Every change pokes the server's warm
+pool (lifecycle/sites/pool.py), after it is committed, so a new target or a drain takes effect at once; a change
+answered 503 (Temporal unreachable) is recorded all the same, and repeating it pokes again.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.dml import ReturningInsert
 
-from api.dependencies import AdminDep, SessionDep
+from api.dependencies import AdminDep, SessionDep, SettingsDep, TemporalDep
 from api.problems import ProblemError, problem_responses
 from api.sites.servers_schemas import SiteDbServerOut, SiteDbServerPatch, SiteDbServerPut, SiteDbServersOut
 from lifecycle.db.models import SiteDbServer
+from lifecycle.sites.pool import poke_pool
 from lifecycle.sites.servers import SERVER_NAME_MAX_LENGTH, SERVER_NAME_PATTERN, SERVERS_WITH_PLACED_SITES
 from lifecycle.statuses import SiteDbServerState
 
@@ -44,7 +47,7 @@ async def _servers(session: AsyncSession) -> dict[str, SiteDbServerOut]:
             pool_target=row.pool_target,
             state=SiteDbServerState(row.state),
             sites=row.sites,
-            pool_ready=0,
+            pool_ready=row.pool_ready,
         )
         for row in rows
     }
@@ -67,7 +70,13 @@ async def list_site_db_servers(_admin: AdminDep, session: SessionDep) -> SiteDbS
     responses={201: {"description": "Added", "model": SiteDbServerOut}, **problem_responses(401, 403, 422)},
 )
 async def put_site_db_server(
-    name: ServerName, body: SiteDbServerPut, _admin: AdminDep, session: SessionDep, response: Response
+    name: ServerName,
+    body: SiteDbServerPut,
+    _admin: AdminDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    temporal: TemporalDep,
+    response: Response,
 ) -> SiteDbServerOut:
     # A new server is active; replacing one keeps its state (a drained server stays drained).
     values: dict[str, Any] = {"admin_url": body.url, "capacity": body.capacity, "pool_target": body.pool_target}
@@ -80,6 +89,7 @@ async def put_site_db_server(
     )
     inserted = (await session.execute(upsert)).scalar_one()
     await session.commit()
+    await poke_pool(temporal, name, settings.site_task_queue)
     response.status_code = 201 if inserted else 200
     return (await _servers(session))[name]
 
@@ -91,7 +101,12 @@ async def put_site_db_server(
     responses=problem_responses(401, 403, 404, 422),
 )
 async def patch_site_db_server(
-    name: ServerName, body: SiteDbServerPatch, _admin: AdminDep, session: SessionDep
+    name: ServerName,
+    body: SiteDbServerPatch,
+    _admin: AdminDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    temporal: TemporalDep,
 ) -> SiteDbServerOut:
     changes = body.model_dump(exclude_none=True)
     if not changes:
@@ -105,4 +120,5 @@ async def patch_site_db_server(
     if changed.first() is None:
         raise ProblemError(404, f"No site-database server is named {name!r}.")
     await session.commit()
+    await poke_pool(temporal, name, settings.site_task_queue)
     return (await _servers(session))[name]

@@ -10,7 +10,7 @@ from lifecycle.sites.servers import DEFAULT_POOL_TARGET, MAX_CAPACITY, MAX_POOL_
 from lifecycle.statuses import SiteDbServerState
 
 _CAPACITY = "The most sites the server may hold (every site that holds its domain counts)."
-_POOL_TARGET = "Databases the server is to keep ready to claim (the warm pool; stored, not used yet)."
+_POOL_TARGET = "Databases the server keeps ready to claim (its warm pool), refilled in the background."
 _URL_MAX_LENGTH = 2_000
 
 
@@ -59,7 +59,8 @@ class SiteDbServerOut(BaseModel):
     state: SiteDbServerState
     sites: int = Field(description="Read-only: the sites placed on it that hold their domain.")
     pool_ready: int = Field(
-        description="Read-only: databases ready to claim. Always 0 for now: the warm pool is not built yet."
+        description="Read-only: databases ready to claim now (a new site on this server takes one; none ready, and "
+        "it is made the slow way)."
     )
 
 

@@ -31,6 +31,7 @@ from lifecycle.statuses import (
     DeletionState,
     ExportStatus,
     SiteDbServerState,
+    SitePoolState,
     SiteStatus,
     sql_list,
 )
@@ -271,6 +272,33 @@ class SiteDbServer(Base):
     state: Mapped[str] = mapped_column(String(20))
     created_at: Mapped[datetime] = _now_column()
     updated_at: Mapped[datetime] = _now_column()
+
+
+class SiteDbPoolDatabase(Base):
+    """A database of a server's warm pool (lifecycle/sites/pool.py), named pool_<id hex> on the server until a
+    site claims it; the row stays once claimed, so a database is claimed by one site only."""
+
+    __tablename__ = "site_db_pool"
+    __table_args__ = (
+        CheckConstraint(f"state IN ({_sql_in(tuple(SitePoolState))})", name="ck_site_db_pool_state"),
+        CheckConstraint(
+            f"(state = '{SitePoolState.CLAIMED.value}') = (site_id IS NOT NULL)",
+            name="ck_site_db_pool_claimed_by_a_site",
+        ),
+        Index(
+            "ix_site_db_pool_ready",
+            "server",
+            "created_at",
+            postgresql_where=text(f"state = '{SitePoolState.READY.value}'"),
+        ),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    server: Mapped[str] = mapped_column(String(40), ForeignKey("site_db_servers.name"))
+    state: Mapped[str] = mapped_column(String(20))
+    site_id: Mapped[uuid.UUID | None] = mapped_column(unique=True)
+    created_at: Mapped[datetime] = _now_column()
+    claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class AccountExport(Base):

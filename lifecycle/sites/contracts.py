@@ -87,3 +87,21 @@ class SiteProgress:
     status: SiteStatus
     steps: dict[str, StepStatus] = field(default_factory=dict)
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class SiteDbPoolInput:
+    """The warm pool of one site-database server (workflows/sites/pool.py)."""
+
+    server: str
+
+
+@dataclass(frozen=True)
+class SiteDbPoolPass:
+    """What one pass over a server's pool did: `more` while it is still short of its target."""
+
+    ready: int = 0
+    created: int = 0
+    dropped: int = 0
+    half_made_removed: int = 0
+    more: bool = False

@@ -15,7 +15,7 @@ from typing import Final
 
 from sqlalchemy import text
 
-from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteDbServerState, sql_list
+from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteDbServerState, SitePoolState, sql_list
 
 # The server SITE_DATABASE_URL names; sites made before the catalog existed are on it.
 DEFAULT_SERVER: Final = "default"
@@ -37,9 +37,11 @@ PLACED_SITES_SQL: Final = (
     " GROUP BY database_server"
 )
 
-# Every server with the sites it holds, by name: what GET /site-db-servers lists.
+# Every server with the sites it holds and its ready pool databases, by name: what GET /site-db-servers lists.
 SERVERS_WITH_PLACED_SITES = text(
-    "SELECT s.name, s.capacity, s.pool_target, s.state, coalesce(p.placed, 0) AS sites FROM site_db_servers s"
+    "SELECT s.name, s.capacity, s.pool_target, s.state, coalesce(p.placed, 0) AS sites,"
+    " (SELECT count(*) FROM site_db_pool d WHERE d.server = s.name"
+    f" AND d.state = '{SitePoolState.READY.value}') AS pool_ready FROM site_db_servers s"
     f" LEFT JOIN ({PLACED_SITES_SQL}) p ON p.database_server = s.name ORDER BY s.name"
 )
 

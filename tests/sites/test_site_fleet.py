@@ -63,7 +63,7 @@ class Fleet:
         """Both servers active, each with `free` more places than the sites it holds."""
         held = await self.servers()
         for name, places in free.items():
-            body = {"url": self.urls[name], "capacity": held[name]["sites"] + places}
+            body = {"url": self.urls[name], "capacity": held[name]["sites"] + places, "pool_target": 0}
             answer = await self.api.put(f"/site-db-servers/{name}", json=body, headers=ADMIN_HEADERS)
             assert answer.status_code == 200, answer.text
             await self.patch(name, state="active")
@@ -142,7 +142,10 @@ async def fleet(
         assert account.status_code == 201, account.text
         fleet = Fleet(own, api, {"Authorization": f"Bearer {account.json()['api_key']}"}, urls)
         for name, url in urls.items():
-            added = await api.put(f"/site-db-servers/{name}", json={"url": url, "capacity": 10}, headers=ADMIN_HEADERS)
+            # No warm pool here (tests/sites/test_site_pool.py has one): every site is made the slow way.
+            added = await api.put(
+                f"/site-db-servers/{name}", json={"url": url, "capacity": 10, "pool_target": 0}, headers=ADMIN_HEADERS
+            )
             assert added.status_code == 201, added.text
             assert PASSWORD not in added.text and "postgresql" not in added.text
         await fleet.patch("default", state="down")

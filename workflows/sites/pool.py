@@ -1,0 +1,61 @@
+"""One server's warm pool (lifecycle/sites/pool.py): a long-lived run per server that passes over the pool when
+poked (a `refill` signal: a site claimed a database, an admin changed the server, a worker started) and every
+REFILL_EVERY anyway. Each pass removes half-made databases, then makes a few more (REFILL_BATCH), drops the
+unclaimed ones of a draining server, or drops the surplus over a lowered target; the run pauses REFILL_PAUSE
+between passes while the pool is still short, which bounds the rate at which it takes the server's CPU.
+"""
+
+# No `from __future__ import annotations`: see workflows/sites/creation.py.
+import contextlib
+
+from temporalio import workflow
+from temporalio.common import VersioningBehavior
+
+with workflow.unsafe.imports_passed_through():
+    from activities.sites.pool import SitePoolActivities
+    from lifecycle.sites.contracts import SiteDbPoolInput, SiteDbPoolPass
+    from lifecycle.sites.pool import REFILL_EVERY, REFILL_PAUSE, REFILL_SIGNAL
+    from lifecycle.workflow_types import SITE_DB_POOL_WORKFLOW
+    from workflows import activity_presets as presets
+
+# Looks per run before it continues as new: keeps the history short (a look is a handful of events), and an idle
+# pool reaches a new version of the workers within about this many REFILL_EVERY.
+_LOOKS_PER_RUN = 20
+
+
+# Pinned, as every workflow here; the run never ends on its own, so it continues as new onto the current version.
+@workflow.defn(name=SITE_DB_POOL_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
+class SiteDbPoolWorkflow:
+    def __init__(self) -> None:
+        self._poked = False
+        self._last = SiteDbPoolPass()
+
+    @workflow.signal(name=REFILL_SIGNAL)
+    def refill(self) -> None:
+        self._poked = True
+
+    @workflow.query(name="last_pass")
+    def last_pass(self) -> SiteDbPoolPass:
+        return self._last
+
+    @workflow.run
+    async def run(self, pool: SiteDbPoolInput) -> None:
+        for _ in range(_LOOKS_PER_RUN):
+            # A poke that comes during a pass is kept for the next look.
+            self._poked = False
+            self._last = await workflow.execute_activity_method(
+                SitePoolActivities.refill_site_db_pool,
+                pool,
+                **presets.SITE_POOL_PASS,
+                summary=f"refill the warm pool of {pool.server}",
+            )
+            if self._last.more:
+                await workflow.sleep(REFILL_PAUSE)
+                continue
+            with contextlib.suppress(TimeoutError):  # no poke within REFILL_EVERY: look anyway
+                await workflow.wait_condition(lambda: self._poked, timeout=REFILL_EVERY)
+            if workflow.info().is_continue_as_new_suggested():
+                break
+        workflow.continue_as_new(
+            pool, initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE
+        )
