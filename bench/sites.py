@@ -5,7 +5,9 @@
 interleaved rounds (the four steps called directly, then POST until active, alternating, so drift skews neither
 side) and prints both sides' median and p90, the orchestration overhead (end-to-end minus direct in each round;
 target <= 50 ms at the median over at least 30 rounds) with where one round's time went, the ratio, and how
-long 100 concurrent creations take to become active (target <= 10 s) with the CPU each part spent meanwhile.
+long 100 concurrent creations take to become active (target <= 8 s on 2 cores) with the CPU each part spent
+meanwhile. All of it twice: with the site server's warm pool empty (every database made by CREATE DATABASE), then
+with it warm, its target set to 100 for the run (lifecycle/sites/pool.py); the load average is printed with it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import time
 import uuid
@@ -31,11 +34,12 @@ from bench.cpu import StackCpu, temporal_dev_server
 from bench.processes import STOP_TIMEOUT, served_api, worker_process
 from devstack.throwaway import throwaway_stack
 from lifecycle.sites.contracts import SITE_STEPS, SiteRef
+from lifecycle.sites.servers import DEFAULT_SERVER
 from lifecycle.workflow_ids import site_creation_id
 
 ROUNDS = 30
 OVERHEAD_TARGET_MS = 50.0
-CONCURRENT_TARGET_S = 10.0
+CONCURRENT_TARGET_S = 8.0
 CONCURRENT = 100
 ADMIN = "bench-admin-token-at-least-32-bytes-long"
 # Only tells the bench when to read the activation time; the time itself is the one the database recorded,
@@ -168,7 +172,8 @@ def _p90(values: list[float]) -> float:
 async def main(rounds: int) -> None:
     async with throwaway_stack("bench-sites", admin_token=ADMIN) as stack:
         # One account holds every site of the run: two warm-ups, two a round (direct and end to end), the burst.
-        settings = stack.settings.model_copy(update={"max_sites_per_account": 2 * (rounds + 1) + CONCURRENT})
+        # Twice over: once with the pool empty, once warm.
+        settings = stack.settings.model_copy(update={"max_sites_per_account": 2 * (2 * (rounds + 1) + CONCURRENT)})
         resources = ActivityResources.create(settings, stack.env.client)
         worker = worker_process(settings)
         assert stack.postgres.process is not None
@@ -196,20 +201,52 @@ async def main(rounds: int) -> None:
 async def _rounds_and_burst(
     resources: ActivityResources, client: Client, api: httpx.AsyncClient, rounds: int, parts: StackCpu
 ) -> None:
-    created = await api.post(
-        "/accounts",
-        json={"name": "Bench", "email": "bench@example.com"},
-        headers={"Authorization": f"Bearer {ADMIN}"},
-    )
+    created = await api.post("/accounts", json={"name": "Bench", "email": "bench@example.com"}, headers=_ADMIN_HEADERS)
     account = created.json()
     headers = {"Authorization": f"Bearer {account['api_key']}"}
     activities = SiteActivities(resources)
     await _end_to_end(resources, api, headers)  # warm-up: connections, worker caches
     await _direct(resources, activities, account["id"])
+    # Each side of the comparison twice: with the server's warm pool empty (every database made by CREATE
+    # DATABASE, as before the pool), then warm, its target raised to the burst's size for the run.
+    for label, target in (("empty pool", 0), ("warm pool", CONCURRENT)):
+        await _pool_at(api, target)
+        print(f"--- {label} (pool_target {target})")
+        await _rounds(resources, client, api, headers, activities, account["id"], rounds)
+        await _pool_at(api, target)
+        await _burst(resources, api, headers, parts)
+
+
+_ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN}"}
+
+
+async def _pool_at(api: httpx.AsyncClient, target: int) -> None:
+    """The server's pool target set, and its pool refilled (or emptied) to it, before anything is measured."""
+    answer = await api.patch(f"/site-db-servers/{DEFAULT_SERVER}", json={"pool_target": target}, headers=_ADMIN_HEADERS)
+    answer.raise_for_status()
+    started = time.perf_counter()
+    while True:
+        servers = (await api.get("/site-db-servers", headers=_ADMIN_HEADERS)).json()["servers"]
+        ready = {server["name"]: server["pool_ready"] for server in servers}[DEFAULT_SERVER]
+        if ready == target:
+            break
+        await asyncio.sleep(0.2)
+    print(f"pool at its target of {target} after {time.perf_counter() - started:.1f} s")
+
+
+async def _rounds(
+    resources: ActivityResources,
+    client: Client,
+    api: httpx.AsyncClient,
+    headers: dict[str, str],
+    activities: SiteActivities,
+    account_id: str,
+    rounds: int,
+) -> None:
     direct: list[float] = []
     runs: list[Round] = []
     for _ in range(rounds):
-        direct.append(await _direct(resources, activities, account["id"]))
+        direct.append(await _direct(resources, activities, account_id))
         runs.append(await _end_to_end(resources, api, headers))
     e2e = [run.seconds for run in runs]
     e2e_median, direct_median = statistics.median(e2e), statistics.median(direct)
@@ -230,6 +267,10 @@ async def _rounds_and_burst(
     median_run = sorted(runs, key=lambda run: run.seconds)[len(runs) // 2]
     print(f"the median end-to-end round: {await _critical_path(client, median_run)}")
 
+
+async def _burst(
+    resources: ActivityResources, api: httpx.AsyncClient, headers: dict[str, str], parts: StackCpu
+) -> None:
     before = parts.read()
     started = time.perf_counter()
     responses = await asyncio.gather(
@@ -246,7 +287,7 @@ async def _rounds_and_burst(
     by_part = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in spent.by_part.items())
     print(
         f"  CPU spent meanwhile: {by_part}; the whole machine {spent.machine:.1f} CPU-s, which {cores} cores"
-        f" need at least {spent.machine / cores:.1f} s to run"
+        f" need at least {spent.machine / cores:.1f} s to run; load average {os.getloadavg()[0]:.1f}"
     )
 
 
