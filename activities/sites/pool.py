@@ -25,7 +25,7 @@ from activities.resources import ActivityResources
 from activities.sites import pool_server
 from activities.sites.database import SiteDatabaseServer
 from lifecycle.sites.contracts import SiteDbPoolInput, SiteDbPoolPass
-from lifecycle.sites.pool import HALF_MADE_AFTER, REFILL_BATCH, poke_pool, pool_database_name
+from lifecycle.sites.pool import HALF_MADE_AFTER, POKE_EVERY, REFILL_BATCH, poke_pool, pool_database_name
 from lifecycle.statuses import SiteDbServerState, SitePoolState
 
 _CLAIMED_BY = text("SELECT id, server FROM site_db_pool WHERE site_id = :site")
@@ -167,16 +167,28 @@ class SitePoolActivities:
         return removed
 
 
-def poke_in_background(resources: ActivityResources, server: str, tasks: set[asyncio.Task[None]]) -> None:
-    """Tell the server's pool workflow a database was claimed, off the path the customer waits on; a poke lost
-    (the worker dies first) only delays the refill until the workflow's next look (REFILL_EVERY)."""
+def poke_in_background(resources: ActivityResources, server: str, pending: set[str]) -> None:
+    """Tell the server's pool workflow a database was claimed, off the path the customer waits on, coalesced: one
+    poke per POKE_EVERY per server from this worker, sent after the claims that asked for it. A poke lost (the
+    worker dies first) only delays the refill until the workflow's next look (REFILL_EVERY)."""
+    if server in pending:
+        return  # a poke is on its way, and will be sent after this claim
+    pending.add(server)
 
     async def poke() -> None:
         try:
+            await asyncio.sleep(POKE_EVERY.total_seconds())
+            pending.discard(server)
             await poke_pool(resources.client, server, resources.settings.site_task_queue)
         except Exception as err:  # a lost poke costs a delay, never the site
             logger.warning("could not poke the pool of %s: %s", server, err)
+        finally:
+            pending.discard(server)
 
     task = asyncio.get_running_loop().create_task(poke())
-    tasks.add(task)
-    task.add_done_callback(tasks.discard)
+    _POKES.add(task)
+    task.add_done_callback(_POKES.discard)
+
+
+# Pokes on their way, held so that they are not garbage-collected before they are sent.
+_POKES: set[asyncio.Task[None]] = set()

@@ -52,8 +52,8 @@ class SiteActivities:
         self._sites_root = resources.settings.sites_path
         self._placement = SitePlacement(resources.engine, resources.settings.site_admin_database_url)
         self._pool = SiteDbPool(resources.engine)
-        # Pokes of pool workflows still on their way (held so that they are not garbage-collected).
-        self._pokes: set[asyncio.Task[None]] = set()
+        # The servers whose pool workflow a poke is on its way to (activities/sites/pool.py coalesces them).
+        self._pokes: set[str] = set()
 
     def all(self) -> list[Callable[..., Any]]:
         return [

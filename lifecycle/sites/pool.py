@@ -30,6 +30,15 @@ REFILL_BATCH: Final = 5
 REFILL_PAUSE: Final = timedelta(seconds=0.5)
 # A pool looks at itself this often without a poke: a lost poke delays a refill by this much at most.
 REFILL_EVERY: Final = timedelta(minutes=1)
+# After a poke the pool waits for this long without another before it refills, and at most REFILL_DEFER_MAX: a
+# burst of new sites claims from the pool while the CPU is theirs, and the refill comes after it (bench.sites: a
+# refill running during a burst of 100 took PostgreSQL's CPU from the burst's own steps).
+REFILL_QUIET: Final = timedelta(seconds=2)
+REFILL_DEFER_MAX: Final = timedelta(seconds=10)
+# A worker pokes a server's pool at most once this often, after the claims that asked for it (its pokes are
+# coalesced): a burst of claims costs a signal a second, not one each. Shorter than REFILL_QUIET, so a burst's
+# pokes keep deferring the refill until the burst ends.
+POKE_EVERY: Final = timedelta(seconds=1)
 # A pool row still `creating` this long after it was written belongs to a pass that died (a pass creates
 # REFILL_BATCH databases within seconds, and its activity times out after a minute): the reconciler removes it.
 HALF_MADE_AFTER: Final = timedelta(minutes=2)

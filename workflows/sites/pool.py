@@ -1,5 +1,6 @@
 """One server's warm pool (lifecycle/sites/pool.py): a long-lived run per server that passes over the pool when
-poked (a `refill` signal: a site claimed a database, an admin changed the server, a worker started) and every
+poked (a `refill` signal: a site claimed a database, an admin changed the server, a worker started), once the
+pokes have paused for REFILL_QUIET (so a burst of claims is served before the refill takes the CPU), and every
 REFILL_EVERY anyway. Each pass removes half-made databases, then makes a few more (REFILL_BATCH), drops the
 unclaimed ones of a draining server, or drops the surplus over a lowered target; the run pauses REFILL_PAUSE
 between passes while the pool is still short, which bounds the rate at which it takes the server's CPU.
@@ -14,7 +15,7 @@ from temporalio.common import VersioningBehavior
 with workflow.unsafe.imports_passed_through():
     from activities.sites.pool import SitePoolActivities
     from lifecycle.sites.contracts import SiteDbPoolInput, SiteDbPoolPass
-    from lifecycle.sites.pool import REFILL_EVERY, REFILL_PAUSE, REFILL_SIGNAL
+    from lifecycle.sites.pool import REFILL_DEFER_MAX, REFILL_EVERY, REFILL_PAUSE, REFILL_QUIET, REFILL_SIGNAL
     from lifecycle.workflow_types import SITE_DB_POOL_WORKFLOW
     from workflows import activity_presets as presets
 
@@ -38,6 +39,15 @@ class SiteDbPoolWorkflow:
     def last_pass(self) -> SiteDbPoolPass:
         return self._last
 
+    async def _quiet(self) -> None:
+        """Wait until pokes stop for REFILL_QUIET (a burst of claims is over), REFILL_DEFER_MAX at most."""
+        deadline = workflow.now() + REFILL_DEFER_MAX
+        while self._poked and workflow.now() < deadline:
+            self._poked = False
+            quiet = min(REFILL_QUIET, deadline - workflow.now())
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: self._poked, timeout=quiet)
+
     @workflow.run
     async def run(self, pool: SiteDbPoolInput) -> None:
         for _ in range(_LOOKS_PER_RUN):
@@ -54,6 +64,7 @@ class SiteDbPoolWorkflow:
                 continue
             with contextlib.suppress(TimeoutError):  # no poke within REFILL_EVERY: look anyway
                 await workflow.wait_condition(lambda: self._poked, timeout=REFILL_EVERY)
+            await self._quiet()
             if workflow.info().is_continue_as_new_suggested():
                 break
         workflow.continue_as_new(
