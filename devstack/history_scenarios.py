@@ -22,6 +22,7 @@ from lifecycle.db.engine import make_engine, make_sessionmaker
 from lifecycle.deletion.contracts import AccountDeletionInput, BotDeletionInput, BotDeletionResult, DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SiteProgress
+from lifecycle.sites.servers import DEFAULT_SERVER
 from lifecycle.start_options import account_deletion_options, bot_deletion_options
 from lifecycle.statuses import DeletionState
 from lifecycle.workflow_ids import (
@@ -29,6 +30,7 @@ from lifecycle.workflow_ids import (
     account_export_id,
     bot_deletion_id,
     site_creation_id,
+    site_db_pool_id,
     site_deletion_id,
 )
 from workflows.reconciler import RECONCILER_WORKFLOW
@@ -395,6 +397,37 @@ async def account_deletion_grace_expedited(ctx: Context) -> str:
     return handle.id
 
 
+async def _pool_ready(ctx: Context, server: str, count: int) -> None:
+    while True:
+        answer = await ctx.api.get("/site-db-servers", headers=ctx.admin_headers)
+        answer.raise_for_status()
+        if {s["name"]: s for s in answer.json()["servers"]}[server]["pool_ready"] == count:
+            return
+        await asyncio.sleep(0.1)
+
+
+async def _pool_change(ctx: Context, server: str, **changes: object) -> None:
+    answer = await ctx.api.patch(f"/site-db-servers/{server}", json=changes, headers=ctx.admin_headers)
+    answer.raise_for_status()
+
+
+async def site_db_pool_refilled(ctx: Context) -> str:
+    """The pool filled to a target of 2, a site claims one, and the pool makes it up again."""
+    await _pool_change(ctx, DEFAULT_SERVER, pool_target=2)
+    await _pool_ready(ctx, DEFAULT_SERVER, 2)
+    await _active_site(ctx, await _account(ctx))
+    await _pool_ready(ctx, DEFAULT_SERVER, 2)
+    return site_db_pool_id(DEFAULT_SERVER)
+
+
+async def site_db_pool_drained(ctx: Context) -> str:
+    """The server drains, and its pool's unclaimed databases are dropped; then it is active with no pool."""
+    await _pool_change(ctx, DEFAULT_SERVER, state="draining")
+    await _pool_ready(ctx, DEFAULT_SERVER, 0)
+    await _pool_change(ctx, DEFAULT_SERVER, state="active", pool_target=0)
+    return site_db_pool_id(DEFAULT_SERVER)
+
+
 # (scenario, run): the file is named <WorkflowType>-<scenario>.json.
 HAPPY: list[tuple[str, Scenario]] = [
     ("happy", bot_deletion_happy),
@@ -413,6 +446,9 @@ HAPPY: list[tuple[str, Scenario]] = [
     ("export-first", account_deletion_export_first),
     ("grace-restored", account_deletion_grace_restored),
     ("grace-expedited", account_deletion_grace_expedited),
+    # Last: before them no pool runs (nothing pokes it), so the runs above are made the slow way, as recorded.
+    ("refilled", site_db_pool_refilled),
+    ("drained", site_db_pool_drained),
 ]
 FAULTY: list[tuple[str, Scenario]] = [
     ("operator-retry-skip", bot_deletion_operator),
