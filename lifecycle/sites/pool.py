@@ -30,9 +30,11 @@ REFILL_BATCH: Final = 5
 REFILL_PAUSE: Final = timedelta(seconds=0.5)
 # A pool looks at itself this often without a poke: a lost poke delays a refill by this much at most.
 REFILL_EVERY: Final = timedelta(minutes=1)
-# After a poke the pool waits for this long without another before it refills, and at most REFILL_DEFER_MAX: a
-# burst of new sites claims from the pool while the CPU is theirs, and the refill comes after it (bench.sites: a
-# refill running during a burst of 100 took PostgreSQL's CPU from the burst's own steps).
+# After a poke (and between the passes of a refill) the pool waits for this long without another before it goes on,
+# and at most REFILL_DEFER_MAX: new sites claim from the pool while the CPU is theirs, and the refill comes after
+# them (bench.sites: a refill running beside the rounds or the burst of 100 took the CPU their steps waited for).
+# Under claims that never pause, the refill's rate is REFILL_BATCH per REFILL_DEFER_MAX; past that the pool runs
+# dry and sites are made the slow way.
 REFILL_QUIET: Final = timedelta(seconds=2)
 REFILL_DEFER_MAX: Final = timedelta(seconds=10)
 # A worker pokes a server's pool at most once this often, after the claims that asked for it (its pokes are

@@ -61,9 +61,11 @@ class SiteDbPoolWorkflow:
             )
             if self._last.more:
                 await workflow.sleep(REFILL_PAUSE)
-                continue
-            with contextlib.suppress(TimeoutError):  # no poke within REFILL_EVERY: look anyway
-                await workflow.wait_condition(lambda: self._poked, timeout=REFILL_EVERY)
+            else:
+                with contextlib.suppress(TimeoutError):  # no poke within REFILL_EVERY: look anyway
+                    await workflow.wait_condition(lambda: self._poked, timeout=REFILL_EVERY)
+            # Also between the passes of one refill: while sites keep claiming, it makes REFILL_BATCH databases per
+            # REFILL_DEFER_MAX, and runs at full rate once they pause.
             await self._quiet()
             if workflow.info().is_continue_as_new_suggested():
                 break
