@@ -227,7 +227,7 @@ class SiteActivities:
 
         async def claim(take_new: bool) -> str | None:
             found = await self._pool.claim(site.site_id, take_new=take_new)
-            if found is not None and found.new:
+            if found is not None and found.low:
                 poke_in_background(self._resources, found.server, self._pokes)
             return found.pool_name if found is not None else None
 

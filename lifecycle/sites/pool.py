@@ -4,8 +4,9 @@ core schema, locked down and owned by a role of their own (no site's), ready for
 A claim (activities/sites/pool.py, inside the creation's database step) renames the pool's role and database to
 the site's, which takes milliseconds where CREATE DATABASE takes tens. One workflow per server
 (workflows/sites/pool.py) refills the pool at a bounded rate, drops the unclaimed databases of a draining server
-and removes half-made ones; it is poked (a signal, which starts it if need be) when a site claims a database,
-when an admin changes the server, and when a worker starts, and it looks again every REFILL_EVERY anyway.
+and removes half-made ones; it is poked (a signal, which starts it if need be) when a claim leaves the pool at
+half its target or less, when an admin changes the server, and when a worker starts, and it looks again every
+REFILL_EVERY anyway.
 """
 
 from __future__ import annotations

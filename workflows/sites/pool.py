@@ -1,9 +1,10 @@
 """One server's warm pool (lifecycle/sites/pool.py): a long-lived run per server that passes over the pool when
-poked (a `refill` signal: a site claimed a database, an admin changed the server, a worker started), once the
-pokes have paused for REFILL_QUIET (so a burst of claims is served before the refill takes the CPU), and every
-REFILL_EVERY anyway. Each pass removes half-made databases, then makes a few more (REFILL_BATCH), drops the
-unclaimed ones of a draining server, or drops the surplus over a lowered target; the run pauses REFILL_PAUSE
-between passes while the pool is still short, which bounds the rate at which it takes the server's CPU.
+poked (a `refill` signal: a claim left the pool at half its target, an admin changed the server, a worker
+started), once the pokes have paused for REFILL_QUIET (so a burst of claims is served before the refill takes
+the CPU), and every REFILL_EVERY anyway. Each pass removes half-made databases, then makes a few more
+(REFILL_BATCH), drops the unclaimed ones of a draining server, or drops the surplus over a lowered target; the run
+pauses REFILL_PAUSE between passes while the pool is still short, which bounds the rate at which it takes the
+server's CPU.
 """
 
 # No `from __future__ import annotations`: see workflows/sites/creation.py.
