@@ -2,8 +2,8 @@
 
 Servers are added or replaced (PUT), drained, marked down or resized (PATCH), never deleted here: sites keep
 naming the server they were placed on. No answer carries a server's URL. Every change pokes the server's warm
-pool (lifecycle/sites/pool.py), after it is committed, so a new target or a drain takes effect at once; a change
-answered 503 (Temporal unreachable) is recorded all the same, and repeating it pokes again.
+pool (lifecycle/sites/pool.py) once it is committed, so a new target or a drain takes effect within seconds; a
+change is idempotent, so one whose answer was lost (say, Temporal unreachable for the poke) is simply repeated.
 """
 
 from __future__ import annotations
