@@ -325,13 +325,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Everything but the drills is spread over the xdist workers. The marks go on first: xdist's own hook reads
-    them to name the group."""
+    """Everything but the drills is spread over the xdist workers, the long tests first. The marks go on first:
+    xdist's own hook reads them to name the group."""
     for item in items:
         group = drill_group(item.nodeid)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
             item.add_marker(pytest.mark.timeout(DRILL_TIMEOUT))
+    # xdist hands the tests out in this order: a long test begun last would leave one worker busy while the
+    # others have finished, so the long ones go first.
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:

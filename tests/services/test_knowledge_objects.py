@@ -108,6 +108,7 @@ async def _left(knowledge: Knowledge, bot_id: str) -> tuple[int, int]:
     return int(answer.remaining_rows), int(answer.remaining_files)
 
 
+@pytest.mark.long
 async def test_documents_go_in_delete_objects_requests_of_at_most_1000_keys(
     knowledge: Knowledge, knowledge_url: str
 ) -> None:
@@ -130,6 +131,7 @@ async def test_documents_go_in_delete_objects_requests_of_at_most_1000_keys(
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.long
 async def test_a_kill_of_the_object_store_mid_slice_loses_nothing(
     knowledge_url: str, killable_store: SeaweedServer
 ) -> None:

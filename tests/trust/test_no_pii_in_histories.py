@@ -15,6 +15,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 from temporalio.client import Client
 
 from devstack.seed import asyncpg_dsn
@@ -78,6 +79,7 @@ async def _site_active(api: httpx.AsyncClient, headers: dict[str, str], site_id:
     await eventually(site, f"site {site_id} becomes active", until=lambda body: body["status"] == "active")
 
 
+@pytest.mark.long
 async def test_histories_hold_no_email_and_no_name(
     api: httpx.AsyncClient, worker: LifecycleWorkers, temporal_client: Client, settings: Settings
 ) -> None:

@@ -104,6 +104,7 @@ enabled = false
 """
 
 
+@pytest.mark.long
 def test_schemathesis_full_run_finds_nothing(api_process: ApiProcess, account_key: str, tmp_path: Path) -> None:
     config = tmp_path / "schemathesis.toml"
     config.write_text(_config(account_key))
