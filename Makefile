@@ -73,10 +73,11 @@ promtool:
 # The fault drills run in two groups, one drill at a time in each, on two of the workers (tests/conftest.py); the
 # rest of the suite spreads over all four.
 #
-# mypy (about 20 s from a cold start, on one core) runs beside pytest instead of before it: the suite's first
-# seconds mostly wait on its servers starting. Both must pass.
+# mypy (about 20 s from a cold start, on one core) runs beside pytest instead of before it, at the lowest
+# priority: it takes the CPU the tests leave idle, not the CPU their collection and servers need as they start.
+# Both must pass.
 test: install browser promtool lint
-	$(PY) -m mypy & typecheck=$$!; \
+	nice -n 19 $(PY) -m mypy & typecheck=$$!; \
 	$(PY) -m pytest -n 4 --dist loadgroup; tests=$$?; \
 	wait $$typecheck; types=$$?; \
 	[ $$tests -eq 0 ] && [ $$types -eq 0 ]
