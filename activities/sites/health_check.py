@@ -41,7 +41,7 @@ _LOCKED = text(
 )
 _RECORD = text(
     "UPDATE site_db_servers SET state = :state, state_set_by = :set_by, failed_checks = :failed,"
-    " passed_checks = :passed, updated_at = CASE WHEN state = :state THEN updated_at ELSE now() END"
+    " passed_checks = :passed, updated_at = CASE WHEN :changed THEN now() ELSE updated_at END"
     " WHERE name = :name"
 )
 
@@ -116,6 +116,7 @@ class SiteServerHealth:
                     "set_by": after.set_by,
                     "failed": after.failed,
                     "passed": after.passed,
+                    "changed": after.state != before.state,
                 },
             )
         if after.state == before.state:

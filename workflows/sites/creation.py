@@ -42,10 +42,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows.sites.shield import uninterruptible
     from workflows.sites.steps import ALL_STEPS, BOOTSTRAP, DATABASE, FILESYSTEM, METADATA, SiteStep
 
-# A step whose site-database server does not answer runs again after 1 s, then 2, 4, … up to a minute between
-# tries, for as long as the outage lasts: about 11 history events a minute once at the cap, so a run could wait
-# about three days before nearing Temporal's 50,000-event limit.
+# A step whose site-database server does not answer runs again after 1 s, then 1.5, 2.25, … up to a minute
+# between tries, for as long as the outage lasts: a blip costs seconds, and about 11 history events a minute once
+# at the cap, so a run could wait about three days before nearing Temporal's 50,000-event limit.
 _SERVER_WAIT_FIRST = timedelta(seconds=1)
+_SERVER_WAIT_GROWTH = 1.5
 _SERVER_WAIT_CAP = timedelta(minutes=1)
 
 # A rollback that a reset or a terminate interrupted: this run finishes it.
@@ -169,7 +170,7 @@ class SiteCreationWorkflow:
                     self._waiting_for_server = f"{step.name} waits for its database server: {_cause(err)}"
                     self._publish()
                     await workflow.sleep(wait, summary=f"{step.name}: wait for the database server")
-                    wait = min(wait * 2, _SERVER_WAIT_CAP)
+                    wait = min(wait * _SERVER_WAIT_GROWTH, _SERVER_WAIT_CAP)
                     continue
                 self._waiting_for_server = None
                 if not is_cancelled_exception(err):
