@@ -1,6 +1,7 @@
 """A site-database server that fails (activities/sites/health_check.py, workflows/sites/creation.py): a killed
-server gets no new site once the health check marks it down, a site caught mid-creation on it waits and finishes
-once it is back, the health check never overrides an operator, and a drained server's sites are still deleted.
+server gets no new site once the health check marks it down; a site caught mid-creation on it waits, and one
+deleted meanwhile is removed, once it is back; the health check never overrides an operator; and a drained
+server's sites are still deleted.
 
 Two real servers: the session's PostgreSQL (as `steady`) and one of this module's (as `flaky`), which a test kills
 with SIGKILL and starts again. The catalog is a product database of this module's (tests/sites/fleet.py).
@@ -20,7 +21,7 @@ from devstack.postgres import PostgresServer
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SiteServersChecked
 from lifecycle.sites.errors import SERVER_UNREACHABLE_ERROR
-from lifecycle.workflow_ids import site_creation_id
+from lifecycle.workflow_ids import site_creation_id, site_deletion_id
 from lifecycle.workflow_types import SITE_SERVER_HEALTH_CHECK_WORKFLOW
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually
@@ -71,6 +72,8 @@ async def test_a_killed_server_takes_no_new_site_and_its_site_in_flight_finishes
     fleet: Fleet, flaky_server: PostgresServer, temporal_client: Client
 ) -> None:
     await fleet.set_free({"steady": 3, "flaky": 5})
+    placed = await fleet.create_site()
+    assert (await fleet.until_status(placed, "active"))["database_server"] == "flaky"
     flaky_server.kill()
     try:
         # Placed before any check noticed: the catalog still says active, and `flaky` has the most room.
@@ -97,6 +100,18 @@ async def test_a_killed_server_takes_no_new_site_and_its_site_in_flight_finishes
 
         await eventually(outlasted_the_retries, "the step tries more often than its retry policy allows")
         assert (await fleet.site(caught))["status"] == "provisioning"
+        # A site already on the server is deleted: its teardown retries until the server is back.
+        answer = await fleet.api.delete(f"/sites/{placed}", headers=fleet.account_headers)
+        assert answer.status_code == 202, answer.text
+
+        async def teardown_retrying() -> bool:
+            described = await temporal_client.get_workflow_handle(site_deletion_id(placed)).describe()
+            return any(
+                pending.activity_type.name == "drop_site_database" and pending.attempt >= 2
+                for pending in described.raw_description.pending_activities
+            )
+
+        await eventually(teardown_retrying, "the teardown's database step retries while its server is down")
     finally:
         flaky_server.start()
     assert "flaky" not in (await check_health(fleet, temporal_client)).marked_active
@@ -107,6 +122,8 @@ async def test_a_killed_server_takes_no_new_site_and_its_site_in_flight_finishes
     site = await fleet.until_status(caught, "active")
     assert site["database_server"] == "flaky" and site["error_code"] is None
     assert set(site["steps"].values()) == {"done"}
+    await fleet.until_status(placed, "deleted")
+    assert not await fleet.holds_database("flaky", placed)
     # Each site's database is on its own server only: nothing duplicated, no orphan.
     assert await fleet.holds_database("flaky", caught) and not await fleet.holds_database("steady", caught)
     assert await fleet.holds_database("steady", elsewhere) and not await fleet.holds_database("flaky", elsewhere)
