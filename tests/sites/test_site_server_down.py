@@ -16,11 +16,13 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
+from activities.sites.health_check import ServerHealth
 from devstack.ports import free_port
 from devstack.postgres import PostgresServer
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SiteServersChecked
 from lifecycle.sites.errors import SERVER_UNREACHABLE_ERROR
+from lifecycle.statuses import SiteDbServerState, SiteDbServerStateSetBy
 from lifecycle.workflow_ids import site_creation_id, site_deletion_id
 from lifecycle.workflow_types import SITE_SERVER_HEALTH_CHECK_WORKFLOW
 from tests.conftest import ADMIN_HEADERS
@@ -170,3 +172,12 @@ async def test_a_drained_server_takes_no_new_site_and_its_sites_are_still_delete
         await fleet.until_status(new, "active")
     finally:
         await fleet.patch("flaky", state="active")
+
+
+def test_a_flapping_server_keeps_its_state() -> None:
+    """Checks that fail every other time never reach two in a row: the state stays, whichever it was."""
+    for state in (SiteDbServerState.ACTIVE, SiteDbServerState.DOWN):
+        health = ServerHealth(state, SiteDbServerStateSetBy.HEALTH_CHECK, failed=0, passed=0)
+        for answered in [False, True] * 5:
+            health = health.after_check(answered)
+            assert health.state == state
