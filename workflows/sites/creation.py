@@ -169,15 +169,16 @@ class SiteCreationWorkflow:
                     # slot, and run the step again with its retries whole. A cancellation still rolls back.
                     self._waiting_for_server = f"{step.name} waits for its database server: {_cause(err)}"
                     self._publish()
-                    await workflow.sleep(wait, summary=f"{step.name}: wait for the database server")
+                    try:
+                        await workflow.sleep(wait, summary=f"{step.name}: wait for the database server")
+                    finally:
+                        self._waiting_for_server = None
                     wait = min(wait * _SERVER_WAIT_GROWTH, _SERVER_WAIT_CAP)
                     continue
-                self._waiting_for_server = None
                 if not is_cancelled_exception(err):
                     self._failed_step = step.name
                     self._set_step(step.name, StepStatus.FAILED)
                 raise
-        self._waiting_for_server = None
         status = SiteStatus(found)
         if status in (SiteStatus.PROVISIONING, SiteStatus.ACTIVE):
             self._set_step(step.name, StepStatus.DONE)
