@@ -4,7 +4,7 @@ timeout, and its state follows what the last checks agree on.
 - An `active` server that failed DOWN_AFTER_FAILED_CHECKS checks in a row becomes `down`, set by the health
   check, whoever had made it active: no new site is placed on it, and the steps of its own sites wait for it.
 - A server the health check marked `down` becomes `active` again after ACTIVE_AFTER_PASSED_CHECKS checks in a
-  row passed.
+  row passed, and the creations of its provisioning sites are signalled, so a step waiting for it tries at once.
 - A state an operator set (`draining`, or `down`) is never changed: the check only counts.
 
 Flapping: a state changes only after two checks in a row agree, so one lost connection moves nothing, and a
@@ -22,12 +22,14 @@ from typing import Final
 
 from sqlalchemy import text
 from temporalio import activity
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.heartbeat import heartbeating
 from activities.resources import ActivityResources
 from activities.sites.database import SiteDatabaseServer
-from lifecycle.sites.contracts import SiteServersChecked
-from lifecycle.statuses import SiteDbServerState, SiteDbServerStateSetBy
+from lifecycle.sites.contracts import SERVER_BACK_SIGNAL, SiteServersChecked
+from lifecycle.statuses import SiteDbServerState, SiteDbServerStateSetBy, SiteStatus
+from lifecycle.workflow_ids import site_creation_id
 
 # A live server answers a connection and a SELECT 1 in milliseconds, even under load.
 CHECK_TIMEOUT_SECONDS: Final = 3.0
@@ -35,6 +37,9 @@ DOWN_AFTER_FAILED_CHECKS: Final = 2
 ACTIVE_AFTER_PASSED_CHECKS: Final = 2
 
 _SERVERS = text("SELECT name, admin_url FROM site_db_servers ORDER BY name")
+_PROVISIONING_ON = text(
+    f"SELECT id FROM sites WHERE database_server = :name AND status = '{SiteStatus.PROVISIONING.value}'"
+)
 # Locked, so an operator's PATCH waits for this record, or this record reads the PATCH's state.
 _LOCKED = text(
     "SELECT state, state_set_by, failed_checks, passed_checks FROM site_db_servers WHERE name = :name FOR UPDATE"
@@ -93,6 +98,7 @@ class SiteServerHealth:
                     result.marked_down.append(server.name)
                 elif changed == SiteDbServerState.ACTIVE:
                     result.marked_active.append(server.name)
+                    await self._wake_creations(server.name)
             return result
 
     async def _record(self, name: str, answered: bool) -> SiteDbServerState | None:
@@ -123,6 +129,23 @@ class SiteServerHealth:
             return None
         activity.logger.warning("site-database server %s: %s -> %s (health check)", name, before.state, after.state)
         return after.state
+
+    async def _wake_creations(self, name: str) -> None:
+        """Tell the creations of the server's sites it is back, so a step waiting for it tries now; a creation
+        already closed, or one that waits for nothing, loses nothing by it."""
+        async with self._resources.engine.connect() as connection:
+            sites = (await connection.execute(_PROVISIONING_ON, {"name": name})).scalars().all()
+
+        async def wake(site_id: object) -> None:
+            handle = self._resources.client.get_workflow_handle(site_creation_id(str(site_id)))
+            try:
+                await handle.signal(SERVER_BACK_SIGNAL)
+            except RPCError as err:
+                # Closed (NOT_FOUND), or Temporal not answering: a waiting step still tries at the end of its wait.
+                if err.status != RPCStatusCode.NOT_FOUND:
+                    activity.logger.warning("site %s: creation not told its server is back: %s", site_id, err)
+
+        await asyncio.gather(*(wake(site_id) for site_id in sites))
 
     async def _answers(self, name: str, admin_url: str) -> bool:
         try:

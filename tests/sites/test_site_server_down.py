@@ -122,6 +122,9 @@ async def test_a_killed_server_takes_no_new_site_and_its_site_in_flight_finishes
     assert (flaky["state"], flaky["state_set_by"]) == ("active", "health_check")
 
     site = await fleet.until_status(caught, "active")
+    # The health check told the waiting creation its server was back, rather than leaving it to its timer.
+    history = await temporal_client.get_workflow_handle(site_creation_id(caught)).fetch_history()
+    assert any(event.HasField("workflow_execution_signaled_event_attributes") for event in history.events)
     assert site["database_server"] == "flaky" and site["error_code"] is None
     assert set(site["steps"].values()) == {"done"}
     await fleet.until_status(placed, "deleted")

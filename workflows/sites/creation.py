@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.contracts import AlertInput
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.sites.contracts import (
+        SERVER_BACK_SIGNAL,
         SITE_STEPS,
         SiteCreationInput,
         SiteProgress,
@@ -43,8 +44,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.sites.steps import ALL_STEPS, BOOTSTRAP, DATABASE, FILESYSTEM, METADATA, SiteStep
 
 # A step whose site-database server does not answer runs again after 1 s, then 1.5, 2.25, … up to a minute
-# between tries, for as long as the outage lasts: a blip costs seconds, and about 11 history events a minute once
-# at the cap, so a run could wait about three days before nearing Temporal's 50,000-event limit.
+# between tries, for as long as the outage lasts, or at once when the health check signals the server back: a blip
+# costs seconds, and about 11 history events a minute once at the cap, so a run could wait about three days before
+# nearing Temporal's 50,000-event limit.
 _SERVER_WAIT_FIRST = timedelta(seconds=1)
 _SERVER_WAIT_GROWTH = 1.5
 _SERVER_WAIT_CAP = timedelta(minutes=1)
@@ -80,6 +82,7 @@ class SiteCreationWorkflow:
         self._retry_requested = False
         self._note: str | None = None
         self._waiting_for_server: str | None = None
+        self._server_back = False
 
     @workflow.query(name="progress")
     def progress(self) -> SiteProgress:
@@ -104,6 +107,11 @@ class SiteCreationWorkflow:
         self._note = f"a retry signal arrived while nothing waited (site {self._status}); it was ignored"
         workflow.logger.warning(self._note)
         self._publish()
+
+    @workflow.signal(name=SERVER_BACK_SIGNAL)
+    def server_back(self) -> None:
+        """The health check saw the site's server answer again: a step waiting for it tries now."""
+        self._server_back = True
 
     @workflow.run
     async def run(self, input: SiteCreationInput) -> SiteProgress:
@@ -169,8 +177,15 @@ class SiteCreationWorkflow:
                     # slot, and run the step again with its retries whole. A cancellation still rolls back.
                     self._waiting_for_server = f"{step.name} waits for its database server: {_cause(err)}"
                     self._publish()
+                    self._server_back = False
                     try:
-                        await workflow.sleep(wait, summary=f"{step.name}: wait for the database server")
+                        await workflow.wait_condition(
+                            lambda: self._server_back,
+                            timeout=wait,
+                            timeout_summary=f"{step.name}: wait for the database server",
+                        )
+                    except TimeoutError:
+                        pass  # the wait is over: try again
                     finally:
                         self._waiting_for_server = None
                     wait = min(wait * _SERVER_WAIT_GROWTH, _SERVER_WAIT_CAP)
