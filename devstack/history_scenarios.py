@@ -247,7 +247,7 @@ def _unreachable_url() -> str:
 
 async def site_creation_waits_for_server(ctx: Context) -> str:
     """The site is placed on a server that does not answer (all the room is there); its database step waits for
-    it, and finishes once the server's URL leads to a live one."""
+    it, and finishes once the server's URL leads to a live one (woken by the health check, or by its own timer)."""
     await _put_server(ctx, "recorder-late", _unreachable_url(), MAX_CAPACITY)
     headers = await _account(ctx)
     created = await ctx.api.post(
@@ -257,7 +257,12 @@ async def site_creation_waits_for_server(ctx: Context) -> str:
     handle = ctx.client.get_workflow_handle(site_creation_id(str(created.json()["id"])))
     while await _scheduled(handle, "create_site_database") < 2:  # noqa: ASYNC110
         await asyncio.sleep(0.1)
+    # The health check marks it down; once its URL leads to a live server, active again, and wakes the creation.
+    for _ in range(2):
+        await _health_check(ctx)
     await _put_server(ctx, "recorder-late", ctx.settings.site_admin_database_url, MAX_CAPACITY)
+    for _ in range(2):
+        await _health_check(ctx)
     await handle.result()
     (
         await ctx.api.patch("/site-db-servers/recorder-late", json={"state": "draining"}, headers=ctx.admin_headers)
