@@ -184,3 +184,40 @@ def test_a_flapping_server_keeps_its_state() -> None:
         for answered in [False, True] * 5:
             health = health.after_check(answered)
             assert health.state == state
+
+
+async def test_a_creation_cancelled_while_it_waits_for_its_server_rolls_back_once_the_server_answers(
+    fleet: Fleet, temporal_client: Client
+) -> None:
+    # A server whose URL leads nowhere yet, with the most room: the next site goes there and waits for it.
+    late = {"url": with_password(f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/postgres"), "capacity": 100}
+    added = await fleet.api.put("/site-db-servers/late", json=late, headers=ADMIN_HEADERS)
+    assert added.status_code == 201, added.text
+    try:
+        site_id = await fleet.create_site()
+        assert (await fleet.site(site_id))["database_server"] == "late"
+
+        async def waiting() -> bool:
+            return await unreachable_failures(temporal_client, site_id) >= 1
+
+        await eventually(waiting, "the database step finds its server unreachable")
+        answer = await fleet.api.delete(f"/sites/{site_id}", headers=fleet.account_headers)
+        assert answer.status_code == 202, answer.text
+
+        async def undo_retrying() -> bool:
+            described = await temporal_client.get_workflow_handle(site_creation_id(site_id)).describe()
+            return any(
+                pending.activity_type.name == "drop_site_database" and pending.attempt >= 2
+                for pending in described.raw_description.pending_activities
+            )
+
+        await eventually(undo_retrying, "the cancelled creation's database undo retries while its server is down")
+        assert (await fleet.site(site_id))["status"] == "rolling_back"
+        # The server answers at last (here: its URL now leads to a live one), and the site goes for good.
+        late["url"] = fleet.urls["flaky"]
+        replaced = await fleet.api.put("/site-db-servers/late", json=late, headers=ADMIN_HEADERS)
+        assert replaced.status_code == 200, replaced.text
+        await fleet.until_status(site_id, "deleted")
+        assert not await fleet.holds_database("flaky", site_id)
+    finally:
+        await fleet.patch("late", state="draining")
