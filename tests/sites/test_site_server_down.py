@@ -1,7 +1,7 @@
 """A site-database server that fails (activities/sites/health_check.py, workflows/sites/creation.py): a killed
 server gets no new site once the health check marks it down; a site caught mid-creation on it waits, and one
-deleted meanwhile is removed, once it is back; the health check never overrides an operator; and a drained
-server's sites are still deleted.
+deleted meanwhile is removed, once it is back; a creation cancelled while it waits rolls back once the server
+answers; the health check never overrides an operator; and a drained server's sites are still deleted.
 
 Two real servers: the session's PostgreSQL (as `steady`) and one of this module's (as `flaky`), which a test kills
 with SIGKILL and starts again. The catalog is a product database of this module's (tests/sites/fleet.py).
