@@ -16,6 +16,7 @@ from activities.deletion.services import RegisteredServices
 from activities.exports.reconciler import ExportReconciler
 from activities.exports.steps import AccountExportActivities
 from activities.resources import ActivityResources
+from activities.sites.health_check import SiteServerHealth
 from activities.sites.reconciler import SiteReconciler
 from activities.sites.steps import SiteActivities
 from lifecycle.deletion.receipt_keys import ReceiptSigner
@@ -42,6 +43,7 @@ def build_activities(resources: ActivityResources, signer: ReceiptSigner) -> lis
         Alerts(resources).raise_alert,
         Reconciler(resources).reconcile_deletions,
         SiteReconciler(resources).reconcile_sites,
+        SiteServerHealth(resources).check_site_db_servers,
         ExportReconciler(resources).reconcile_exports,
         *_export_activities(AccountExportActivities(resources)),
         DeletionGrace(resources).end_account_deletion_grace,

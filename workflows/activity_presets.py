@@ -172,3 +172,12 @@ AWAIT_CREATION: Final = ActivityPreset(
         initial_interval=timedelta(seconds=1), backoff_coefficient=1.5, maximum_interval=timedelta(seconds=30)
     ),
 )
+
+# One pass of the site-database servers' health check: each server is given 3 s (activities/sites/health_check.py)
+# and they are checked side by side, so a minute is stuck. A failed pass is tried twice more; the schedule starts
+# the next one within seconds anyway.
+SITE_SERVER_CHECK: Final = ActivityPreset(
+    start_to_close_timeout=timedelta(minutes=1),
+    heartbeat_timeout=_HEARTBEAT,
+    retry_policy=_doubling(timedelta(seconds=1), timedelta(seconds=5), 3),
+)

@@ -6,6 +6,7 @@ from workflows.exports.account import AccountExportWorkflow
 from workflows.reconciler import DeletionReconcilerWorkflow
 from workflows.sites.creation import SiteCreationWorkflow
 from workflows.sites.deletion import SiteDeletionWorkflow
+from workflows.sites.health_check import SiteServerHealthCheckWorkflow
 
 WORKFLOWS: list[type] = [
     BotDeletionWorkflow,
@@ -13,5 +14,6 @@ WORKFLOWS: list[type] = [
     DeletionReconcilerWorkflow,
     SiteCreationWorkflow,
     SiteDeletionWorkflow,
+    SiteServerHealthCheckWorkflow,
     AccountExportWorkflow,
 ]

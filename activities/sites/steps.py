@@ -31,8 +31,9 @@ from activities.sites import files as site_files
 from activities.sites import wordpress_schema
 from activities.sites.database import site_database_name
 from activities.sites.placement import SitePlacement
+from activities.sites.reachability import SiteDatabaseServerUnreachable
 from lifecycle.sites.contracts import SiteDeletionInput, SiteRef, SiteRollbackFailure, SiteRollbackInput, SiteStep
-from lifecycle.sites.errors import SiteErrorCode
+from lifecycle.sites.errors import SERVER_UNREACHABLE_ERROR, SiteErrorCode
 from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteStatus, StepStatus
 from lifecycle.workflow_ids import site_creation_id
 
@@ -133,7 +134,11 @@ class SiteActivities:
                     raise ApplicationError(f"site {site_id} changed while {step} started", type="SiteChanged")
                 activity.logger.info("site %s is %s: %s step does nothing", site_id, status, step)
                 return status
-            await work()
+            try:
+                await work()
+            except SiteDatabaseServerUnreachable as err:
+                # Not one of the step's retries: the saga waits for the server and runs the step again.
+                raise ApplicationError(str(err), type=SERVER_UNREACHABLE_ERROR, non_retryable=True) from err
             await self._set_step(site_id, step, StepStatus.DONE)
             return SiteStatus.PROVISIONING
 

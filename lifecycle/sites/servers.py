@@ -39,7 +39,8 @@ PLACED_SITES_SQL: Final = (
 
 # Every server with the sites it holds, by name: what GET /site-db-servers lists.
 SERVERS_WITH_PLACED_SITES = text(
-    "SELECT s.name, s.capacity, s.pool_target, s.state, coalesce(p.placed, 0) AS sites FROM site_db_servers s"
+    "SELECT s.name, s.capacity, s.pool_target, s.state, s.state_set_by, coalesce(p.placed, 0) AS sites"
+    " FROM site_db_servers s"
     f" LEFT JOIN ({PLACED_SITES_SQL}) p ON p.database_server = s.name ORDER BY s.name"
 )
 
