@@ -70,6 +70,7 @@ async def unreachable_failures(client: Client, site_id: str) -> int:
     )
 
 
+@pytest.mark.long
 async def test_a_killed_server_takes_no_new_site_and_its_site_in_flight_finishes_once_back(
     fleet: Fleet, flaky_server: PostgresServer, temporal_client: Client
 ) -> None:
