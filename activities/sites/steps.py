@@ -225,7 +225,9 @@ class SiteActivities:
     @activity.defn(name="create_site_database")
     async def create_site_database(self, site: SiteRef) -> SiteStatus:
         async def work() -> None:
-            password = await asyncio.to_thread(site_files.site_password, self._sites_root, site.site_id)
+            password = await asyncio.to_thread(
+                site_files.site_password, self._sites_root, site.site_id, writer="database"
+            )
             limit = self._resources.settings.site_role_connection_limit
             server = await self._placement.server(site.site_id)
             await server.create(site_database_name(site.site_id), password, limit)
