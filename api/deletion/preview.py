@@ -15,7 +15,8 @@ from datetime import timedelta
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
 
 from api.deletion.preview_schemas import DeletionPreviewOut, PreviewExport, PreviewServiceCount, PreviewSubject
 from api.problems import ProblemError
@@ -75,7 +76,11 @@ async def preview_deletion(
     )
     try:
         result = await asyncio.wait_for(handle.result(), PREVIEW_WAIT.total_seconds())
-    except TimeoutError:
+    except (TimeoutError, WorkflowFailureError) as err:
+        # The run's own timeout (no gateway worker took its tasks in time) or this wait's, whichever came first; any
+        # other failure of the run is a fault of this code, answered as one.
+        if isinstance(err, WorkflowFailureError) and not isinstance(err.cause, WorkflowTimeoutError):
+            raise
         raise ProblemError(
             503, "The preview got no answer in time; retry shortly.", headers={"Retry-After": "30"}
         ) from None

@@ -21,7 +21,7 @@ router = APIRouter(tags=["deletions"])
     "/account/deletion/preview",
     response_model=DeletionPreviewOut,
     summary="What deleting the calling account would remove, per service, and how long it would take; changes nothing",
-    responses=problem_responses(401, 422),
+    responses=problem_responses(401, 422, 503),
 )
 async def preview_account_deletion(
     caller: CallerDep, session: SessionDep, client: TemporalDep, settings: SettingsDep
@@ -42,7 +42,7 @@ async def preview_account_deletion(
     "/bots/{bot_id}/deletion/preview",
     response_model=DeletionPreviewOut,
     summary="What deleting a bot would remove, per service, and how long it would take; changes nothing",
-    responses=problem_responses(401, 404),
+    responses=problem_responses(401, 404, 503),
 )
 async def preview_bot_deletion(
     bot_id: uuid.UUID, caller: CallerDep, session: SessionDep, client: TemporalDep, settings: SettingsDep
