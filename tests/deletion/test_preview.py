@@ -1,5 +1,5 @@
 """Deletion previews against the real stack: the services' own counts, equal to what the deletion then removes;
-nothing changed by asking; a service whose worker is down shown as unknown; another account's bot not found; and
+nothing changed by asking; a registered service counted, then shown as unknown once its worker stopped; another account's bot not found; and
 the README's command."""
 
 from __future__ import annotations
@@ -12,12 +12,15 @@ from pathlib import Path
 import asyncpg
 import httpx
 import pytest
+from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import Worker
 
 from api.deletion.preview import estimated_duration_seconds
 from devstack.seed import rows_per_service, seed
 from lifecycle.deletion.contracts import DeletionBudget, ServiceHoldings
+from lifecycle.deletion.v1.service_pb2 import VerifyRequest, VerifyResponse
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id, deletion_preview_id
 from tests.conftest import ADMIN_HEADERS, ApiAccount
@@ -117,17 +120,28 @@ async def test_an_account_preview_adds_up_its_bots_and_lists_its_exports(
     assert not await _started(temporal_client, account_deletion_id(seeded.account_id))
 
 
-async def test_a_service_whose_worker_is_down_is_unknown_and_the_preview_still_answers(
-    api: httpx.AsyncClient, account: ApiAccount, register: Register, worker: LifecycleWorkers
+@activity.defn(name="VerifySubjectErased")
+async def holds_seven(request: VerifyRequest) -> VerifyResponse:
+    """A registered service that holds 7 rows and 2 files of every bot."""
+    return VerifyResponse(remaining_rows=7, remaining_files=2)
+
+
+async def test_a_service_whose_worker_is_stopped_is_unknown_and_the_preview_still_answers(
+    api: httpx.AsyncClient, account: ApiAccount, register: Register, temporal_client: Client, worker: LifecycleWorkers
 ) -> None:
-    # Registered, but no worker polls its queue.
-    down, _queue = await register("down")
+    name, queue = await register("counted")
     bot = (await api.post("/bots", json={"name": "previewed"}, headers=account.headers)).json()["id"]
 
+    async with Worker(temporal_client, task_queue=queue, activities=[holds_seven]):
+        answer = await api.get(f"/bots/{bot}/deletion/preview", headers=account.headers)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["services"][name] == {"rows": 7, "files": 2, "estimated": False}
+
+    # Its worker stopped: nobody polls its queue any more.
     answer = await api.get(f"/bots/{bot}/deletion/preview", headers=account.headers)
     assert answer.status_code == 200, answer.text
     preview = answer.json()
-    assert preview["services"][down] == {"rows": None, "files": None, "estimated": False}
+    assert preview["services"][name] == {"rows": None, "files": None, "estimated": False}
     assert preview["services"]["chat"] == {"rows": 0, "files": 0, "estimated": False}
     assert preview["estimated_duration_seconds"] is None
 
