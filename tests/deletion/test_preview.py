@@ -1,6 +1,6 @@
 """Deletion previews against the real stack: the services' own counts, equal to what the deletion then removes;
-nothing changed by asking; a registered service counted, then shown as unknown once its worker stopped; another account's bot not found; and
-the README's command."""
+nothing changed by asking; a registered service counted, then shown as unknown once its worker stopped; another
+account's bot not found; and the README's commands."""
 
 from __future__ import annotations
 
