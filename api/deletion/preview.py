@@ -90,7 +90,7 @@ async def preview_deletion(
             name: PreviewServiceCount(
                 rows=None if held is None else held.rows,
                 files=None if held is None else held.files,
-                estimated=False,
+                estimated=held is not None and held.estimated,
             )
             for name, held in sorted(result.services.items())
         },

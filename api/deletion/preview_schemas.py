@@ -24,8 +24,9 @@ class PreviewServiceCount(BaseModel):
     )
     files: int | None = Field(description="Files or stored objects of the subject the service holds; null: unknown.")
     estimated: bool = Field(
-        description="Whether the counts are estimates. Always false today: every service answers with its exact "
-        "count (the contract's VerifySubjectErased, the call that proves a deletion complete), however large."
+        description="Whether a count is an estimate: a service may answer a large count from an estimate (the "
+        "project's own services, above 10,000 rows of a table, from a sample of the bot's ids) and says so; below "
+        "that size, and for a service that does not estimate, the counts are exact. False when unknown."
     )
 
 

@@ -242,10 +242,12 @@ class DeletionPreviewInput:
 
 @dataclass
 class ServiceHoldings:
-    """What one service holds of the previewed bots, by its own exact count (VerifySubjectErased)."""
+    """What one service holds of the previewed bots, by its own count (VerifySubjectErased); `estimated` when it
+    answered any of them from an estimate."""
 
     rows: int
     files: int
+    estimated: bool = False
 
 
 @dataclass

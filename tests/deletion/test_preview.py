@@ -18,11 +18,14 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from api.deletion.preview import estimated_duration_seconds
-from devstack.seed import rows_per_service, seed
+from devstack.seed import asyncpg_dsn, rows_per_service, seed
 from lifecycle.deletion.contracts import DeletionBudget, ServiceHoldings
 from lifecycle.deletion.v1.service_pb2 import VerifyRequest, VerifyResponse
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id, deletion_preview_id
+from services.chat import CHAT
+from services.runtime.database import service_database_url
+from services.runtime.tables import ESTIMATE_SAMPLE
 from tests.conftest import ADMIN_HEADERS, ApiAccount
 from tests.deletion.conftest import Register
 from tests.deletion.helpers import completed, receipt_of, remaining_rows
@@ -144,6 +147,29 @@ async def test_a_service_whose_worker_is_stopped_is_unknown_and_the_preview_stil
     assert preview["services"][name] == {"rows": None, "files": None, "estimated": False}
     assert preview["services"]["chat"] == {"rows": 0, "files": 0, "estimated": False}
     assert preview["estimated_duration_seconds"] is None
+
+
+async def test_a_large_count_is_an_estimate_and_says_so(
+    api: httpx.AsyncClient, account: ApiAccount, settings: Settings, worker: LifecycleWorkers
+) -> None:
+    bot = (await api.post("/bots", json={"name": "talkative"}, headers=account.headers)).json()["id"]
+    # Above the chat service's exact size in one table, written in bulk (so the estimate comes out exact).
+    messages = ESTIMATE_SAMPLE + 2_000
+    chat = await asyncpg.connect(asyncpg_dsn(service_database_url(CHAT.name, beside=settings.database_url)))
+    try:
+        await chat.execute(
+            "INSERT INTO messages (bot_id, conversation_ref, body) SELECT $1, g, 'm' FROM generate_series(1, $2) g",
+            uuid.UUID(bot),
+            messages,
+        )
+    finally:
+        await chat.close()
+
+    answer = await api.get(f"/bots/{bot}/deletion/preview", headers=account.headers)
+    assert answer.status_code == 200, answer.text
+    services = answer.json()["services"]
+    assert services["chat"] == {"rows": messages, "files": 0, "estimated": True}
+    assert services["analytics"] == {"rows": 0, "files": 0, "estimated": False}
 
 
 async def test_another_accounts_bot_is_not_found(api: httpx.AsyncClient, account: ApiAccount) -> None:

@@ -1,8 +1,8 @@
 """Previewing a deletion: ask every registered service what it holds of the bots a deletion would delete, and
-change nothing. The counts are the services' own (VerifySubjectErased, the call a deletion ends with), asked on
-each service's own queue: the gateway never reads a service's database. A service that does not answer within
-the preset's bounds is reported as unknown (None), so a service that is down delays a preview by seconds and
-never holds it open."""
+change nothing. The counts are the services' own (VerifySubjectErased, the call a deletion ends with, here allowed
+to estimate a large count), asked on each service's own queue: the gateway never reads a service's database. A
+service that does not answer within the preset's bounds is reported as unknown (None), so a service that is down
+delays a preview by seconds and never holds it open."""
 
 from __future__ import annotations
 
@@ -54,13 +54,19 @@ class DeletionPreviewWorkflow:
                     raise answer
                 holdings.rows += answer.remaining_rows
                 holdings.files += answer.remaining_files
+                holdings.estimated = holdings.estimated or answer.estimated
         return holdings
 
     async def _count(self, service: RegisteredService, bot_id: str) -> VerifyResponse:
         return await workflow.execute_activity(
             VERIFY_SUBJECT_ERASED,
-            # The preview's own id stands where a deletion sends its id: no deletion exists.
-            VerifyRequest(deletion_id=workflow.info().workflow_id, subject=Subject(kind=Subject.KIND_BOT, id=bot_id)),
+            # The preview's own id stands where a deletion sends its id: no deletion exists. A service may answer a
+            # large count from an estimate, and says so.
+            VerifyRequest(
+                deletion_id=workflow.info().workflow_id,
+                subject=Subject(kind=Subject.KIND_BOT, id=bot_id),
+                estimate_allowed=True,
+            ),
             task_queue=service.task_queue,
             result_type=VerifyResponse,
             **presets.SERVICE_PREVIEW,
