@@ -30,6 +30,7 @@ from lifecycle.workflow_ids import (
     account_deletion_id,
     account_export_id,
     bot_deletion_id,
+    deletion_preview_id,
     site_creation_id,
     site_deletion_id,
 )
@@ -451,6 +452,34 @@ async def account_deletion_grace_expedited(ctx: Context) -> str:
     return handle.id
 
 
+async def deletion_preview_happy(ctx: Context) -> str:
+    seeded = await seed(ctx.settings, bots=1, rows=200)
+    bot_id = seeded.bot_ids[0]
+    response = await ctx.api.get(
+        f"/bots/{bot_id}/deletion/preview", headers={"Authorization": f"Bearer {seeded.api_key}"}
+    )
+    response.raise_for_status()
+    return deletion_preview_id("bot", bot_id)
+
+
+async def deletion_preview_service_down(ctx: Context) -> str:
+    """An account's preview while a registered service has no worker: it is reported unknown. The service is
+    retired afterwards, so no later deletion waits for it."""
+    registered = await ctx.api.put(
+        "/deletion-services/preview-down",
+        json={"task_queue": "preview-down", "contract": "lifecycle.deletion.v1"},
+        headers=ctx.admin_headers,
+    )
+    registered.raise_for_status()
+    try:
+        seeded = await seed(ctx.settings, bots=2, rows=100)
+        response = await ctx.api.get("/account/deletion/preview", headers={"Authorization": f"Bearer {seeded.api_key}"})
+        response.raise_for_status()
+    finally:
+        (await ctx.api.delete("/deletion-services/preview-down", headers=ctx.admin_headers)).raise_for_status()
+    return deletion_preview_id("account", seeded.account_id)
+
+
 # (scenario, run): the file is named <WorkflowType>-<scenario>.json.
 HAPPY: list[tuple[str, Scenario]] = [
     ("happy", bot_deletion_happy),
@@ -472,6 +501,8 @@ HAPPY: list[tuple[str, Scenario]] = [
     ("waits-for-server", site_creation_waits_for_server),
     ("happy", health_check_happy),
     ("marks-down", health_check_marks_down),
+    ("happy", deletion_preview_happy),
+    ("service-down", deletion_preview_service_down),
 ]
 FAULTY: list[tuple[str, Scenario]] = [
     ("operator-retry-skip", bot_deletion_operator),

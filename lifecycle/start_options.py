@@ -29,11 +29,18 @@ from lifecycle.search_attributes import (
     site_search_attributes,
 )
 from lifecycle.statuses import DeletionState, SiteStatus
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id, site_creation_id, site_deletion_id
+from lifecycle.workflow_ids import (
+    account_deletion_id,
+    bot_deletion_id,
+    deletion_preview_id,
+    site_creation_id,
+    site_deletion_id,
+)
 from lifecycle.workflow_types import (
     ACCOUNT_DELETION_WORKFLOW,
     ACCOUNT_EXPORT_WORKFLOW,
     BOT_DELETION_WORKFLOW,
+    DELETION_PREVIEW_WORKFLOW,
     SITE_CREATION_WORKFLOW,
     SITE_DELETION_WORKFLOW,
 )
@@ -60,6 +67,8 @@ SITE_DELETION_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
 # Account export: a run terminated before its archive was ready can run again (its parts are kept); a completed
 # one (its archive expired) never does; a new request makes a new export under a new id.
 EXPORT_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
+# Deletion preview: it changes nothing, so every request after the last one closed counts afresh.
+PREVIEW_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE
 
 
 @dataclass(frozen=True)
@@ -85,7 +94,8 @@ class StartOptions:
         execution_timeout: timedelta | None = None,
         start_signal: str | None = None,
     ) -> WorkflowHandle[Any, Any]:
-        """Start the run, or join the open one. `execution_timeout` and `start_signal` are for tests only."""
+        """Start the run, or join the open one. `execution_timeout` bounds a run someone waits for (a preview);
+        `start_signal` is for tests only."""
         return await client.start_workflow(
             self.workflow_type,
             arg,
@@ -191,4 +201,19 @@ def account_export_options(export_id: str, account_id: str, workflow_id: str) ->
             f"Writes export {export_id} of account {account_id} (every bot's rows as JSON lines and every "
             "document file) into one ZIP, emails a signed link once, and deletes the archive when it expires."
         ),
+    )
+
+
+def deletion_preview_options(subject_kind: str, subject_id: str, account_id: str) -> StartOptions:
+    """`subject_kind`: `bot` or `account`. No search attributes: a preview is no deletion, and nothing that lists
+    deletions (the reconciler, operators' queries by status) should find it."""
+    return StartOptions(
+        workflow_type=DELETION_PREVIEW_WORKFLOW,
+        id=deletion_preview_id(subject_kind, subject_id),
+        id_reuse_policy=PREVIEW_REUSE,
+        search_attributes=TypedSearchAttributes.empty,
+        priority=deletion_priority(account_id),
+        static_summary=f"Preview deleting {subject_kind} {subject_id}",
+        static_details=f"Asks every registered service what it holds of {subject_kind} {subject_id} "
+        f"(account {account_id}); deletes and records nothing.",
     )

@@ -22,3 +22,8 @@ def site_deletion_id(site_id: UUID | str) -> str:
 def account_export_id(account_id: UUID | str, sequence: int) -> str:
     """The account's `sequence`-th export (allocated in `account_exports`, unique per account)."""
     return f"account-export-{account_id}-{sequence}"
+
+
+def deletion_preview_id(subject_kind: str, subject_id: UUID | str) -> str:
+    """A preview of deleting a bot or an account: a repeat while one runs joins it (it counts the same things)."""
+    return f"deletion-preview-{subject_kind}-{subject_id}"

@@ -2,6 +2,7 @@
 
 from workflows.deletion.account import AccountDeletionWorkflow
 from workflows.deletion.bot import BotDeletionWorkflow
+from workflows.deletion.preview import DeletionPreviewWorkflow
 from workflows.exports.account import AccountExportWorkflow
 from workflows.reconciler import DeletionReconcilerWorkflow
 from workflows.sites.creation import SiteCreationWorkflow
@@ -16,4 +17,5 @@ WORKFLOWS: list[type] = [
     SiteDeletionWorkflow,
     SiteServerHealthCheckWorkflow,
     AccountExportWorkflow,
+    DeletionPreviewWorkflow,
 ]

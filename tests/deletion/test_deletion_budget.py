@@ -16,9 +16,8 @@ import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
-from activities.deletion.services import budget_share
 from devstack.seed import asyncpg_dsn, seed
-from lifecycle.deletion.budget import DEFAULT_ROWS_PER_SECOND
+from lifecycle.deletion.budget import DEFAULT_ROWS_PER_SECOND, budget_share
 from lifecycle.deletion.contracts import DELETER_SLICE, DeletionBudget, DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
