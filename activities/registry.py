@@ -16,6 +16,7 @@ from activities.deletion.services import RegisteredServices
 from activities.exports.reconciler import ExportReconciler
 from activities.exports.steps import AccountExportActivities
 from activities.resources import ActivityResources
+from activities.sites.health_check import SiteServerHealth
 from activities.sites.pool import SitePoolActivities
 from activities.sites.reconciler import SiteReconciler
 from activities.sites.steps import SiteActivities
@@ -44,6 +45,7 @@ def build_activities(resources: ActivityResources, signer: ReceiptSigner) -> lis
         Reconciler(resources).reconcile_deletions,
         SiteReconciler(resources).reconcile_sites,
         SitePoolActivities(resources).refill_site_db_pool,
+        SiteServerHealth(resources).check_site_db_servers,
         ExportReconciler(resources).reconcile_exports,
         *_export_activities(AccountExportActivities(resources)),
         DeletionGrace(resources).end_account_deletion_grace,

@@ -17,6 +17,7 @@ from api.body_limit import BodySizeLimit
 from api.bots import router as bots
 from api.browser import install_browser_support
 from api.deletion import budget_router as deletion_budget
+from api.deletion import preview_router as deletion_preview
 from api.deletion import receipts_router as receipts
 from api.deletion import restore_router as account_restore
 from api.deletion import router as account_deletion
@@ -44,6 +45,7 @@ ROUTERS = (
     account_keys.router,
     bots.router,
     deletion_status.router,
+    deletion_preview.router,
     account_deletion.router,
     sites.router,
     account_exports.router,

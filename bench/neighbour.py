@@ -32,6 +32,7 @@ from devstack.throwaway import throwaway_stack
 from lifecycle.deletion.budget import DEFAULT_ROWS_PER_SECOND
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
+from services.catalog import SERVICES
 from services.runtime.database import service_database_url
 
 ADMIN = "bench-admin-token-at-least-32-bytes-long"
@@ -64,11 +65,22 @@ async def _traffic(settings: Settings, bot_id: str, seconds: float) -> list[floa
     return [ms for _, ms in operations]
 
 
-async def _settle(conn: asyncpg.Connection) -> None:
-    """After seeding: statistics fresh, dead rows gone, and the seeding's dirty pages and files written out, so no phase
-    measures the checkpoint of rows written before it."""
-    await conn.execute("VACUUM ANALYZE")
-    await conn.execute("CHECKPOINT")
+async def _settle(settings: Settings) -> None:
+    """After seeding: statistics fresh, dead rows gone, hint bits set, and the seeding's dirty pages and files written
+    out, in the product's database and every service's, so that no phase measures an autovacuum, a first read's
+    writes or a checkpoint of rows written before it. (Before, only the product's and the chat service's were: the
+    other services' autovacuum could start during a phase.)"""
+    for url in (settings.database_url, *(service_database_url(s.name, beside=settings.database_url) for s in SERVICES)):
+        conn = await asyncpg.connect(asyncpg_dsn(url))
+        try:
+            await conn.execute("VACUUM ANALYZE")
+        finally:
+            await conn.close()
+    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
+    try:
+        await conn.execute("CHECKPOINT")
+    finally:
+        await conn.close()
     # The seeded document files too: the kernel would otherwise write them back during the phase.
     await asyncio.to_thread(os.sync)
 
@@ -183,12 +195,7 @@ async def main(rows: int, budgets: list[int]) -> None:
                     # and the neighbour's "latest 50" read walked them for seconds: a bulk load's cost, not a
                     # deletion's.)
                     to_delete = [await seed(settings, bots=1, rows=rows) for _ in range(len(budgets) + 1)]
-                    await _settle(conn)
-                    chat = await asyncpg.connect(_chat_dsn(settings))
-                    try:
-                        await chat.execute("VACUUM ANALYZE")
-                    finally:
-                        await chat.close()
+                    await _settle(settings)
                     idle = await _traffic(settings, neighbour, PHASE_SECONDS)
                     print(_line("idle", idle, None, None), flush=True)
                     for budget in budgets:

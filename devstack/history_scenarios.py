@@ -17,22 +17,25 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, W
 from temporalio.service import RPCError, RPCStatusCode
 
 from api.deletion.requests import request_account_deletion
+from devstack.ports import free_port
 from devstack.seed import seed
 from lifecycle.db.engine import make_engine, make_sessionmaker
 from lifecycle.deletion.contracts import AccountDeletionInput, BotDeletionInput, BotDeletionResult, DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SiteProgress
-from lifecycle.sites.servers import DEFAULT_SERVER
+from lifecycle.sites.servers import DEFAULT_SERVER, MAX_CAPACITY
 from lifecycle.start_options import account_deletion_options, bot_deletion_options
 from lifecycle.statuses import DeletionState
 from lifecycle.workflow_ids import (
     account_deletion_id,
     account_export_id,
     bot_deletion_id,
+    deletion_preview_id,
     site_creation_id,
     site_db_pool_id,
     site_deletion_id,
 )
+from lifecycle.workflow_types import SITE_SERVER_HEALTH_CHECK_WORKFLOW
 from workflows.reconciler import RECONCILER_WORKFLOW
 
 
@@ -235,6 +238,59 @@ async def site_deletion_reset(ctx: Context) -> str:
     return workflow_id
 
 
+async def _put_server(ctx: Context, name: str, url: str, capacity: int) -> None:
+    body = {"url": url, "capacity": capacity}
+    (await ctx.api.put(f"/site-db-servers/{name}", json=body, headers=ctx.admin_headers)).raise_for_status()
+
+
+def _unreachable_url() -> str:
+    return f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/postgres"
+
+
+async def site_creation_waits_for_server(ctx: Context) -> str:
+    """The site is placed on a server that does not answer (all the room is there); its database step waits for
+    it, and finishes once the server's URL leads to a live one (woken by the health check, or by its own timer)."""
+    await _put_server(ctx, "recorder-late", _unreachable_url(), MAX_CAPACITY)
+    headers = await _account(ctx)
+    created = await ctx.api.post(
+        "/sites", json={"name": "Late", "domain": f"late-{uuid.uuid4().hex[:10]}.example.com"}, headers=headers
+    )
+    created.raise_for_status()
+    handle = ctx.client.get_workflow_handle(site_creation_id(str(created.json()["id"])))
+    while await _scheduled(handle, "create_site_database") < 2:  # noqa: ASYNC110
+        await asyncio.sleep(0.1)
+    # The health check marks it down; once its URL leads to a live server, active again, and wakes the creation.
+    for _ in range(2):
+        await _health_check(ctx)
+    await _put_server(ctx, "recorder-late", ctx.settings.site_admin_database_url, MAX_CAPACITY)
+    for _ in range(2):
+        await _health_check(ctx)
+    await handle.result()
+    (
+        await ctx.api.patch("/site-db-servers/recorder-late", json={"state": "draining"}, headers=ctx.admin_headers)
+    ).raise_for_status()
+    return handle.id
+
+
+async def _health_check(ctx: Context) -> str:
+    workflow_id = f"health-check-{uuid.uuid4().hex[:8]}"
+    await ctx.client.execute_workflow(
+        SITE_SERVER_HEALTH_CHECK_WORKFLOW, id=workflow_id, task_queue=ctx.settings.site_task_queue
+    )
+    return workflow_id
+
+
+async def health_check_happy(ctx: Context) -> str:
+    return await _health_check(ctx)
+
+
+async def health_check_marks_down(ctx: Context) -> str:
+    """A server that does not answer (with no room, so no site goes there): the second check marks it down."""
+    await _put_server(ctx, "recorder-gone", _unreachable_url(), 0)
+    await _health_check(ctx)
+    return await _health_check(ctx)
+
+
 # Compensation and operator paths: run on a worker with FAULTS.
 
 FAULTS = "bootstrap_site=permanent"
@@ -428,6 +484,34 @@ async def site_db_pool_drained(ctx: Context) -> str:
     return site_db_pool_id(DEFAULT_SERVER)
 
 
+async def deletion_preview_happy(ctx: Context) -> str:
+    seeded = await seed(ctx.settings, bots=1, rows=200)
+    bot_id = seeded.bot_ids[0]
+    response = await ctx.api.get(
+        f"/bots/{bot_id}/deletion/preview", headers={"Authorization": f"Bearer {seeded.api_key}"}
+    )
+    response.raise_for_status()
+    return deletion_preview_id("bot", bot_id)
+
+
+async def deletion_preview_service_down(ctx: Context) -> str:
+    """An account's preview while a registered service has no worker: it is reported unknown. The service is
+    retired afterwards, so no later deletion waits for it."""
+    registered = await ctx.api.put(
+        "/deletion-services/preview-down",
+        json={"task_queue": "preview-down", "contract": "lifecycle.deletion.v1"},
+        headers=ctx.admin_headers,
+    )
+    registered.raise_for_status()
+    try:
+        seeded = await seed(ctx.settings, bots=2, rows=100)
+        response = await ctx.api.get("/account/deletion/preview", headers={"Authorization": f"Bearer {seeded.api_key}"})
+        response.raise_for_status()
+    finally:
+        (await ctx.api.delete("/deletion-services/preview-down", headers=ctx.admin_headers)).raise_for_status()
+    return deletion_preview_id("account", seeded.account_id)
+
+
 # (scenario, run): the file is named <WorkflowType>-<scenario>.json.
 HAPPY: list[tuple[str, Scenario]] = [
     ("happy", bot_deletion_happy),
@@ -446,6 +530,11 @@ HAPPY: list[tuple[str, Scenario]] = [
     ("export-first", account_deletion_export_first),
     ("grace-restored", account_deletion_grace_restored),
     ("grace-expedited", account_deletion_grace_expedited),
+    ("waits-for-server", site_creation_waits_for_server),
+    ("happy", health_check_happy),
+    ("marks-down", health_check_marks_down),
+    ("happy", deletion_preview_happy),
+    ("service-down", deletion_preview_service_down),
     # Last: before them no pool runs (nothing pokes it), so the runs above are made the slow way, as recorded.
     ("refilled", site_db_pool_refilled),
     ("drained", site_db_pool_drained),

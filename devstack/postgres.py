@@ -235,6 +235,14 @@ class PostgresServer:
     def process(self) -> subprocess.Popen[bytes] | None:
         return self._process
 
+    def kill(self) -> None:
+        """SIGKILL the server and its backends (its own process group), as when its machine goes away: no shutdown,
+        no checkpoint; the next start() recovers from the write-ahead log."""
+        if self._process is None or self._process.poll() is not None:
+            return
+        os.killpg(self._process.pid, signal.SIGKILL)
+        self._process.wait()
+
     def stop(self, timeout: float = 30.0) -> None:
         """Fast shutdown: roll back open transactions, checkpoint, exit."""
         if self._process is None or self._process.poll() is not None:

@@ -32,6 +32,7 @@ from lifecycle.statuses import DeletionState, SiteStatus
 from lifecycle.workflow_ids import (
     account_deletion_id,
     bot_deletion_id,
+    deletion_preview_id,
     site_creation_id,
     site_db_pool_id,
     site_deletion_id,
@@ -40,6 +41,7 @@ from lifecycle.workflow_types import (
     ACCOUNT_DELETION_WORKFLOW,
     ACCOUNT_EXPORT_WORKFLOW,
     BOT_DELETION_WORKFLOW,
+    DELETION_PREVIEW_WORKFLOW,
     SITE_CREATION_WORKFLOW,
     SITE_DB_POOL_WORKFLOW,
     SITE_DELETION_WORKFLOW,
@@ -70,6 +72,8 @@ EXPORT_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
 # A server's warm pool: one long-lived run per server (it continues as new); whatever closed the last run, a poke
 # starts a new one, which carries on from the pool's rows.
 POOL_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE
+# Deletion preview: it changes nothing, so every request after the last one closed counts afresh.
+PREVIEW_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE
 
 
 @dataclass(frozen=True)
@@ -95,8 +99,9 @@ class StartOptions:
         execution_timeout: timedelta | None = None,
         start_signal: str | None = None,
     ) -> WorkflowHandle[Any, Any]:
-        """Start the run, or join the open one. `execution_timeout` is for tests only; `start_signal` sends that
-        signal to the run, starting it first if none is open (the warm pool's pokes, and tests)."""
+        """Start the run, or join the open one. `execution_timeout` bounds a run someone waits for (a preview);
+        `start_signal` sends that signal to the run, starting it first if none is open (the warm pool's pokes,
+        and tests)."""
         return await client.start_workflow(
             self.workflow_type,
             arg,
@@ -214,4 +219,19 @@ def site_db_pool_options(server: str) -> StartOptions:
         static_summary=f"Warm pool of site-database server {server}",
         static_details=f"Keeps {server}'s pool_target databases ready to claim, at a bounded rate; drops the "
         "unclaimed ones when the server drains; removes half-made ones.",
+    )
+
+
+def deletion_preview_options(subject_kind: str, subject_id: str, account_id: str) -> StartOptions:
+    """`subject_kind`: `bot` or `account`. No search attributes: a preview is no deletion, and nothing that lists
+    deletions (the reconciler, operators' queries by status) should find it."""
+    return StartOptions(
+        workflow_type=DELETION_PREVIEW_WORKFLOW,
+        id=deletion_preview_id(subject_kind, subject_id),
+        id_reuse_policy=PREVIEW_REUSE,
+        search_attributes=TypedSearchAttributes.empty,
+        priority=deletion_priority(account_id),
+        static_summary=f"Preview deleting {subject_kind} {subject_id}",
+        static_details=f"Asks every registered service what it holds of {subject_kind} {subject_id} "
+        f"(account {account_id}); deletes and records nothing.",
     )

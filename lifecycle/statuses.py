@@ -99,7 +99,7 @@ class SiteDbServerState(StrEnum):
     ACTIVE = "active"
     # Takes no new site; an operator is emptying it, or it is to be retired.
     DRAINING = "draining"
-    # Unreachable, by an operator's word: takes no new site.
+    # Unreachable, by an operator's word or the health check's: takes no new site.
     DOWN = "down"
 
 
@@ -114,6 +114,14 @@ class SitePoolState(StrEnum):
     CREATING = "creating"
     READY = "ready"
     CLAIMED = "claimed"
+
+
+class SiteDbServerStateSetBy(StrEnum):
+    """Who set a server's state (`site_db_servers.state_set_by`): the health check changes only its own."""
+
+    OPERATOR = "operator"
+    # Down after failed checks, active again after passed ones (activities/sites/health_check.py).
+    HEALTH_CHECK = "health_check"
 
 
 class StepStatus(StrEnum):

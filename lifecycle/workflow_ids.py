@@ -27,3 +27,8 @@ def account_export_id(account_id: UUID | str, sequence: int) -> str:
 def site_db_pool_id(server: str) -> str:
     """One pool workflow per site-database server (a catalog name)."""
     return f"site-db-pool-{server}"
+
+
+def deletion_preview_id(subject_kind: str, subject_id: UUID | str) -> str:
+    """A preview of deleting a bot or an account: a repeat while one runs joins it (it counts the same things)."""
+    return f"deletion-preview-{subject_kind}-{subject_id}"

@@ -83,6 +83,7 @@ async def answers(probe: Callable[[], Awaitable[httpx.Response]], status: int, w
     return await eventually(probe, what, until=got, within=RECOVERY_LIMIT_SECONDS)
 
 
+@pytest.mark.long
 async def test_starts_while_temporal_is_down_and_reconnects_once_it_is_up(
     outage_settings: Settings, api_process: Callable[[Settings], ApiProcess], tmp_path: Path
 ) -> None:

@@ -224,6 +224,7 @@ def stack(tmp_path: Path, project_root: Path) -> Iterator[RunningStack]:
             running.process.kill()
 
 
+@pytest.mark.long
 def test_make_run_serves_and_keeps_data_across_restart(stack: RunningStack, tmp_path: Path) -> None:
     stack.start()
     assert httpx.get(f"{stack.api_url}/docs").status_code == 200

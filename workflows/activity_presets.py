@@ -21,6 +21,7 @@ from workflows.deletion.policies import POISON_PILL_ATTEMPTS
 
 class ActivityPreset(TypedDict, total=False):
     schedule_to_start_timeout: timedelta
+    schedule_to_close_timeout: timedelta
     start_to_close_timeout: timedelta
     heartbeat_timeout: timedelta
     retry_policy: RetryPolicy
@@ -80,6 +81,17 @@ SERVICE_EXPORT: Final = ActivityPreset(
     start_to_close_timeout=timedelta(hours=12),
     heartbeat_timeout=timedelta(minutes=1),
     retry_policy=_doubling(timedelta(seconds=1), timedelta(minutes=1), POISON_PILL_ATTEMPTS),
+)
+
+# A preview's count (VerifySubjectErased) on a registered service's queue: someone waits for the answer, so a
+# service whose worker does not take the call within 5 s is reported as unknown rather than waited for (a
+# schedule-to-start timeout is never retried); a count that fails is tried 3 times, and 25 s bound all of it, well
+# inside the API's wait (api/deletion/preview.py), then the service is unknown.
+SERVICE_PREVIEW: Final = ActivityPreset(
+    schedule_to_start_timeout=timedelta(seconds=5),
+    start_to_close_timeout=timedelta(seconds=20),
+    schedule_to_close_timeout=timedelta(seconds=25),
+    retry_policy=_doubling(timedelta(seconds=1), timedelta(seconds=2), 3),
 )
 
 # Waiting for a run another request started: looks every 2 s at first, backing off to every 30 s for runs that
@@ -178,4 +190,13 @@ AWAIT_CREATION: Final = ActivityPreset(
 # claim meanwhile makes its site the slow way). A minute bounds a pass that hangs, below HALF_MADE_AFTER.
 SITE_POOL_PASS: Final = ActivityPreset(
     start_to_close_timeout=timedelta(minutes=1), heartbeat_timeout=_HEARTBEAT, retry_policy=_RETRY_WITHOUT_END
+)
+
+# One pass of the site-database servers' health check: each server is given 3 s (activities/sites/health_check.py)
+# and they are checked side by side, so a minute is stuck. A failed pass is tried twice more; the schedule starts
+# the next one within seconds anyway.
+SITE_SERVER_CHECK: Final = ActivityPreset(
+    start_to_close_timeout=timedelta(minutes=1),
+    heartbeat_timeout=_HEARTBEAT,
+    retry_policy=_doubling(timedelta(seconds=1), timedelta(seconds=5), 3),
 )

@@ -2,10 +2,12 @@
 
 from workflows.deletion.account import AccountDeletionWorkflow
 from workflows.deletion.bot import BotDeletionWorkflow
+from workflows.deletion.preview import DeletionPreviewWorkflow
 from workflows.exports.account import AccountExportWorkflow
 from workflows.reconciler import DeletionReconcilerWorkflow
 from workflows.sites.creation import SiteCreationWorkflow
 from workflows.sites.deletion import SiteDeletionWorkflow
+from workflows.sites.health_check import SiteServerHealthCheckWorkflow
 from workflows.sites.pool import SiteDbPoolWorkflow
 
 WORKFLOWS: list[type] = [
@@ -15,5 +17,7 @@ WORKFLOWS: list[type] = [
     SiteCreationWorkflow,
     SiteDeletionWorkflow,
     SiteDbPoolWorkflow,
+    SiteServerHealthCheckWorkflow,
     AccountExportWorkflow,
+    DeletionPreviewWorkflow,
 ]

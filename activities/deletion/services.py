@@ -4,7 +4,6 @@ recorded where the status API and the receipt read it (deletion_progress)."""
 from __future__ import annotations
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
 from temporalio import activity
 
 from activities.heartbeat import heartbeats
@@ -12,17 +11,12 @@ from activities.resources import ActivityResources
 from lifecycle.deletion.budget import read_deletion_budget
 from lifecycle.deletion.contracts import (
     DeletionBudget,
-    RegisteredService,
     ServiceProgress,
     ServiceProgressRecord,
     ServiceRegistry,
 )
-from lifecycle.deletion.registry import SUPPORTED_CONTRACTS
+from lifecycle.deletion.registry import active_services
 
-_ACTIVE = text(
-    "SELECT name, task_queue FROM deletion_services WHERE retired_at IS NULL AND contract = ANY(:contracts)"
-    " ORDER BY name"
-)
 _RECORDED = text(
     "SELECT service, deleted, total, files_deleted, done, resume_cursor FROM deletion_progress"
     " WHERE workflow_id = :workflow_id AND service = ANY(:services)"
@@ -40,26 +34,6 @@ _RECORD = text(
 )
 _ANSWERED = text("UPDATE deletion_services SET last_answered_at = now() WHERE name = :service")
 _RETIRED = text("SELECT retired_at IS NOT NULL FROM deletion_services WHERE name = :service")
-
-
-def budget_share(budget: DeletionBudget, deleting: list[str], service: str) -> int:
-    """A service's rows/s for its next call: its own override if it has one; otherwise the budget split evenly
-    over the deletion's services still deleting that have none (a service done leaves its share to the others),
-    each of which applies its share to its own store; 0 (unlimited) without a budget."""
-    if (own := budget.services.get(service)) is not None:
-        return own
-    if budget.rows_per_second is None:
-        return 0
-    sharing = sum(1 for name in deleting if name not in budget.services)
-    return max(1, budget.rows_per_second // max(1, sharing))
-
-
-async def active_services(conn: AsyncConnection) -> list[RegisteredService]:
-    """The registered services of a contract this code calls, not retired."""
-    return [
-        RegisteredService(name, queue)
-        for name, queue in await conn.execute(_ACTIVE, {"contracts": list(SUPPORTED_CONTRACTS)})
-    ]
 
 
 class RegisteredServices:

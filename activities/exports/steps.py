@@ -22,7 +22,6 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.alerts import record_alert
-from activities.deletion.services import active_services
 from activities.exports.archive import (
     CHUNK,
     ServiceEntry,
@@ -41,6 +40,7 @@ from activities.mail import send_once
 from activities.resources import ActivityResources
 from lifecycle.contracts import AlertInput
 from lifecycle.deletion.contracts import RegisteredService
+from lifecycle.deletion.registry import active_services
 from lifecycle.exports.contracts import (
     AccountExportInput,
     AccountExportResult,

@@ -15,6 +15,7 @@ import asyncpg
 from sqlalchemy.engine import make_url
 
 from activities.sites.files import site_key
+from activities.sites.reachability import CONNECT_TIMEOUT_SECONDS, SiteDatabaseServerUnreachable, is_unreachable
 from activities.sites.scram import scram_verifier
 
 _IDENTIFIER = re.compile(r"^site_[0-9a-f]{32}$")
@@ -72,11 +73,18 @@ class SiteDatabaseServer:
 
     @asynccontextmanager
     async def connect(self, database: str | None = None) -> AsyncIterator[asyncpg.Connection]:
-        connection = await asyncpg.connect(self._dsn(database))
+        """A connection to the server; a server that does not answer, or goes away while it is used, raises
+        SiteDatabaseServerUnreachable (activities/sites/reachability.py)."""
         try:
-            yield connection
-        finally:
-            await connection.close()
+            connection = await asyncpg.connect(self._dsn(database), timeout=CONNECT_TIMEOUT_SECONDS)
+            try:
+                yield connection
+            finally:
+                await connection.close(timeout=CONNECT_TIMEOUT_SECONDS)
+        except Exception as err:
+            if is_unreachable(err):
+                raise SiteDatabaseServerUnreachable(f"{type(err).__name__}: {err}") from err
+            raise
 
     async def create(self, name: str, password: str, connection_limit: int, claim: ClaimFromPool | None = None) -> None:
         """The site's role, allowed `connection_limit` sessions at once, and its database, reachable by it alone.

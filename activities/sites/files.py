@@ -37,13 +37,18 @@ def _credentials_file(sites_root: Path, site_id: str) -> Path:
     return sites_root / CREDENTIALS_DIR / site_key(site_id)
 
 
-def site_password(sites_root: Path, site_id: str) -> str:
-    """The site's database password: read it, or create it if nobody has yet (first writer wins)."""
+def site_password(sites_root: Path, site_id: str, *, writer: str) -> str:
+    """The site's database password: read it, or create it if nobody has yet (first writer wins).
+
+    `writer` names the caller (a step): its candidate file's name, one per writer, so that an attempt killed
+    between writing its candidate and removing it leaves nothing its next attempt does not remove.
+    """
     path = _credentials_file(sites_root, site_id)
+    candidate = path.with_name(f"{path.name}.{writer}.tmp")
+    candidate.unlink(missing_ok=True)
     if path.is_file():
         return path.read_text().strip()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    candidate = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
     _write_private(candidate, secrets.token_urlsafe(24))
     try:
         # link() fails if the name exists, so two racing steps agree on one password.
@@ -68,7 +73,10 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def forget_site_password(sites_root: Path, site_id: str) -> None:
-    _credentials_file(sites_root, site_id).unlink(missing_ok=True)
+    path = _credentials_file(sites_root, site_id)
+    for candidate in path.parent.glob(f"{path.name}.*.tmp"):
+        candidate.unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
 
 
 def _wp_config(database: str, password: str, host: str, port: int) -> str:
@@ -95,9 +103,12 @@ def create_site_tree(sites_root: Path, site_id: str, database: str, host: str, p
     for directory in SITE_DIRECTORIES:
         (root / directory).mkdir(parents=True, exist_ok=True)
     config = root / "wp-config.php"
+    # Only this step writes the config, one attempt at a time: a partial file is a killed attempt's.
+    partial = config.with_suffix(".tmp")
+    partial.unlink(missing_ok=True)
     if not config.is_file():
-        partial = config.with_suffix(f".{secrets.token_hex(4)}.tmp")
-        _write_private(partial, _wp_config(database, site_password(sites_root, site_id), host, port))
+        password = site_password(sites_root, site_id, writer="filesystem")
+        _write_private(partial, _wp_config(database, password, host, port))
         os.replace(partial, config)
     return root
 

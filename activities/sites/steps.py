@@ -32,8 +32,9 @@ from activities.sites import wordpress_schema
 from activities.sites.database import site_database_name
 from activities.sites.placement import SitePlacement
 from activities.sites.pool import SiteDbPool, poke_in_background
+from activities.sites.reachability import SiteDatabaseServerUnreachable
 from lifecycle.sites.contracts import SiteDeletionInput, SiteRef, SiteRollbackFailure, SiteRollbackInput, SiteStep
-from lifecycle.sites.errors import SiteErrorCode
+from lifecycle.sites.errors import SERVER_UNREACHABLE_ERROR, SiteErrorCode
 from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteStatus, StepStatus
 from lifecycle.workflow_ids import site_creation_id
 
@@ -137,7 +138,11 @@ class SiteActivities:
                     raise ApplicationError(f"site {site_id} changed while {step} started", type="SiteChanged")
                 activity.logger.info("site %s is %s: %s step does nothing", site_id, status, step)
                 return status
-            await work()
+            try:
+                await work()
+            except SiteDatabaseServerUnreachable as err:
+                # Not one of the step's retries: the saga waits for the server and runs the step again.
+                raise ApplicationError(str(err), type=SERVER_UNREACHABLE_ERROR, non_retryable=True) from err
             await self._set_step(site_id, step, StepStatus.DONE)
             return SiteStatus.PROVISIONING
 
@@ -232,7 +237,9 @@ class SiteActivities:
             return found.pool_name if found is not None else None
 
         async def work() -> None:
-            password = await asyncio.to_thread(site_files.site_password, self._sites_root, site.site_id)
+            password = await asyncio.to_thread(
+                site_files.site_password, self._sites_root, site.site_id, writer="database"
+            )
             limit = self._resources.settings.site_role_connection_limit
             server = await self._placement.server(site.site_id)
             await server.create(site_database_name(site.site_id), password, limit, claim)

@@ -22,7 +22,7 @@ from api.sites.servers_schemas import SiteDbServerOut, SiteDbServerPatch, SiteDb
 from lifecycle.db.models import SiteDbServer
 from lifecycle.sites.pool import poke_pool
 from lifecycle.sites.servers import SERVER_NAME_MAX_LENGTH, SERVER_NAME_PATTERN, SERVERS_WITH_PLACED_SITES
-from lifecycle.statuses import SiteDbServerState
+from lifecycle.statuses import SiteDbServerState, SiteDbServerStateSetBy
 
 router = APIRouter(tags=["site database servers"])
 
@@ -46,6 +46,7 @@ async def _servers(session: AsyncSession) -> dict[str, SiteDbServerOut]:
             capacity=row.capacity,
             pool_target=row.pool_target,
             state=SiteDbServerState(row.state),
+            state_set_by=SiteDbServerStateSetBy(row.state_set_by),
             sites=row.sites,
             pool_ready=row.pool_ready,
         )
@@ -111,6 +112,9 @@ async def patch_site_db_server(
     changes = body.model_dump(exclude_none=True)
     if not changes:
         raise ProblemError(422, "Nothing to change: give `state`, `capacity` or `pool_target`.")
+    if body.state is not None:
+        # The operator's word: the health check leaves it alone, and counts its checks afresh from here.
+        changes.update(state_set_by=SiteDbServerStateSetBy.OPERATOR, failed_checks=0, passed_checks=0)
     changed = await session.execute(
         update(SiteDbServer)
         .where(SiteDbServer.name == name)

@@ -7,7 +7,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from lifecycle.sites.servers import DEFAULT_POOL_TARGET, MAX_CAPACITY, MAX_POOL_TARGET
-from lifecycle.statuses import SiteDbServerState
+from lifecycle.statuses import SiteDbServerState, SiteDbServerStateSetBy
 
 _CAPACITY = "The most sites the server may hold (every site that holds its domain counts)."
 _POOL_TARGET = "Databases the server keeps ready to claim (its warm pool), refilled in the background."
@@ -46,7 +46,9 @@ class SiteDbServerPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     state: SiteDbServerState | None = Field(
-        default=None, description="`active` takes new sites; `draining` and `down` take none, and keep their own."
+        default=None,
+        description="`active` takes new sites; `draining` and `down` take none, and keep their own. The health check"
+        " never changes a state set here, except an `active` server that stops answering, which it marks `down`.",
     )
     capacity: int | None = Field(default=None, ge=0, le=MAX_CAPACITY, description=_CAPACITY)
     pool_target: int | None = Field(default=None, ge=0, le=MAX_POOL_TARGET, description=_POOL_TARGET)
@@ -57,6 +59,10 @@ class SiteDbServerOut(BaseModel):
     capacity: int = Field(description=_CAPACITY)
     pool_target: int = Field(description=_POOL_TARGET)
     state: SiteDbServerState
+    state_set_by: SiteDbServerStateSetBy = Field(
+        description="Read-only: who set `state`, an operator or the health check (which turns only its own `down`"
+        " back to `active`)."
+    )
     sites: int = Field(description="Read-only: the sites placed on it that hold their domain.")
     pool_ready: int = Field(
         description="Read-only: databases ready to claim now (a new site on this server takes one; none ready, and "

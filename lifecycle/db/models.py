@@ -31,6 +31,7 @@ from lifecycle.statuses import (
     DeletionState,
     ExportStatus,
     SiteDbServerState,
+    SiteDbServerStateSetBy,
     SitePoolState,
     SiteStatus,
     sql_list,
@@ -263,6 +264,9 @@ class SiteDbServer(Base):
         CheckConstraint(f"state IN ({_sql_in(tuple(SiteDbServerState))})", name="ck_site_db_servers_state"),
         CheckConstraint("capacity >= 0", name="ck_site_db_servers_capacity"),
         CheckConstraint("pool_target >= 0", name="ck_site_db_servers_pool_target"),
+        CheckConstraint(
+            f"state_set_by IN ({_sql_in(tuple(SiteDbServerStateSetBy))})", name="ck_site_db_servers_state_set_by"
+        ),
     )
 
     name: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -270,6 +274,10 @@ class SiteDbServer(Base):
     capacity: Mapped[int] = mapped_column(Integer)
     pool_target: Mapped[int] = mapped_column(Integer)
     state: Mapped[str] = mapped_column(String(20))
+    state_set_by: Mapped[str] = mapped_column(String(20), server_default=SiteDbServerStateSetBy.OPERATOR.value)
+    # Health checks in a row that failed, or passed (activities/sites/health_check.py); one of them is 0.
+    failed_checks: Mapped[int] = mapped_column(Integer, server_default="0")
+    passed_checks: Mapped[int] = mapped_column(Integer, server_default="0")
     created_at: Mapped[datetime] = _now_column()
     updated_at: Mapped[datetime] = _now_column()
 

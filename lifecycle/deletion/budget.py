@@ -2,7 +2,7 @@
 own rows/s where an operator set one.
 
 A deletion splits the budget evenly over the registered services it calls that have no rows/s of their own
-(activities/deletion/services.py, budget_share) and sends each its share in every DeleteSubjectData request
+(budget_share below) and sends each its share in every DeleteSubjectData request
 (`rows_per_second`); a service with an override (deletion_budget_overrides) gets its own instead. Each service
 applies its rate to its own store, and backs off further while that store shows pressure (services/runtime/pace.py
 for this project's services). An override may name a service that is not registered yet; it applies once the
@@ -59,3 +59,15 @@ async def set_overrides(conn: AsyncConnection, overrides: Mapping[str, int | Non
     for service, rate in overrides.items():
         await conn.execute(_REMOVE_OVERRIDE if rate is None else _SET_OVERRIDE, {"service": service, "rate": rate})
         await conn.execute(_RECORD_CHANGE, {"rate": rate, "service": service})
+
+
+def budget_share(budget: DeletionBudget, deleting: list[str], service: str) -> int:
+    """A service's rows/s for its next call: its own override if it has one; otherwise the budget split evenly
+    over the deletion's services still deleting that have none (a service done leaves its share to the others),
+    each of which applies its share to its own store; 0 (unlimited) without a budget."""
+    if (own := budget.services.get(service)) is not None:
+        return own
+    if budget.rows_per_second is None:
+        return 0
+    sharing = sum(1 for name in deleting if name not in budget.services)
+    return max(1, budget.rows_per_second // max(1, sharing))

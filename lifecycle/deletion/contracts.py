@@ -229,3 +229,30 @@ class ReceiptInput:
     operator_actions: list[OperatorAction] = field(default_factory=list)
     # The registered services' own counts of what is left, from VerifySubjectErased just before.
     verified: list[ServiceVerification] = field(default_factory=list)
+
+
+@dataclass
+class DeletionPreviewInput:
+    """What a preview counts (workflows/deletion/preview.py): the services the registry holds now and the bots a
+    deletion of the subject would delete (one for a bot; every bot of an account), ids and queue names only."""
+
+    services: list[RegisteredService]
+    bot_ids: list[str]
+
+
+@dataclass
+class ServiceHoldings:
+    """What one service holds of the previewed bots, by its own count (VerifySubjectErased); `estimated` when it
+    answered any of them from an estimate."""
+
+    rows: int
+    files: int
+    estimated: bool = False
+
+
+@dataclass
+class DeletionPreviewResult:
+    """Per service name, what it holds of the subject; None for a service that did not answer (no worker took
+    the call in time, or it failed)."""
+
+    services: dict[str, ServiceHoldings | None]

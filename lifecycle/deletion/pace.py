@@ -18,8 +18,14 @@ class Pace:
     # The strongest reason it is slowed: a pressure signal before the budget; None when nothing slows it.
     throttled: Throttle | None = None
 
-    def estimated_completion(self, now: datetime) -> datetime | None:
-        """At the current rate; None while nothing is measured (not started, paused, waiting or finished)."""
+    def seconds_left(self) -> float | None:
+        """The rows remaining at the rate; None without a rate or without rows to go. The one rule for how long
+        deleting takes: the status's expected end and a preview's duration both use it."""
         if self.rows_per_second <= 0 or self.remaining <= 0:
             return None
-        return now + timedelta(seconds=self.remaining / self.rows_per_second)
+        return self.remaining / self.rows_per_second
+
+    def estimated_completion(self, now: datetime) -> datetime | None:
+        """At the current rate; None while nothing is measured (not started, paused, waiting or finished)."""
+        seconds = self.seconds_left()
+        return None if seconds is None else now + timedelta(seconds=seconds)

@@ -1,13 +1,17 @@
 """The registry of deletion services: services that own data about bots and accounts, each implementing the
 deletion contract (proto/lifecycle/deletion/v1/service.proto) on a task queue of its own. The API registers and
 retires them (api/deletion/services_router.py); a deletion reads them once (activities/deletion/services.py) and
-calls each one's queue.
+calls each one's queue, and a preview (api/deletion/preview.py) asks the same ones.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from lifecycle.deletion.contracts import RegisteredService
 from lifecycle.deletion.v1 import service_pb2
 from lifecycle.statuses import Throttle
 
@@ -32,3 +36,16 @@ THROTTLES: Final = {
     service_pb2.THROTTLE_AUTOVACUUM: Throttle.AUTOVACUUM,
     service_pb2.THROTTLE_REPLICA_LAG: Throttle.REPLICA_LAG,
 }
+
+_ACTIVE = text(
+    "SELECT name, task_queue FROM deletion_services WHERE retired_at IS NULL AND contract = ANY(:contracts)"
+    " ORDER BY name"
+)
+
+
+async def active_services(conn: AsyncConnection) -> list[RegisteredService]:
+    """The registered services of a contract this code calls, not retired."""
+    return [
+        RegisteredService(name, queue)
+        for name, queue in await conn.execute(_ACTIVE, {"contracts": list(SUPPORTED_CONTRACTS)})
+    ]

@@ -105,3 +105,18 @@ class SiteDbPoolPass:
     dropped: int = 0
     half_made_removed: int = 0
     more: bool = False
+
+
+@dataclass
+class SiteServersChecked:
+    """What one health check of the site-database servers found and changed (activities/sites/health_check.py)."""
+
+    checked: int = 0
+    unreachable: list[str] = field(default_factory=list)
+    marked_down: list[str] = field(default_factory=list)
+    marked_active: list[str] = field(default_factory=list)
+
+
+# Sent by the health check to the creations of the sites on a server it saw come back: a step waiting for that
+# server tries again at once rather than at the end of its wait (workflows/sites/creation.py).
+SERVER_BACK_SIGNAL = "database_server_back"

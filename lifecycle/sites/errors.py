@@ -39,6 +39,9 @@ MESSAGES = {
 
 # The ApplicationError type of a placement that found no active server with free capacity.
 NO_DATABASE_SERVER_ERROR = "NoDatabaseServer"
+# The ApplicationError type of a forward step whose site-database server did not answer: the creation waits for
+# the server and runs the step again, rather than spending the step's retries and rolling back.
+SERVER_UNREACHABLE_ERROR = "SiteDatabaseServerUnreachable"
 
 
 def step_failed(step: str) -> SiteErrorCode:

@@ -44,7 +44,7 @@ PLACED_SITES_SQL: Final = (
 
 # Every server with the sites it holds and its ready pool databases, by name: what GET /site-db-servers lists.
 SERVERS_WITH_PLACED_SITES = text(
-    "SELECT s.name, s.capacity, s.pool_target, s.state, coalesce(p.placed, 0) AS sites,"
+    "SELECT s.name, s.capacity, s.pool_target, s.state, s.state_set_by, coalesce(p.placed, 0) AS sites,"
     " (SELECT count(*) FROM site_db_pool d WHERE d.server = s.name"
     f" AND d.state = '{SitePoolState.READY.value}') AS pool_ready FROM site_db_servers s"
     f" LEFT JOIN ({PLACED_SITES_SQL}) p ON p.database_server = s.name ORDER BY s.name"

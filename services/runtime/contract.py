@@ -1,6 +1,7 @@
 """The deletion contract's calls (proto/lifecycle/deletion/v1/service.proto) over a service's own tables:
-DeleteSubjectData in key-range batches recorded in the ledger, VerifySubjectErased by exact counts, and
-ExportSubjectData as one JSON-lines object of the account's bots' rows (services/runtime/export.py)."""
+DeleteSubjectData in key-range batches recorded in the ledger, VerifySubjectErased by exact counts (estimated
+above a size for a preview that allows it), and ExportSubjectData as one JSON-lines object of the account's bots'
+rows (services/runtime/export.py)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from services.runtime import ledger
 from services.runtime.export import CONTENT_TYPE, ExportWriter, PartFile
 from services.runtime.ledger import CursorRefused, Position
 from services.runtime.pace import Pacer
-from services.runtime.tables import TableDeleter
+from services.runtime.tables import ESTIMATE_SAMPLE, TableDeleter
 
 # No bound on a call's rows but its duration.
 UNBOUNDED = 2**63
@@ -192,17 +193,27 @@ class ContractService:
 
     @activity.defn(name="VerifySubjectErased")
     async def verify_subject_erased(self, request: VerifyRequest) -> VerifyResponse:
-        """Exact counts of the bot's rows in every table, and of its files."""
+        """Exact counts of the bot's rows in every table, and of its files. A preview (`estimate_allowed`) gets a
+        table's rows estimated above ESTIMATE_SAMPLE (TableDeleter.estimate_remaining, exact below it), and
+        `estimated` set when any table was; files are always counted exactly."""
         bot_id = bot_of(request.subject)
+        rows = 0
+        estimated = False
         try:
             async with self._engine.connect() as conn:
-                rows = sum([await table.count(conn, bot_id) for table in self._tables])
+                for table in self._tables:
+                    if request.estimate_allowed:
+                        counted = await table.estimate_remaining(conn, bot_id, 0)
+                        estimated = estimated or counted >= ESTIMATE_SAMPLE
+                    else:
+                        counted = await table.count(conn, bot_id)
+                    rows += counted
             files = sum([await table.count_files(bot_id) for table in self._tables])
         except Exception as exc:
             if is_transient(exc):
                 raise as_transient(exc) from exc
             raise
-        return VerifyResponse(remaining_rows=rows, remaining_files=files)
+        return VerifyResponse(remaining_rows=rows, remaining_files=files, estimated=estimated)
 
     @activity.defn(name="ExportSubjectData")
     @heartbeats

@@ -107,6 +107,7 @@ async def _received_event_ids(page: Page) -> list[int]:
     ]
 
 
+@pytest.mark.long
 async def test_the_page_draws_every_step_across_a_dropped_connection(
     demo_api: DemoApi, temporal_client: Client
 ) -> None:
@@ -170,6 +171,7 @@ async def test_the_page_draws_every_step_across_a_dropped_connection(
     assert received and received == [event_id for event_id in recorded if event_id >= received[0]]
 
 
+@pytest.mark.long
 async def test_a_site_that_cannot_be_built_says_so_in_the_title(demo_api: DemoApi, temporal_client: Client) -> None:
     base_url = f"http://127.0.0.1:{demo_api.port}"
     key = await _api_key(base_url)

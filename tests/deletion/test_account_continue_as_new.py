@@ -7,6 +7,7 @@ import asyncio
 from email import message_from_bytes
 
 import httpx
+import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.worker import Replayer
@@ -34,6 +35,7 @@ async def _status(handle: WorkflowHandle) -> str | None:
         return None
 
 
+@pytest.mark.long
 async def test_a_paused_account_deletion_stays_paused_across_continue_as_new(
     settings: Settings,
     temporal_client: Client,

@@ -16,9 +16,8 @@ import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
-from activities.deletion.services import budget_share
 from devstack.seed import asyncpg_dsn, seed
-from lifecycle.deletion.budget import DEFAULT_ROWS_PER_SECOND
+from lifecycle.deletion.budget import DEFAULT_ROWS_PER_SECOND, budget_share
 from lifecycle.deletion.contracts import DELETER_SLICE, DeletionBudget, DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
@@ -159,6 +158,7 @@ async def test_a_service_may_have_a_budget_of_its_own(api: httpx.AsyncClient) ->
     assert await overrides() == {}
 
 
+@pytest.mark.long
 async def test_a_budget_change_mid_run_changes_the_rate_and_moves_the_estimate(
     api: httpx.AsyncClient, settings: Settings, worker: LifecycleWorkers, temporal_client: Client
 ) -> None:
@@ -249,6 +249,7 @@ def lock_queue_row(settings: Settings) -> Any:
     return hold
 
 
+@pytest.mark.long
 async def test_a_deletion_under_pressure_reports_it_slows_down_and_still_finishes(
     api: httpx.AsyncClient, settings: Settings, worker: LifecycleWorkers, lock_queue_row: Any
 ) -> None:

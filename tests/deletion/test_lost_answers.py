@@ -60,6 +60,7 @@ async def lossy_chat(
         yield name, queue, url
 
 
+@pytest.mark.long
 async def test_lost_answers_neither_double_count_nor_lose_rows(
     api: httpx.AsyncClient,
     settings: Settings,

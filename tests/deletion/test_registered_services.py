@@ -153,6 +153,7 @@ async def shown_waiting(api: httpx.AsyncClient, bot_id: str, account: ApiAccount
     return await eventually(waiting, "the status shows the service waiting")
 
 
+@pytest.mark.long
 async def test_a_deletion_waits_for_a_stopped_service_and_finishes_when_it_is_back(
     api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers, search_index: RegisteredIndex
 ) -> None:
@@ -173,6 +174,7 @@ async def test_a_deletion_waits_for_a_stopped_service_and_finishes_when_it_is_ba
     assert receipt["services"][search_index.name] == {"rows_deleted": ENTRIES, "files_deleted": FILES, "remaining": 0}
 
 
+@pytest.mark.long
 async def test_retiring_a_service_a_deletion_waits_for_ends_it_incomplete_and_says_so(
     api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers, search_index: RegisteredIndex
 ) -> None:
@@ -206,6 +208,7 @@ async def refuse_to_delete(request: DeleteRequest) -> DeleteResponse:
     raise ApplicationError("the index is corrupt", type="IndexCorrupt", non_retryable=True)
 
 
+@pytest.mark.long
 async def test_a_service_that_answers_errors_goes_to_an_operator(
     api: httpx.AsyncClient,
     account: ApiAccount,

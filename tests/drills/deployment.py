@@ -13,6 +13,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from tests.processes import PROJECT_ROOT
 from tests.temporal_cli import TemporalCli
+from workflows.registry import WORKFLOWS
 
 # What `python worker.py` imports: a copy of these is a complete worker of another version.
 WORKER_CODE = ("worker.py", "workflows", "activities", "lifecycle", "services")
@@ -38,7 +39,7 @@ def v2_code(root: Path) -> Path:
         edited, count = _RUN_SIGNATURE.subn(lambda match: match.group(1) + _V2_TIMER, text)
         module.write_text(edited)
         changed += count
-    assert changed == 6, f"expected the six workflow types' run methods, changed {changed}"
+    assert changed == len(WORKFLOWS), f"expected the {len(WORKFLOWS)} workflow types' run methods, changed {changed}"
     return root
 
 

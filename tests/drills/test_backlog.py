@@ -43,7 +43,7 @@ FAIRNESS_RATIO_FLOOR = 2.0
 # The control is followed this many times as long as the deletion beside the backlog took, then left: behind a
 # backlog it may take minutes (the whole backlog), and once it has waited past the floor above (with a margin)
 # the ratio the drill asserts is shown; following it further only lengthens the drill.
-CONTROL_FOLLOWED_FOR = 3.0
+CONTROL_FOLLOWED_FOR = 2.5
 # The target is 100 ms; this bound only catches status calls that wait on a worker again (28 s before).
 STATUS_P99_LIMIT_SECONDS = 1.0
 WAIT_LIMIT_SECONDS = 600.0

@@ -13,6 +13,8 @@ import os
 import uuid
 from pathlib import Path
 
+import pytest
+
 from devstack.seed import storage_keys
 from devstack.smtp_sink import SmtpSink
 from lifecycle.object_keys import document_key
@@ -57,6 +59,7 @@ async def _first_partial(exports: Path, export_id: str) -> None:
     await eventually(lambda: _partials(exports, export_id), "a part is being written", within=60, interval=0.002)
 
 
+@pytest.mark.long
 async def test_the_archive_survives_a_worker_killed_mid_write(
     api_with: ApiWith, settings: Settings, smtp_sink: SmtpSink, tmp_path: Path, contract_services: ContractServices
 ) -> None:

@@ -32,7 +32,12 @@ from services.runtime.seeding import prepare, seed_rows
 from tests.conftest import object_store_settings
 from tests.eventually import eventually
 
-DOCUMENTS = 2_500
+# Three DeleteObjects requests' worth, the last of one key: each upload costs the client and the store some 4 ms
+# of CPU, so no more than that.
+DOCUMENTS = 2 * DELETE_OBJECTS_MAX_KEYS + 1
+# A slice of three batches a second apart (a batch is a second's worth at the rate, services/runtime/pace.py): the
+# kill follows the first, and lands with two seconds of the slice to go.
+KILL_DOCUMENTS, KILL_RATE = 600, 200
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -77,10 +82,10 @@ async def knowledge(knowledge_url: str, seaweedfs: SeaweedServer) -> AsyncIterat
         await opened.close()
 
 
-async def _bot_with_documents(url: str, store: ObjectStore) -> str:
+async def _bot_with_documents(url: str, store: ObjectStore, documents: int) -> str:
     bot_id = str(uuid.uuid4())
-    await seed_rows(KNOWLEDGE, url, [bot_id], {"knowledge_documents": DOCUMENTS})
-    await upload_documents(store, bot_id, storage_keys(bot_id, DOCUMENTS))
+    await seed_rows(KNOWLEDGE, url, [bot_id], {"knowledge_documents": documents})
+    await upload_documents(store, bot_id, storage_keys(bot_id, documents))
     return bot_id
 
 
@@ -108,10 +113,11 @@ async def _left(knowledge: Knowledge, bot_id: str) -> tuple[int, int]:
     return int(answer.remaining_rows), int(answer.remaining_files)
 
 
+@pytest.mark.long
 async def test_documents_go_in_delete_objects_requests_of_at_most_1000_keys(
     knowledge: Knowledge, knowledge_url: str
 ) -> None:
-    bot_id = await _bot_with_documents(knowledge_url, knowledge.store)
+    bot_id = await _bot_with_documents(knowledge_url, knowledge.store, DOCUMENTS)
     # One key already gone: not an error, and the batch goes on.
     await knowledge.store.delete([document_key(bot_id, f"{bot_id}/7.txt")])
     sent = _count_delete_objects(await knowledge.store.client())
@@ -130,20 +136,20 @@ async def test_documents_go_in_delete_objects_requests_of_at_most_1000_keys(
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.long
 async def test_a_kill_of_the_object_store_mid_slice_loses_nothing(
     knowledge_url: str, killable_store: SeaweedServer
 ) -> None:
     knowledge = Knowledge(knowledge_url, ObjectStore(Settings(**object_store_settings(killable_store))))
     try:
-        bot_id = await _bot_with_documents(knowledge_url, knowledge.store)
-        # 1,000 rows/s: batches of 100 documents, so the kill lands in the middle of the slice.
+        bot_id = await _bot_with_documents(knowledge_url, knowledge.store, KILL_DOCUMENTS)
         slow = asyncio.create_task(
             ActivityEnvironment().run(
-                knowledge.service.delete_subject_data, _request(bot_id, rows_per_second=1_000, max_rows=100_000)
+                knowledge.service.delete_subject_data, _request(bot_id, rows_per_second=KILL_RATE, max_rows=100_000)
             )
         )
         await eventually(
-            lambda: _left(knowledge, bot_id), "some documents are deleted", until=lambda left: left[0] < DOCUMENTS
+            lambda: _left(knowledge, bot_id), "some documents are deleted", until=lambda left: left[0] < KILL_DOCUMENTS
         )
         await asyncio.to_thread(killable_store.kill)
         with pytest.raises(ApplicationError) as failed:
@@ -161,7 +167,7 @@ async def test_a_kill_of_the_object_store_mid_slice_loses_nothing(
             if answer.done:
                 break
         # The answer the kill cut off is counted by the next call from the same cursor: every document once.
-        assert rows == files == DOCUMENTS
+        assert rows == files == KILL_DOCUMENTS
         assert await _left(knowledge, bot_id) == (0, 0)
     finally:
         await knowledge.close()

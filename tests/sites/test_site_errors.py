@@ -49,6 +49,7 @@ async def provisioner_without_createdb(settings: Settings) -> AsyncIterator[str]
         await connection.close()
 
 
+@pytest.mark.long
 async def test_a_failed_site_shows_a_code_and_a_sentence_and_the_operator_the_cause(
     settings: Settings,
     temporal_client: Client,

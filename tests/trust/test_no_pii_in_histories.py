@@ -15,11 +15,12 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 from temporalio.client import Client
 
 from devstack.seed import asyncpg_dsn
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id
+from lifecycle.workflow_ids import account_deletion_id, deletion_preview_id
 from services.chat import CHAT
 from services.runtime.database import service_database_url
 from tests.conftest import ADMIN_HEADERS
@@ -78,6 +79,7 @@ async def _site_active(api: httpx.AsyncClient, headers: dict[str, str], site_id:
     await eventually(site, f"site {site_id} becomes active", until=lambda body: body["status"] == "active")
 
 
+@pytest.mark.long
 async def test_histories_hold_no_email_and_no_name(
     api: httpx.AsyncClient, worker: LifecycleWorkers, temporal_client: Client, settings: Settings
 ) -> None:
@@ -103,6 +105,8 @@ async def test_histories_hold_no_email_and_no_name(
     for n in range(2):
         bot = (await api.post("/bots", json={"name": f"bot {n}"}, headers=leaver_headers)).json()
         await _add_rows(settings, bot["id"])
+    # Previewed first: the preview's run is searched too.
+    assert (await api.get("/account/deletion/preview", headers=leaver_headers)).status_code == 200
     # Exported first: the export's run (its parts, archive and mailed link) is searched too.
     deleted = await api.request("DELETE", "/account", json={"export_first": True}, headers=leaver_headers)
     assert deleted.status_code == 202
@@ -113,6 +117,8 @@ async def test_histories_hold_no_email_and_no_name(
     workflow_ids = {run["execution"]["workflowId"] for run in cli.jsonl("workflow", "list", "--query", query)}
     # Two site creations; the account deletion with its two bot deletions and its site teardown; the export.
     assert len(workflow_ids) == 7, workflow_ids
+    # The preview carries no search attribute (nothing that lists deletions should find it): named by its id.
+    workflow_ids.add(deletion_preview_id("account", leaver))
     exported = []
     for workflow_id in sorted(workflow_ids):
         exported.append(cli.run("workflow", "show", "--workflow-id", workflow_id, "--output", "json").stdout)

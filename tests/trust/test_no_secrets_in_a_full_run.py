@@ -157,7 +157,9 @@ async def test_no_secret_of_a_full_run_appears_in_any_log_line_or_span(run: Run,
         run.secrets["stream token"] = minted.json()["token"]
         http.cookies.clear()  # the token travels in the stream's URL only
         assert await _follow_site(http, site_id, run.secrets["stream token"]) == SiteStatus.ACTIVE
-        run.secrets["site database password"] = site_files.site_password(run.settings.sites_path, site_id)
+        run.secrets["site database password"] = site_files.site_password(
+            run.settings.sites_path, site_id, writer="test"
+        )
 
         await eventually(lambda: run.webhook.received, "the poison pill's alert reaches the webhook")
         assert (await http.get("/metrics", headers=admin)).status_code == 200

@@ -6,6 +6,7 @@ it answers must be declared there; this run fails on the first request that cont
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -104,10 +105,14 @@ enabled = false
 """
 
 
-def test_schemathesis_full_run_finds_nothing(api_process: ApiProcess, account_key: str, tmp_path: Path) -> None:
+@pytest.mark.long
+async def test_schemathesis_full_run_finds_nothing(api_process: ApiProcess, account_key: str, tmp_path: Path) -> None:
     config = tmp_path / "schemathesis.toml"
     config.write_text(_config(account_key))
-    run = subprocess.run(
+    # In a thread, so that the session's worker (on this event loop) runs meanwhile: a deletion preview waits for
+    # its workflow to answer.
+    run = await asyncio.to_thread(
+        subprocess.run,
         [
             str(Path(sys.executable).parent / "schemathesis"),
             "--no-color",

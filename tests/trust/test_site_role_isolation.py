@@ -34,7 +34,7 @@ def _dsn(settings: Settings, *, user: str, database: str, password: str | None =
 async def _make_site(settings: Settings) -> tuple[str, str, str]:
     site_id = str(uuid.uuid4())
     name = site_database_name(site_id)
-    password = site_files.site_password(settings.sites_path, site_id)
+    password = site_files.site_password(settings.sites_path, site_id, writer="test")
     await SiteDatabaseServer(settings.site_admin_database_url).create(
         name, password, settings.site_role_connection_limit
     )
@@ -136,6 +136,34 @@ async def test_the_server_only_ever_sees_a_scram_verifier(settings: Settings) ->
         await _drop(settings, name)
 
 
+def test_a_writer_killed_mid_secret_leaves_nothing_once_its_step_runs_again(settings: Settings) -> None:
+    """A kill -9 between writing a candidate and removing it (the chaos drill found one) leaves a copy of a secret;
+    the step's next attempt removes it, and so does the site's undo."""
+    site_id = str(uuid.uuid4())
+    credentials = settings.sites_path / site_files.CREDENTIALS_DIR
+    key = site_files.site_key(site_id)
+    credentials.mkdir(parents=True, exist_ok=True, mode=0o700)
+    root = site_files.site_directory(settings.sites_path, site_id)
+    root.mkdir(parents=True)
+    # What a killed database step and a killed filesystem step left behind.
+    (credentials / f"{key}.database.tmp").write_text("a secret never linked")
+    (root / "wp-config.tmp").write_text("<?php half a config")
+    try:
+        site_files.create_site_tree(settings.sites_path, site_id, site_database_name(site_id), "127.0.0.1", 5432)
+        assert not (root / "wp-config.tmp").exists()
+        assert (credentials / f"{key}.database.tmp").exists()  # another step's: only it knows it is stale
+        password = site_files.site_password(settings.sites_path, site_id, writer="database")
+        assert not list(credentials.glob(f"{key}*.tmp"))
+        assert password in (root / "wp-config.php").read_text()
+        # An undo after a kill of the filesystem step removes that step's candidate too.
+        (credentials / f"{key}.filesystem.tmp").write_text("another")
+        site_files.forget_site_password(settings.sites_path, site_id)
+        assert not list(credentials.glob(f"{key}*"))
+    finally:
+        site_files.remove_site_tree(settings.sites_path, site_id)
+        site_files.forget_site_password(settings.sites_path, site_id)
+
+
 def test_secret_files_are_private_from_the_start(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     # Under a umask that leaves new files world-readable, and with no way to restrict a file after writing it,
     # the secrets can only end up 0600 if they were created so.
@@ -147,7 +175,7 @@ def test_secret_files_are_private_from_the_start(settings: Settings, monkeypatch
     previous_umask = os.umask(0o022)
     try:
         site_id = str(uuid.uuid4())
-        password = site_files.site_password(settings.sites_path, site_id)
+        password = site_files.site_password(settings.sites_path, site_id, writer="test")
         root = site_files.create_site_tree(settings.sites_path, site_id, site_database_name(site_id), "127.0.0.1", 5432)
     finally:
         os.umask(previous_umask)
@@ -200,7 +228,7 @@ async def test_the_local_stacks_provisioner_makes_and_drops_site_databases(
             assert await provisioner.fetchval("SELECT current_user") == SITE_PROVISIONER
         site_id = str(uuid.uuid4())
         name = site_database_name(site_id)
-        password = site_files.site_password(settings.sites_path, site_id)
+        password = site_files.site_password(settings.sites_path, site_id, writer="test")
         limit = settings.site_role_connection_limit
         await server.create(name, password, limit)
         await server.create(name, password, limit)  # a retried step changes nothing

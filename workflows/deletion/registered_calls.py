@@ -11,7 +11,8 @@ from temporalio.exceptions import ActivityError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.deletion.services import RegisteredServices, budget_share
+    from activities.deletion.services import RegisteredServices
+    from lifecycle.deletion.budget import budget_share
     from lifecycle.deletion.contracts import (
         DELETER_SLICE,
         RegisteredService,

@@ -15,6 +15,7 @@ waits for an operator's `retry` (an update; a signal too, for tctl), which runs 
 # @workflow.defn would then evaluate each string annotation with eval(), about 0.4 ms of every run's first task.
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -27,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.contracts import AlertInput
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.sites.contracts import (
+        SERVER_BACK_SIGNAL,
         SITE_STEPS,
         SiteCreationInput,
         SiteProgress,
@@ -34,12 +36,20 @@ with workflow.unsafe.imports_passed_through():
         SiteRollbackFailure,
         SiteRollbackInput,
     )
-    from lifecycle.sites.errors import NO_DATABASE_SERVER_ERROR, SiteErrorCode, step_failed
+    from lifecycle.sites.errors import NO_DATABASE_SERVER_ERROR, SERVER_UNREACHABLE_ERROR, SiteErrorCode, step_failed
     from lifecycle.statuses import SiteStatus, StepStatus
     from lifecycle.workflow_types import SITE_CREATION_WORKFLOW
     from workflows import activity_presets as presets
     from workflows.sites.shield import uninterruptible
     from workflows.sites.steps import ALL_STEPS, BOOTSTRAP, DATABASE, FILESYSTEM, METADATA, SiteStep
+
+# A step whose site-database server does not answer runs again after 1 s, then 1.5, 2.25, … up to a minute
+# between tries, for as long as the outage lasts, or at once when the health check signals the server back: a blip
+# costs seconds, and about 11 history events a minute once at the cap, so a run could wait about three days before
+# nearing Temporal's 50,000-event limit.
+_SERVER_WAIT_FIRST = timedelta(seconds=1)
+_SERVER_WAIT_GROWTH = 1.5
+_SERVER_WAIT_CAP = timedelta(minutes=1)
 
 # A rollback that a reset or a terminate interrupted: this run finishes it.
 _ROLLBACK_INTERRUPTED = (SiteStatus.ROLLING_BACK, SiteStatus.ROLLBACK_FAILED)
@@ -71,6 +81,8 @@ class SiteCreationWorkflow:
         self._waiting_for_retry = False
         self._retry_requested = False
         self._note: str | None = None
+        self._waiting_for_server: str | None = None
+        self._server_back = False
 
     @workflow.query(name="progress")
     def progress(self) -> SiteProgress:
@@ -95,6 +107,11 @@ class SiteCreationWorkflow:
         self._note = f"a retry signal arrived while nothing waited (site {self._status}); it was ignored"
         workflow.logger.warning(self._note)
         self._publish()
+
+    @workflow.signal(name=SERVER_BACK_SIGNAL)
+    def server_back(self) -> None:
+        """The health check saw the site's server answer again: a step waiting for it tries now."""
+        self._server_back = True
 
     @workflow.run
     async def run(self, input: SiteCreationInput) -> SiteProgress:
@@ -144,18 +161,39 @@ class SiteCreationWorkflow:
     async def _step(self, site: SiteRef, step: SiteStep) -> SiteStatus:
         self._undos.append(step)
         self._set_step(step.name, StepStatus.RUNNING)
-        try:
-            found = await workflow.execute_activity_method(
-                step.activity,
-                site,
-                **presets.SITE_STEP,
-                summary=f"{step.name}: create",
-            )
-        except ActivityError as err:
-            if not is_cancelled_exception(err):
-                self._failed_step = step.name
-                self._set_step(step.name, StepStatus.FAILED)
-            raise
+        wait = _SERVER_WAIT_FIRST
+        while True:
+            try:
+                found = await workflow.execute_activity_method(
+                    step.activity,
+                    site,
+                    **presets.SITE_STEP,
+                    summary=f"{step.name}: create",
+                )
+                break
+            except ActivityError as err:
+                if _server_unreachable(err) and not _cancel_pending():
+                    # An outage of the site's server, not a failure of the step: wait for it, holding no worker
+                    # slot, and run the step again with its retries whole. A cancellation still rolls back.
+                    self._waiting_for_server = f"{step.name} waits for its database server: {_cause(err)}"
+                    self._publish()
+                    self._server_back = False
+                    try:
+                        await workflow.wait_condition(
+                            lambda: self._server_back,
+                            timeout=wait,
+                            timeout_summary=f"{step.name}: wait for the database server",
+                        )
+                    except TimeoutError:
+                        pass  # the wait is over: try again
+                    finally:
+                        self._waiting_for_server = None
+                    wait = min(wait * _SERVER_WAIT_GROWTH, _SERVER_WAIT_CAP)
+                    continue
+                if not is_cancelled_exception(err):
+                    self._failed_step = step.name
+                    self._set_step(step.name, StepStatus.FAILED)
+                raise
         status = SiteStatus(found)
         if status in (SiteStatus.PROVISIONING, SiteStatus.ACTIVE):
             self._set_step(step.name, StepStatus.DONE)
@@ -321,9 +359,15 @@ class SiteCreationWorkflow:
         details = f"{self._status}. {steps}" + (f". error: {self._error}" if self._error else "")
         if self._waiting_for_retry:
             details += ". Waiting for an operator: `temporal workflow update execute --name retry`"
+        if self._waiting_for_server:
+            details += f". {self._waiting_for_server}"
         if self._note:
             details += f". {self._note}"
         workflow.set_current_details(details)
+
+
+def _server_unreachable(err: ActivityError) -> bool:
+    return isinstance(err.cause, ApplicationError) and err.cause.type == SERVER_UNREACHABLE_ERROR
 
 
 def _cause(err: BaseException) -> str:

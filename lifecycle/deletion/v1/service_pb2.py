@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#lifecycle/deletion/v1/service.proto\x12\x15lifecycle.deletion.v1\"\x86\x01\n\x07Subject\x12\x31\n\x04kind\x18\x01 \x01(\x0e\x32#.lifecycle.deletion.v1.Subject.Kind\x12\n\n\x02id\x18\x02 \x01(\t\"<\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x0c\n\x08KIND_BOT\x10\x01\x12\x10\n\x0cKIND_ACCOUNT\x10\x02\"\xbd\x01\n\rDeleteRequest\x12\x13\n\x0b\x64\x65letion_id\x18\x01 \x01(\t\x12/\n\x07subject\x18\x02 \x01(\x0b\x32\x1e.lifecycle.deletion.v1.Subject\x12\x0e\n\x06\x63ursor\x18\x03 \x01(\t\x12\x10\n\x08max_rows\x18\x04 \x01(\r\x12\x17\n\x0frows_per_second\x18\x05 \x01(\r\x12\x17\n\x0fmax_duration_ms\x18\x06 \x01(\r\x12\x12\n\nbatch_rows\x18\x07 \x01(\r\"\xf4\x01\n\x0e\x44\x65leteResponse\x12\x14\n\x0crows_deleted\x18\x01 \x01(\x04\x12\x15\n\rfiles_deleted\x18\x02 \x01(\x04\x12\x0e\n\x06\x63ursor\x18\x03 \x01(\t\x12\x0c\n\x04\x64one\x18\x04 \x01(\x08\x12\x1f\n\x17remaining_rows_estimate\x18\x05 \x01(\x04\x12 \n\x18remaining_files_estimate\x18\x06 \x01(\x04\x12 \n\x18measured_rows_per_second\x18\x07 \x01(\x01\x12\x32\n\tthrottled\x18\x08 \x01(\x0e\x32\x1f.lifecycle.deletion.v1.Throttle\"U\n\rVerifyRequest\x12\x13\n\x0b\x64\x65letion_id\x18\x01 \x01(\t\x12/\n\x07subject\x18\x02 \x01(\x0b\x32\x1e.lifecycle.deletion.v1.Subject\"A\n\x0eVerifyResponse\x12\x16\n\x0eremaining_rows\x18\x01 \x01(\x04\x12\x17\n\x0fremaining_files\x18\x02 \x01(\x04\"\x8f\x01\n\rExportRequest\x12\x11\n\texport_id\x18\x01 \x01(\t\x12/\n\x07subject\x18\x02 \x01(\x0b\x32\x1e.lifecycle.deletion.v1.Subject\x12\x0e\n\x06\x62ucket\x18\x03 \x01(\t\x12\x19\n\x11object_key_prefix\x18\x04 \x01(\t\x12\x0f\n\x07\x62ot_ids\x18\x05 \x03(\t\"\xa9\x01\n\x0e\x45xportResponse\x12\x12\n\nobject_key\x18\x01 \x01(\t\x12\x0c\n\x04rows\x18\x02 \x01(\x04\x12\x0e\n\x06sha256\x18\x03 \x01(\t\x12\x12\n\nsize_bytes\x18\x04 \x01(\x04\x12\r\n\x05\x66iles\x18\x05 \x01(\x04\x12\x14\n\x0c\x63ontent_type\x18\x06 \x01(\t\x12\x15\n\rfiles_missing\x18\x07 \x01(\x04\x12\x15\n\rfiles_refused\x18\x08 \x03(\t*\x85\x01\n\x08Throttle\x12\x18\n\x14THROTTLE_UNSPECIFIED\x10\x00\x12\x13\n\x0fTHROTTLE_BUDGET\x10\x01\x12\x17\n\x13THROTTLE_LOCK_WAITS\x10\x02\x12\x17\n\x13THROTTLE_AUTOVACUUM\x10\x03\x12\x18\n\x14THROTTLE_REPLICA_LAG\x10\x04\x32\xb9\x02\n\x0f\x44\x65letionService\x12`\n\x11\x44\x65leteSubjectData\x12$.lifecycle.deletion.v1.DeleteRequest\x1a%.lifecycle.deletion.v1.DeleteResponse\x12\x62\n\x13VerifySubjectErased\x12$.lifecycle.deletion.v1.VerifyRequest\x1a%.lifecycle.deletion.v1.VerifyResponse\x12`\n\x11\x45xportSubjectData\x12$.lifecycle.deletion.v1.ExportRequest\x1a%.lifecycle.deletion.v1.ExportResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#lifecycle/deletion/v1/service.proto\x12\x15lifecycle.deletion.v1\"\x86\x01\n\x07Subject\x12\x31\n\x04kind\x18\x01 \x01(\x0e\x32#.lifecycle.deletion.v1.Subject.Kind\x12\n\n\x02id\x18\x02 \x01(\t\"<\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x0c\n\x08KIND_BOT\x10\x01\x12\x10\n\x0cKIND_ACCOUNT\x10\x02\"\xbd\x01\n\rDeleteRequest\x12\x13\n\x0b\x64\x65letion_id\x18\x01 \x01(\t\x12/\n\x07subject\x18\x02 \x01(\x0b\x32\x1e.lifecycle.deletion.v1.Subject\x12\x0e\n\x06\x63ursor\x18\x03 \x01(\t\x12\x10\n\x08max_rows\x18\x04 \x01(\r\x12\x17\n\x0frows_per_second\x18\x05 \x01(\r\x12\x17\n\x0fmax_duration_ms\x18\x06 \x01(\r\x12\x12\n\nbatch_rows\x18\x07 \x01(\r\"\xf4\x01\n\x0e\x44\x65leteResponse\x12\x14\n\x0crows_deleted\x18\x01 \x01(\x04\x12\x15\n\rfiles_deleted\x18\x02 \x01(\x04\x12\x0e\n\x06\x63ursor\x18\x03 \x01(\t\x12\x0c\n\x04\x64one\x18\x04 \x01(\x08\x12\x1f\n\x17remaining_rows_estimate\x18\x05 \x01(\x04\x12 \n\x18remaining_files_estimate\x18\x06 \x01(\x04\x12 \n\x18measured_rows_per_second\x18\x07 \x01(\x01\x12\x32\n\tthrottled\x18\x08 \x01(\x0e\x32\x1f.lifecycle.deletion.v1.Throttle\"o\n\rVerifyRequest\x12\x13\n\x0b\x64\x65letion_id\x18\x01 \x01(\t\x12/\n\x07subject\x18\x02 \x01(\x0b\x32\x1e.lifecycle.deletion.v1.Subject\x12\x18\n\x10\x65stimate_allowed\x18\x03 \x01(\x08\"T\n\x0eVerifyResponse\x12\x16\n\x0eremaining_rows\x18\x01 \x01(\x04\x12\x17\n\x0fremaining_files\x18\x02 \x01(\x04\x12\x11\n\testimated\x18\x03 \x01(\x08\"\x8f\x01\n\rExportRequest\x12\x11\n\texport_id\x18\x01 \x01(\t\x12/\n\x07subject\x18\x02 \x01(\x0b\x32\x1e.lifecycle.deletion.v1.Subject\x12\x0e\n\x06\x62ucket\x18\x03 \x01(\t\x12\x19\n\x11object_key_prefix\x18\x04 \x01(\t\x12\x0f\n\x07\x62ot_ids\x18\x05 \x03(\t\"\xa9\x01\n\x0e\x45xportResponse\x12\x12\n\nobject_key\x18\x01 \x01(\t\x12\x0c\n\x04rows\x18\x02 \x01(\x04\x12\x0e\n\x06sha256\x18\x03 \x01(\t\x12\x12\n\nsize_bytes\x18\x04 \x01(\x04\x12\r\n\x05\x66iles\x18\x05 \x01(\x04\x12\x14\n\x0c\x63ontent_type\x18\x06 \x01(\t\x12\x15\n\rfiles_missing\x18\x07 \x01(\x04\x12\x15\n\rfiles_refused\x18\x08 \x03(\t*\x85\x01\n\x08Throttle\x12\x18\n\x14THROTTLE_UNSPECIFIED\x10\x00\x12\x13\n\x0fTHROTTLE_BUDGET\x10\x01\x12\x17\n\x13THROTTLE_LOCK_WAITS\x10\x02\x12\x17\n\x13THROTTLE_AUTOVACUUM\x10\x03\x12\x18\n\x14THROTTLE_REPLICA_LAG\x10\x04\x32\xb9\x02\n\x0f\x44\x65letionService\x12`\n\x11\x44\x65leteSubjectData\x12$.lifecycle.deletion.v1.DeleteRequest\x1a%.lifecycle.deletion.v1.DeleteResponse\x12\x62\n\x13VerifySubjectErased\x12$.lifecycle.deletion.v1.VerifyRequest\x1a%.lifecycle.deletion.v1.VerifyResponse\x12`\n\x11\x45xportSubjectData\x12$.lifecycle.deletion.v1.ExportRequest\x1a%.lifecycle.deletion.v1.ExportResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'lifecycle.deletion.v1.service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_THROTTLE']._serialized_start=1111
-  _globals['_THROTTLE']._serialized_end=1244
+  _globals['_THROTTLE']._serialized_start=1156
+  _globals['_THROTTLE']._serialized_end=1289
   _globals['_SUBJECT']._serialized_start=63
   _globals['_SUBJECT']._serialized_end=197
   _globals['_SUBJECT_KIND']._serialized_start=137
@@ -42,13 +42,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DELETERESPONSE']._serialized_start=392
   _globals['_DELETERESPONSE']._serialized_end=636
   _globals['_VERIFYREQUEST']._serialized_start=638
-  _globals['_VERIFYREQUEST']._serialized_end=723
-  _globals['_VERIFYRESPONSE']._serialized_start=725
-  _globals['_VERIFYRESPONSE']._serialized_end=790
-  _globals['_EXPORTREQUEST']._serialized_start=793
-  _globals['_EXPORTREQUEST']._serialized_end=936
-  _globals['_EXPORTRESPONSE']._serialized_start=939
-  _globals['_EXPORTRESPONSE']._serialized_end=1108
-  _globals['_DELETIONSERVICE']._serialized_start=1247
-  _globals['_DELETIONSERVICE']._serialized_end=1560
+  _globals['_VERIFYREQUEST']._serialized_end=749
+  _globals['_VERIFYRESPONSE']._serialized_start=751
+  _globals['_VERIFYRESPONSE']._serialized_end=835
+  _globals['_EXPORTREQUEST']._serialized_start=838
+  _globals['_EXPORTREQUEST']._serialized_end=981
+  _globals['_EXPORTRESPONSE']._serialized_start=984
+  _globals['_EXPORTRESPONSE']._serialized_end=1153
+  _globals['_DELETIONSERVICE']._serialized_start=1292
+  _globals['_DELETIONSERVICE']._serialized_end=1605
 # @@protoc_insertion_point(module_scope)

@@ -233,14 +233,22 @@ Global___DeleteResponse: _TypeAlias = DeleteResponse  # noqa: Y015
 
 @_typing.final
 class VerifyRequest(_message.Message):
-    """Count what is left of a subject in one service: the receipt's independent check."""
+    """Count what is left of a subject in one service: the receipt's independent check, or a deletion preview's
+    count of what a deletion would remove.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     DELETION_ID_FIELD_NUMBER: _builtins.int
     SUBJECT_FIELD_NUMBER: _builtins.int
+    ESTIMATE_ALLOWED_FIELD_NUMBER: _builtins.int
     deletion_id: _builtins.str
-    """The deletion being verified, as in DeleteRequest.deletion_id."""
+    """The deletion being verified, as in DeleteRequest.deletion_id; for a preview, the preview's own id."""
+    estimate_allowed: _builtins.bool
+    """Added for the deletion preview. False (a deletion's check, and every caller from before this field): count
+    exactly. True (a preview): the service may answer a large count from an estimate, above a size of its own
+    that it documents, and then sets VerifyResponse.estimated; below that size it still counts exactly.
+    """
     @_builtins.property
     def subject(self) -> Global___Subject:
         """Whose data to count."""
@@ -250,10 +258,11 @@ class VerifyRequest(_message.Message):
         *,
         deletion_id: _builtins.str = ...,
         subject: Global___Subject | None = ...,
+        estimate_allowed: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["subject", b"subject"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deletion_id", b"deletion_id", "subject", b"subject"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deletion_id", b"deletion_id", "estimate_allowed", b"estimate_allowed", "subject", b"subject"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -261,25 +270,31 @@ Global___VerifyRequest: _TypeAlias = VerifyRequest  # noqa: Y015
 
 @_typing.final
 class VerifyResponse(_message.Message):
-    """What a service still holds of the subject, counted exactly at the time of the call."""
+    """What a service still holds of the subject, counted at the time of the call: exactly, unless `estimated`."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     REMAINING_ROWS_FIELD_NUMBER: _builtins.int
     REMAINING_FILES_FIELD_NUMBER: _builtins.int
+    ESTIMATED_FIELD_NUMBER: _builtins.int
     remaining_rows: _builtins.int
     """Rows of the subject still in the service's store; 0 once erased."""
     remaining_files: _builtins.int
     """Files or stored objects of the subject still in the service's store; 0 once erased."""
+    estimated: _builtins.bool
+    """Added for the deletion preview: true when a count is an estimate, which a service may answer only to a
+    request with `estimate_allowed`. False from a service from before this field, whose counts are exact.
+    """
     def __init__(
         self,
         *,
         remaining_rows: _builtins.int = ...,
         remaining_files: _builtins.int = ...,
+        estimated: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["remaining_files", b"remaining_files", "remaining_rows", b"remaining_rows"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["estimated", b"estimated", "remaining_files", b"remaining_files", "remaining_rows", b"remaining_rows"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -23,7 +23,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file lifecycle/deletion/v1/service.proto.
  */
 export const file_lifecycle_deletion_v1_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNsaWZlY3ljbGUvZGVsZXRpb24vdjEvc2VydmljZS5wcm90bxIVbGlmZWN5Y2xlLmRlbGV0aW9uLnYxIoYBCgdTdWJqZWN0EjEKBGtpbmQYASABKA4yIy5saWZlY3ljbGUuZGVsZXRpb24udjEuU3ViamVjdC5LaW5kEgoKAmlkGAIgASgJIjwKBEtpbmQSFAoQS0lORF9VTlNQRUNJRklFRBAAEgwKCEtJTkRfQk9UEAESEAoMS0lORF9BQ0NPVU5UEAIivQEKDURlbGV0ZVJlcXVlc3QSEwoLZGVsZXRpb25faWQYASABKAkSLwoHc3ViamVjdBgCIAEoCzIeLmxpZmVjeWNsZS5kZWxldGlvbi52MS5TdWJqZWN0Eg4KBmN1cnNvchgDIAEoCRIQCghtYXhfcm93cxgEIAEoDRIXCg9yb3dzX3Blcl9zZWNvbmQYBSABKA0SFwoPbWF4X2R1cmF0aW9uX21zGAYgASgNEhIKCmJhdGNoX3Jvd3MYByABKA0i9AEKDkRlbGV0ZVJlc3BvbnNlEhQKDHJvd3NfZGVsZXRlZBgBIAEoBBIVCg1maWxlc19kZWxldGVkGAIgASgEEg4KBmN1cnNvchgDIAEoCRIMCgRkb25lGAQgASgIEh8KF3JlbWFpbmluZ19yb3dzX2VzdGltYXRlGAUgASgEEiAKGHJlbWFpbmluZ19maWxlc19lc3RpbWF0ZRgGIAEoBBIgChhtZWFzdXJlZF9yb3dzX3Blcl9zZWNvbmQYByABKAESMgoJdGhyb3R0bGVkGAggASgOMh8ubGlmZWN5Y2xlLmRlbGV0aW9uLnYxLlRocm90dGxlIlUKDVZlcmlmeVJlcXVlc3QSEwoLZGVsZXRpb25faWQYASABKAkSLwoHc3ViamVjdBgCIAEoCzIeLmxpZmVjeWNsZS5kZWxldGlvbi52MS5TdWJqZWN0IkEKDlZlcmlmeVJlc3BvbnNlEhYKDnJlbWFpbmluZ19yb3dzGAEgASgEEhcKD3JlbWFpbmluZ19maWxlcxgCIAEoBCKPAQoNRXhwb3J0UmVxdWVzdBIRCglleHBvcnRfaWQYASABKAkSLwoHc3ViamVjdBgCIAEoCzIeLmxpZmVjeWNsZS5kZWxldGlvbi52MS5TdWJqZWN0Eg4KBmJ1Y2tldBgDIAEoCRIZChFvYmplY3Rfa2V5X3ByZWZpeBgEIAEoCRIPCgdib3RfaWRzGAUgAygJIqkBCg5FeHBvcnRSZXNwb25zZRISCgpvYmplY3Rfa2V5GAEgASgJEgwKBHJvd3MYAiABKAQSDgoGc2hhMjU2GAMgASgJEhIKCnNpemVfYnl0ZXMYBCABKAQSDQoFZmlsZXMYBSABKAQSFAoMY29udGVudF90eXBlGAYgASgJEhUKDWZpbGVzX21pc3NpbmcYByABKAQSFQoNZmlsZXNfcmVmdXNlZBgIIAMoCSqFAQoIVGhyb3R0bGUSGAoUVEhST1RUTEVfVU5TUEVDSUZJRUQQABITCg9USFJPVFRMRV9CVURHRVQQARIXChNUSFJPVFRMRV9MT0NLX1dBSVRTEAISFwoTVEhST1RUTEVfQVVUT1ZBQ1VVTRADEhgKFFRIUk9UVExFX1JFUExJQ0FfTEFHEAQyuQIKD0RlbGV0aW9uU2VydmljZRJgChFEZWxldGVTdWJqZWN0RGF0YRIkLmxpZmVjeWNsZS5kZWxldGlvbi52MS5EZWxldGVSZXF1ZXN0GiUubGlmZWN5Y2xlLmRlbGV0aW9uLnYxLkRlbGV0ZVJlc3BvbnNlEmIKE1ZlcmlmeVN1YmplY3RFcmFzZWQSJC5saWZlY3ljbGUuZGVsZXRpb24udjEuVmVyaWZ5UmVxdWVzdBolLmxpZmVjeWNsZS5kZWxldGlvbi52MS5WZXJpZnlSZXNwb25zZRJgChFFeHBvcnRTdWJqZWN0RGF0YRIkLmxpZmVjeWNsZS5kZWxldGlvbi52MS5FeHBvcnRSZXF1ZXN0GiUubGlmZWN5Y2xlLmRlbGV0aW9uLnYxLkV4cG9ydFJlc3BvbnNlYgZwcm90bzM");
+  fileDesc("CiNsaWZlY3ljbGUvZGVsZXRpb24vdjEvc2VydmljZS5wcm90bxIVbGlmZWN5Y2xlLmRlbGV0aW9uLnYxIoYBCgdTdWJqZWN0EjEKBGtpbmQYASABKA4yIy5saWZlY3ljbGUuZGVsZXRpb24udjEuU3ViamVjdC5LaW5kEgoKAmlkGAIgASgJIjwKBEtpbmQSFAoQS0lORF9VTlNQRUNJRklFRBAAEgwKCEtJTkRfQk9UEAESEAoMS0lORF9BQ0NPVU5UEAIivQEKDURlbGV0ZVJlcXVlc3QSEwoLZGVsZXRpb25faWQYASABKAkSLwoHc3ViamVjdBgCIAEoCzIeLmxpZmVjeWNsZS5kZWxldGlvbi52MS5TdWJqZWN0Eg4KBmN1cnNvchgDIAEoCRIQCghtYXhfcm93cxgEIAEoDRIXCg9yb3dzX3Blcl9zZWNvbmQYBSABKA0SFwoPbWF4X2R1cmF0aW9uX21zGAYgASgNEhIKCmJhdGNoX3Jvd3MYByABKA0i9AEKDkRlbGV0ZVJlc3BvbnNlEhQKDHJvd3NfZGVsZXRlZBgBIAEoBBIVCg1maWxlc19kZWxldGVkGAIgASgEEg4KBmN1cnNvchgDIAEoCRIMCgRkb25lGAQgASgIEh8KF3JlbWFpbmluZ19yb3dzX2VzdGltYXRlGAUgASgEEiAKGHJlbWFpbmluZ19maWxlc19lc3RpbWF0ZRgGIAEoBBIgChhtZWFzdXJlZF9yb3dzX3Blcl9zZWNvbmQYByABKAESMgoJdGhyb3R0bGVkGAggASgOMh8ubGlmZWN5Y2xlLmRlbGV0aW9uLnYxLlRocm90dGxlIm8KDVZlcmlmeVJlcXVlc3QSEwoLZGVsZXRpb25faWQYASABKAkSLwoHc3ViamVjdBgCIAEoCzIeLmxpZmVjeWNsZS5kZWxldGlvbi52MS5TdWJqZWN0EhgKEGVzdGltYXRlX2FsbG93ZWQYAyABKAgiVAoOVmVyaWZ5UmVzcG9uc2USFgoOcmVtYWluaW5nX3Jvd3MYASABKAQSFwoPcmVtYWluaW5nX2ZpbGVzGAIgASgEEhEKCWVzdGltYXRlZBgDIAEoCCKPAQoNRXhwb3J0UmVxdWVzdBIRCglleHBvcnRfaWQYASABKAkSLwoHc3ViamVjdBgCIAEoCzIeLmxpZmVjeWNsZS5kZWxldGlvbi52MS5TdWJqZWN0Eg4KBmJ1Y2tldBgDIAEoCRIZChFvYmplY3Rfa2V5X3ByZWZpeBgEIAEoCRIPCgdib3RfaWRzGAUgAygJIqkBCg5FeHBvcnRSZXNwb25zZRISCgpvYmplY3Rfa2V5GAEgASgJEgwKBHJvd3MYAiABKAQSDgoGc2hhMjU2GAMgASgJEhIKCnNpemVfYnl0ZXMYBCABKAQSDQoFZmlsZXMYBSABKAQSFAoMY29udGVudF90eXBlGAYgASgJEhUKDWZpbGVzX21pc3NpbmcYByABKAQSFQoNZmlsZXNfcmVmdXNlZBgIIAMoCSqFAQoIVGhyb3R0bGUSGAoUVEhST1RUTEVfVU5TUEVDSUZJRUQQABITCg9USFJPVFRMRV9CVURHRVQQARIXChNUSFJPVFRMRV9MT0NLX1dBSVRTEAISFwoTVEhST1RUTEVfQVVUT1ZBQ1VVTRADEhgKFFRIUk9UVExFX1JFUExJQ0FfTEFHEAQyuQIKD0RlbGV0aW9uU2VydmljZRJgChFEZWxldGVTdWJqZWN0RGF0YRIkLmxpZmVjeWNsZS5kZWxldGlvbi52MS5EZWxldGVSZXF1ZXN0GiUubGlmZWN5Y2xlLmRlbGV0aW9uLnYxLkRlbGV0ZVJlc3BvbnNlEmIKE1ZlcmlmeVN1YmplY3RFcmFzZWQSJC5saWZlY3ljbGUuZGVsZXRpb24udjEuVmVyaWZ5UmVxdWVzdBolLmxpZmVjeWNsZS5kZWxldGlvbi52MS5WZXJpZnlSZXNwb25zZRJgChFFeHBvcnRTdWJqZWN0RGF0YRIkLmxpZmVjeWNsZS5kZWxldGlvbi52MS5FeHBvcnRSZXF1ZXN0GiUubGlmZWN5Y2xlLmRlbGV0aW9uLnYxLkV4cG9ydFJlc3BvbnNlYgZwcm90bzM");
 
 /**
  * Whose data to delete, count or export.
@@ -232,13 +232,14 @@ export const DeleteResponseSchema: GenMessage<DeleteResponse> = /*@__PURE__*/
   messageDesc(file_lifecycle_deletion_v1_service, 2);
 
 /**
- * Count what is left of a subject in one service: the receipt's independent check.
+ * Count what is left of a subject in one service: the receipt's independent check, or a deletion preview's
+ * count of what a deletion would remove.
  *
  * @generated from message lifecycle.deletion.v1.VerifyRequest
  */
 export type VerifyRequest = Message<"lifecycle.deletion.v1.VerifyRequest"> & {
   /**
-   * The deletion being verified, as in DeleteRequest.deletion_id.
+   * The deletion being verified, as in DeleteRequest.deletion_id; for a preview, the preview's own id.
    *
    * @generated from field: string deletion_id = 1;
    */
@@ -250,6 +251,15 @@ export type VerifyRequest = Message<"lifecycle.deletion.v1.VerifyRequest"> & {
    * @generated from field: lifecycle.deletion.v1.Subject subject = 2;
    */
   subject?: Subject | undefined;
+
+  /**
+   * Added for the deletion preview. False (a deletion's check, and every caller from before this field): count
+   * exactly. True (a preview): the service may answer a large count from an estimate, above a size of its own
+   * that it documents, and then sets VerifyResponse.estimated; below that size it still counts exactly.
+   *
+   * @generated from field: bool estimate_allowed = 3;
+   */
+  estimateAllowed: boolean;
 };
 
 /**
@@ -260,7 +270,7 @@ export const VerifyRequestSchema: GenMessage<VerifyRequest> = /*@__PURE__*/
   messageDesc(file_lifecycle_deletion_v1_service, 3);
 
 /**
- * What a service still holds of the subject, counted exactly at the time of the call.
+ * What a service still holds of the subject, counted at the time of the call: exactly, unless `estimated`.
  *
  * @generated from message lifecycle.deletion.v1.VerifyResponse
  */
@@ -278,6 +288,14 @@ export type VerifyResponse = Message<"lifecycle.deletion.v1.VerifyResponse"> & {
    * @generated from field: uint64 remaining_files = 2;
    */
   remainingFiles: bigint;
+
+  /**
+   * Added for the deletion preview: true when a count is an estimate, which a service may answer only to a
+   * request with `estimate_allowed`. False from a service from before this field, whose counts are exact.
+   *
+   * @generated from field: bool estimated = 3;
+   */
+  estimated: boolean;
 };
 
 /**
