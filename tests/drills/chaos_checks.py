@@ -114,13 +114,18 @@ async def site_outcomes(settings: Settings, site_ids: list[str]) -> tuple[dict[s
     return statuses, problems
 
 
+_SITE_NAME = "^site_[0-9a-f]{32}$"
+
+
 async def site_orphans(settings: Settings) -> list[str]:
     """Databases, roles, directories and stored passwords that belong to no active site, across the stack."""
     conn = await _connect(settings)
     try:
         active = {row["id"] for row in await conn.fetch("SELECT id::text FROM sites WHERE status = 'active'")}
-        databases = {r[0] for r in await conn.fetch("SELECT datname FROM pg_database WHERE datname ~ '^site_'")}
-        roles = {r[0] for r in await conn.fetch("SELECT rolname FROM pg_roles WHERE rolname ~ '^site_'")}
+        # A site's own name (activities/sites/database.py); the warm pool's template and its unclaimed databases
+        # (pool_*) belong to the server, not to a site.
+        databases = {r[0] for r in await conn.fetch("SELECT datname FROM pg_database WHERE datname ~ $1", _SITE_NAME)}
+        roles = {r[0] for r in await conn.fetch("SELECT rolname FROM pg_roles WHERE rolname ~ $1", _SITE_NAME)}
     finally:
         await conn.close()
     names = {site_database_name(site_id) for site_id in active}
