@@ -20,8 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.workflow_types import SITE_DB_POOL_WORKFLOW
     from workflows import activity_presets as presets
 
-# Looks per run before it continues as new: keeps the history short (a look is a handful of events), and an idle
-# pool reaches a new version of the workers within about this many REFILL_EVERY.
+# Looks per run before it continues as new: keeps the history short (a look is a handful of events).
 _LOOKS_PER_RUN = 20
 
 
@@ -64,12 +63,19 @@ class SiteDbPoolWorkflow:
                 await workflow.sleep(REFILL_PAUSE)
             else:
                 with contextlib.suppress(TimeoutError):  # no poke within REFILL_EVERY: look anyway
-                    await workflow.wait_condition(lambda: self._poked, timeout=REFILL_EVERY)
+                    await workflow.wait_condition(lambda: self._poked or _new_version(), timeout=REFILL_EVERY)
             # Also between the passes of one refill: while sites keep claiming, it makes REFILL_BATCH databases per
             # REFILL_DEFER_MAX, and runs at full rate once they pause.
             await self._quiet()
-            if workflow.info().is_continue_as_new_suggested():
+            info = workflow.info()
+            # A new version made current: the run goes on with its code at once, so the old version drains (a run
+            # of 20 looks could otherwise hold it for 20 minutes).
+            if info.is_continue_as_new_suggested() or info.is_target_worker_deployment_version_changed():
                 break
         workflow.continue_as_new(
             pool, initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE
         )
+
+
+def _new_version() -> bool:
+    return workflow.info().is_target_worker_deployment_version_changed()
