@@ -236,11 +236,16 @@ async def _publish_receipt_key(engine: AsyncEngine, key: ReceiptKey) -> None:
             delay = min(delay * 2, CONNECT_BACKOFF_MAX_SECONDS)
 
 
+# The queue every sites worker polls unless configured otherwise: a worker on it starts the warm pools; one on a
+# queue of its own only wakes them (lifecycle/sites/pool.py, poke_pool).
+SHARED_SITE_QUEUE = Settings.model_fields["site_task_queue"].default
+
+
 async def _start_pools(client: Client, engine: AsyncEngine, task_queue: str) -> None:
     """Every server's warm pool runs (lifecycle/sites/pool.py); one not started now starts at its next poke (an
     admin's change of the server), and a site meanwhile is made the slow way."""
     try:
-        servers = await poke_every_pool(client, engine, task_queue)
+        servers = await poke_every_pool(client, engine, task_queue, start=task_queue == SHARED_SITE_QUEUE)
     except Exception as err:
         logger.warning("could not start the site-database pools: %s", err)
     else:

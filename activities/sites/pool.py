@@ -188,7 +188,7 @@ def poke_in_background(resources: ActivityResources, server: str, pending: set[s
         try:
             await asyncio.sleep(POKE_EVERY.total_seconds())
             pending.discard(server)
-            await poke_pool(resources.client, server, resources.settings.site_task_queue)
+            await poke_pool(resources.client, server, resources.settings.site_task_queue, start=False)
         except Exception as err:  # a lost poke costs a delay, never the site
             logger.warning("could not poke the pool of %s: %s", server, err)
         finally:

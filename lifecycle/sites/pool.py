@@ -18,9 +18,11 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from lifecycle.sites.contracts import SiteDbPoolInput
 from lifecycle.start_options import site_db_pool_options
+from lifecycle.workflow_ids import site_db_pool_id
 
 # The signal that asks a server's pool workflow to look at its pool now.
 REFILL_SIGNAL: Final = "refill"
@@ -55,17 +57,29 @@ def pool_database_name(pool_id: uuid.UUID) -> str:
     return f"pool_{pool_id.hex}"
 
 
-async def poke_pool(client: Client, server: str, task_queue: str) -> None:
-    """Ask the server's pool workflow to look at its pool now, starting it if none runs."""
-    await site_db_pool_options(server).start(
-        client, SiteDbPoolInput(server), task_queue=task_queue, start_signal=REFILL_SIGNAL
-    )
+async def poke_pool(client: Client, server: str, task_queue: str, *, start: bool = True) -> None:
+    """Ask the server's pool workflow to look at its pool now; with `start`, start it on `task_queue` if none runs.
+
+    A pool's run is one per server, and it stays on the queue it was started on: only a starter on the queue every
+    sites worker polls may start it (the API, a worker on the shared queue). One on a queue of its own (a canary, a
+    test's) only wakes a running pool, or a pool started there would stop with that queue's workers.
+    """
+    if start:
+        await site_db_pool_options(server).start(
+            client, SiteDbPoolInput(server), task_queue=task_queue, start_signal=REFILL_SIGNAL
+        )
+        return
+    try:
+        await client.get_workflow_handle(site_db_pool_id(server)).signal(REFILL_SIGNAL)
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
 
 
-async def poke_every_pool(client: Client, engine: AsyncEngine, task_queue: str) -> list[str]:
+async def poke_every_pool(client: Client, engine: AsyncEngine, task_queue: str, *, start: bool) -> list[str]:
     """Poke the pool of every server of the catalog (a worker that starts does, so every pool runs): their names."""
     async with engine.connect() as connection:
         servers = list((await connection.execute(text("SELECT name FROM site_db_servers ORDER BY name"))).scalars())
     for server in servers:
-        await poke_pool(client, server, task_queue)
+        await poke_pool(client, server, task_queue, start=start)
     return servers

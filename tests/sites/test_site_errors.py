@@ -19,7 +19,6 @@ from api.app import create_app
 from devstack.seed import asyncpg_dsn
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SiteProgress
-from lifecycle.sites.servers import DEFAULT_SERVER
 from lifecycle.workflow_ids import site_creation_id
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually
@@ -50,35 +49,11 @@ async def provisioner_without_createdb(settings: Settings) -> AsyncIterator[str]
         await connection.close()
 
 
-@pytest_asyncio.fixture
-async def default_pool_restored(api: httpx.AsyncClient) -> AsyncIterator[None]:
-    """The session's `default` server's pool target as it was, once the test emptied it."""
-    servers = (await api.get("/site-db-servers", headers=ADMIN_HEADERS)).json()["servers"]
-    (default,) = [server for server in servers if server["name"] == DEFAULT_SERVER]
-    yield
-    restored = await api.patch(
-        f"/site-db-servers/{DEFAULT_SERVER}", json={"pool_target": default["pool_target"]}, headers=ADMIN_HEADERS
-    )
-    assert restored.status_code == 200, restored.text
-
-
-async def _empty_pool(api: httpx.AsyncClient) -> None:
-    emptied = await api.patch(f"/site-db-servers/{DEFAULT_SERVER}", json={"pool_target": 0}, headers=ADMIN_HEADERS)
-    assert emptied.status_code == 200, emptied.text
-
-    async def ready() -> int:
-        servers = (await api.get("/site-db-servers", headers=ADMIN_HEADERS)).json()["servers"]
-        return int(next(server["pool_ready"] for server in servers if server["name"] == DEFAULT_SERVER))
-
-    await eventually(ready, "the default server's pool is empty", until=lambda left: left == 0)
-
-
 @pytest.mark.long
 async def test_a_failed_site_shows_a_code_and_a_sentence_and_the_operator_the_cause(
     settings: Settings,
     temporal_client: Client,
     provisioner_without_createdb: str,
-    default_pool_restored: None,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     own = own_queue(settings).model_copy(update={"site_database_url": provisioner_without_createdb})
@@ -89,9 +64,6 @@ async def test_a_failed_site_shows_a_code_and_a_sentence_and_the_operator_the_ca
         httpx.AsyncClient(transport=transport, base_url="http://testserver") as api,
         own_worker(own, temporal_client),
     ):
-        # The slow way, whose CREATE DATABASE this provisioner may not run: with a database of the session's warm
-        # pool to claim (its `default` server is this one), the step would rename one instead.
-        await _empty_pool(api)
         created = await api.post("/accounts", json={"name": "Unlucky", "email": "u@example.com"}, headers=ADMIN_HEADERS)
         auth = {"Authorization": f"Bearer {created.json()['api_key']}"}
         domain = f"failing-{uuid.uuid4().hex[:8]}.example.com"
