@@ -103,9 +103,14 @@ async def site_state(settings: Settings, site_id: str) -> SiteState:
                 options = {r["option_name"]: r["option_value"] for r in rows}
         except asyncpg.UndefinedTableError:
             pass
-        except (asyncpg.InvalidCatalogNameError, asyncpg.AdminShutdownError, asyncpg.ConnectionDoesNotExistError):
-            # Dropped between the catalogue check and the read (a forced drop ends this very session): a
-            # teardown is under way.
+        except (
+            asyncpg.InvalidCatalogNameError,
+            asyncpg.AdminShutdownError,
+            asyncpg.ConnectionDoesNotExistError,
+            asyncpg.InternalClientError,
+        ):
+            # Dropped between the catalogue check and the read (a forced drop ends this very session, and
+            # asyncpg reports a session ended mid-prepare as an internal state error): a teardown is under way.
             database = False
     return SiteState(
         status=row["status"],
