@@ -24,7 +24,7 @@ import httpx
 import pytest
 import pytest_asyncio
 from fastapi import FastAPI
-from temporalio.api.enums.v1 import EventType, PendingActivityState
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.testing import ActivityEnvironment
 
@@ -40,7 +40,7 @@ from lifecycle.workflow_ids import site_creation_id, site_deletion_id
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
-from tests.sites.helpers import site_resources
+from tests.sites.helpers import site_resources, task_completed_after
 from tests.workers import own_worker
 from worker import LifecycleWorkers
 
@@ -134,20 +134,6 @@ async def _until_quiet(handle: WorkflowHandle[Any, Any]) -> None:
     await eventually(quiet, f"{handle.id} has nothing in flight but running steps")
 
 
-async def _event_after(handle: WorkflowHandle[Any, Any], activity: str) -> int:
-    """The WorkflowTaskCompleted event that follows `activity`'s completion: a point in the middle."""
-    scheduled: dict[int, str] = {}
-    done = False
-    async for event in handle.fetch_history_events():
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            scheduled[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
-        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-            done = done or scheduled[event.activity_task_completed_event_attributes.scheduled_event_id] == activity
-        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED and done:
-            return event.event_id
-    raise AssertionError(f"{activity} never completed in {handle.id}")
-
-
 async def _act(cli: AsyncCli, handle: WorkflowHandle[Any, Any], kind: str, action: str, when: str) -> bool:
     """Run the operator's command; False when the CLI refused it (acting on a closed run)."""
     workflow = ["--workflow-id", handle.id]
@@ -155,7 +141,7 @@ async def _act(cli: AsyncCli, handle: WorkflowHandle[Any, Any], kind: str, actio
         how = ["--type", "FirstWorkflowTask" if action == FIRST else "LastWorkflowTask"]
         args = ["workflow", "reset", *workflow, *how, "--reason", "matrix"]
     elif action == MIDDLE:
-        event = await _event_after(handle, MIDDLE_AFTER[kind])
+        event = await task_completed_after(handle, MIDDLE_AFTER[kind])
         args = ["workflow", "reset", *workflow, "--event-id", str(event), "--reason", "matrix"]
     elif action == CANCEL:
         args = ["workflow", "cancel", *workflow]

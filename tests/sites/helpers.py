@@ -11,6 +11,7 @@ import asyncpg
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import MarkerRecordedEventAttributes
 from temporalio.client import Client, WorkflowHandle
 
 from activities.sites.database import SiteDatabaseServer, site_database_name
@@ -44,16 +45,64 @@ async def scheduled_activities(handle: WorkflowHandle[Any, Any]) -> list[str]:
             names.append(event.activity_task_scheduled_event_attributes.activity_type.name)
         elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
             marker = event.marker_recorded_event_attributes
-            if marker.marker_name == _LOCAL_ACTIVITY_MARKER:
-                data = json.loads(marker.details["data"].payloads[0].data)
-                if data["seq"] not in local_seen:
-                    local_seen.add(data["seq"])
-                    names.append(data["activity_type"])
+            if (local := _local_activity(marker)) is not None and local["seq"] not in local_seen:
+                local_seen.add(local["seq"])
+                names.append(local["activity_type"])
     return names
+
+
+async def regular_activities(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    """Activity types the workflow scheduled as regular activities (not local ones), in order."""
+    return [
+        event.activity_task_scheduled_event_attributes.activity_type.name
+        async for event in handle.fetch_history_events()
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+
+
+async def workflow_tasks_until_active(handle: WorkflowHandle[Any, Any]) -> int:
+    """How many workflow tasks completed up to the one that marked the site active (activate_site's marker)."""
+    tasks = 0
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            tasks += 1
+        elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            local = _local_activity(event.marker_recorded_event_attributes)
+            if local is not None and local["activity_type"] == "activate_site":
+                return tasks
+    raise AssertionError(f"{handle.id} never marked its site active")
+
+
+async def task_completed_after(handle: WorkflowHandle[Any, Any], activity: str) -> int:
+    """The WorkflowTaskCompleted event after which `activity` has completed: the task its completion woke, or, for
+    a first try that worked inside a workflow task (a local activity), the task whose completion recorded it."""
+    scheduled: dict[int, str] = {}
+    done = False
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            marker = event.marker_recorded_event_attributes
+            local = _local_activity(marker)
+            if local is not None and local["activity_type"] == activity and not marker.HasField("failure"):
+                return marker.workflow_task_completed_event_id
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            scheduled[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            done = done or scheduled[event.activity_task_completed_event_attributes.scheduled_event_id] == activity
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED and done:
+            return event.event_id
+    raise AssertionError(f"{activity} never completed in {handle.id}")
 
 
 # How the SDK's core records a local activity's result in the history.
 _LOCAL_ACTIVITY_MARKER = "core_local_activity"
+
+
+def _local_activity(marker: MarkerRecordedEventAttributes) -> dict[str, Any] | None:
+    """What the SDK's core records of a local activity in its marker (`seq`, `activity_type`), else None."""
+    if marker.marker_name != _LOCAL_ACTIVITY_MARKER:
+        return None
+    data: dict[str, Any] = json.loads(marker.details["data"].payloads[0].data)
+    return data
 
 
 async def undos_run(handle: WorkflowHandle[Any, Any]) -> list[str]:

@@ -1,6 +1,10 @@
 """Site creation as a saga: each step registers its undo before it runs; a failure or a cancellation
 undoes, in reverse order, the finished steps and the one in flight.
 
+Each forward step first tries once inside the workflow task (a local activity): when every step works at once,
+the site is active after one workflow task. A first try that fails, or runs past its short timeout, gives way to
+the step as a regular activity, with its retries and a pending activity an operator can see.
+
 Safe under resets: every step answers the site's status, and a run that finds the site settled (active,
 rolled back, deleted, being deleted) finishes as that status without building or undoing anything; one that
 finds a rollback interrupted (rolling back, rollback failed) finishes the rollback. Undos run only while the
@@ -20,7 +24,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
-from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from activities.alerts import Alerts
@@ -164,12 +168,7 @@ class SiteCreationWorkflow:
         wait = _SERVER_WAIT_FIRST
         while True:
             try:
-                found = await workflow.execute_activity_method(
-                    step.activity,
-                    site,
-                    **presets.SITE_STEP,
-                    summary=f"{step.name}: create",
-                )
+                found = await self._attempt(site, step)
                 break
             except ActivityError as err:
                 if _server_unreachable(err) and not _cancel_pending():
@@ -198,6 +197,22 @@ class SiteCreationWorkflow:
         if status in (SiteStatus.PROVISIONING, SiteStatus.ACTIVE):
             self._set_step(step.name, StepStatus.DONE)
         return status
+
+    @staticmethod
+    async def _attempt(site: SiteRef, step: SiteStep) -> str:
+        """The step's first try inside this workflow task; if it fails or times out, the step as a regular
+        activity with its retries, whose failure (a final one too) is what the saga sees and the history shows."""
+        try:
+            return await workflow.execute_local_activity_method(
+                step.activity, site, **presets.SITE_STEP_FIRST_TRY, summary=f"{step.name}: create, first try"
+            )
+        except FailureError as err:
+            # A local activity's failure arrives unwrapped (an ApplicationError, not an ActivityError).
+            if is_cancelled_exception(err) or _cancel_pending():
+                raise
+        return await workflow.execute_activity_method(
+            step.activity, site, **presets.SITE_STEP, summary=f"{step.name}: create"
+        )
 
     @staticmethod
     async def _parallel(*steps: Coroutine[Any, Any, SiteStatus]) -> list[SiteStatus]:
