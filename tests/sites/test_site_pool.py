@@ -269,6 +269,36 @@ async def test_a_cut_claim_a_lost_answer_a_kill_and_a_reset_claim_exactly_one(
     await pool.no_orphan()
 
 
+@pytest.mark.parametrize("held", ["save_site_metadata", "create_site_filesystem"])
+async def test_a_kill_inside_each_earlier_step_then_a_reset_claim_exactly_one(
+    pool: Pool, temporal_client: Client, cli: AsyncCli, held: str
+) -> None:
+    """The test above kills inside bootstrap after a lost database answer; here inside metadata (nothing claimed
+    yet) and inside the files step, by when the database step beside it has claimed: the run is reset to its
+    start, runs the database step again, and a clean worker finishes it."""
+    await pool.until_ready(2)
+    site_id = await _record_placed_site(pool)
+    queue = own_queue(pool.settings, f"pool-step-{uuid.uuid4().hex[:8]}")
+    handle = await start_creation(temporal_client, queue.site_task_queue, site_id)
+    async with own_worker(queue, temporal_client, faults=f"{held}=delay:60:1"):
+
+        async def inside() -> bool:
+            pending = (await handle.describe()).raw_description.pending_activities
+            return any(
+                a.activity_type.name == held and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+                for a in pending
+            )
+
+        await eventually(inside, f"the run is inside {held}")
+    await cli.run("workflow", "reset", "--workflow-id", handle.id, "--type", "FirstWorkflowTask", "--reason", "test")
+    async with own_worker(queue, temporal_client):
+        latest = temporal_client.get_workflow_handle(site_creation_id(site_id))
+        assert (await latest.result())["status"] == "active"
+    assert len(await pool.claims(site_id)) == 1
+    assert (await pool.site_database(site_id) or {}).get("tables") == 12
+    await pool.no_orphan()
+
+
 async def test_an_empty_pool_makes_the_site_the_slow_way(pool: Pool) -> None:
     await pool.patch(pool_target=0)
     await pool.until_ready(0)
