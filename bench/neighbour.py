@@ -14,21 +14,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import asyncpg
 import httpx
+import psutil
 
 from api.app import create_app
+from bench.cpu import CpuReading, StackCpu, temporal_dev_server
 from bench.processes import running_services, worker_process
 from devstack.seed import Seeded, asyncpg_dsn, seed
-from devstack.throwaway import throwaway_stack
+from devstack.throwaway import ThrowawayStack, throwaway_stack
 from lifecycle.deletion.budget import DEFAULT_ROWS_PER_SECOND
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
@@ -112,6 +117,7 @@ async def _phase(
     seeded: Seeded,
     rows: int,
     budget: int | None,
+    parts: StackCpu,
 ) -> tuple[list[float], float, str, str]:
     """Traffic while the seeded bot of `rows` is deleted at `budget`; returns latencies, rows/s, its id and key."""
     bot_id = seeded.bot_ids[0]
@@ -128,7 +134,9 @@ async def _phase(
     seconds = PHASE_SECONDS if budget is not None else min(PHASE_SECONDS, rows / 300_000)
     phase_over = asyncio.Event()
     watching = asyncio.create_task(_watch_throttling(settings, workflow_id, phase_over))
+    before_cpu = parts.read()
     latencies = await _traffic(settings, neighbour, seconds)
+    print(f"  CPU during the phase: {_cpu_line(StackCpu.spent(before_cpu, parts.read()))}", flush=True)
     rate = (await _deleted(conn, workflow_id) - before) / (time.perf_counter() - started)
     phase_over.set()
     seen = await watching
@@ -166,6 +174,24 @@ async def _finish(api: httpx.AsyncClient, bot_id: str, key: str) -> None:
     raise TimeoutError(f"the deletion of bot {bot_id} did not complete")
 
 
+def _cpu_line(spent: CpuReading) -> str:
+    by_part = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in spent.by_part.items())
+    return f"{by_part}; the whole machine {spent.machine:.1f} CPU-s"
+
+
+def _stack_cpu(
+    stack: ThrowawayStack, worker: subprocess.Popen[bytes], services: dict[str, subprocess.Popen[bytes]]
+) -> StackCpu:
+    """The parts whose CPU a phase reports: PostgreSQL (its backends included), Temporal, the gateway's worker and
+    each service's process."""
+    assert stack.postgres.process is not None
+    processes = {"PostgreSQL": stack.postgres.process.pid, "worker": worker.pid}
+    processes.update({name: process.pid for name, process in services.items()})
+    parts: dict[str, Callable[[], psutil.Process | None]] = {"Temporal": temporal_dev_server}
+    parts.update({name: functools.partial(psutil.Process, pid) for name, pid in processes.items()})
+    return StackCpu(parts)
+
+
 def _line(name: str, latencies: list[float], idle: list[float] | None, rate: float | None) -> str:
     p50, p99 = _percentile(latencies, 0.5), _percentile(latencies, 0.99)
     line = f"{name:<10} p50 {p50:6.2f} ms  p99 {p99:7.2f} ms"
@@ -184,7 +210,8 @@ async def main(rows: int, budgets: list[int]) -> None:
         conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
         limited: dict[int, list[float]] = {}
         try:
-            async with running_services(settings), app.router.lifespan_context(app):
+            async with running_services(settings) as services, app.router.lifespan_context(app):
+                parts = _stack_cpu(stack, worker, services)
                 transport = httpx.ASGITransport(app=app)
                 async with httpx.AsyncClient(transport=transport, base_url="http://bench", timeout=60) as api:
                     seeded = await seed(settings, bots=1, rows=10_000)
@@ -196,18 +223,22 @@ async def main(rows: int, budgets: list[int]) -> None:
                     # deletion's.)
                     to_delete = [await seed(settings, bots=1, rows=rows) for _ in range(len(budgets) + 1)]
                     await _settle(settings)
+                    before_cpu = parts.read()
                     idle = await _traffic(settings, neighbour, PHASE_SECONDS)
+                    print(f"  CPU during the idle phase: {_cpu_line(StackCpu.spent(before_cpu, parts.read()))}")
                     print(_line("idle", idle, None, None), flush=True)
                     for budget in budgets:
                         bot = to_delete.pop()
-                        latencies, rate, bot_id, key = await _phase(api, settings, conn, neighbour, bot, rows, budget)
+                        latencies, rate, bot_id, key = await _phase(
+                            api, settings, conn, neighbour, bot, rows, budget, parts
+                        )
                         limited[budget] = latencies
                         print(_line(f"{budget:,}/s", latencies, idle, rate), flush=True)
                         shown = await _change_shows(api, bot_id, key, 2 * budget)
                         print(f"  a live change to {2 * budget:,} rows/s {shown}")
                         await _finish(api, bot_id, key)
                     unlimited, unlimited_rate, bot_id, key = await _phase(
-                        api, settings, conn, neighbour, to_delete.pop(), rows, None
+                        api, settings, conn, neighbour, to_delete.pop(), rows, None, parts
                     )
                     print(_line("unlimited", unlimited, idle, unlimited_rate), flush=True)
                     await _finish(api, bot_id, key)

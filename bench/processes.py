@@ -83,9 +83,9 @@ _REGISTER = text(
 
 
 @contextlib.asynccontextmanager
-async def running_services(settings: Settings) -> AsyncIterator[None]:
+async def running_services(settings: Settings) -> AsyncIterator[dict[str, subprocess.Popen[bytes]]]:
     """The project's services, each a process of its own as in `make run`, registered under their names and
-    queues in the stack's registry; stopped on exit."""
+    queues in the stack's registry; yields them by name; stopped on exit."""
     from services.catalog import SERVICES
 
     processes = [service_process(settings, service.name) for service in SERVICES]
@@ -97,7 +97,7 @@ async def running_services(settings: Settings) -> AsyncIterator[None]:
                     await conn.execute(_REGISTER, {"name": service.name})
         finally:
             await engine.dispose()
-        yield
+        yield {service.name: process for service, process in zip(SERVICES, processes, strict=True)}
     finally:
         for process in processes:
             process.terminate()

@@ -1,9 +1,10 @@
 """Site creation as a saga: each step registers its undo before it runs; a failure or a cancellation
 undoes, in reverse order, the finished steps and the one in flight.
 
-Each forward step first tries once inside the workflow task (a local activity): when every step works at once,
-the site is active after one workflow task. A first try that fails, or runs past its short timeout, gives way to
-the step as a regular activity, with its retries and a pending activity an operator can see.
+Each forward step, and the site-ready email, first tries once inside the workflow task (a local activity): when
+every step works at once, the site is active after one workflow task, and the run ends in it. A first try that
+fails, or runs past its short timeout, gives way to the regular activity, with its retries and a pending activity
+an operator can see.
 
 Safe under resets: every step answers the site's status, and a run that finds the site settled (active,
 rolled back, deleted, being deleted) finishes as that status without building or undoing anything; one that
@@ -200,19 +201,9 @@ class SiteCreationWorkflow:
 
     @staticmethod
     async def _attempt(site: SiteRef, step: SiteStep) -> str:
-        """The step's first try inside this workflow task; if it fails or times out, the step as a regular
-        activity with its retries, whose failure (a final one too) is what the saga sees and the history shows."""
-        try:
-            return await workflow.execute_local_activity_method(
-                step.activity, site, **presets.SITE_STEP_FIRST_TRY, summary=f"{step.name}: create, first try"
-            )
-        except FailureError as err:
-            # A local activity's failure arrives unwrapped (an ApplicationError, not an ActivityError).
-            if is_cancelled_exception(err) or _cancel_pending():
-                raise
-        return await workflow.execute_activity_method(
-            step.activity, site, **presets.SITE_STEP, summary=f"{step.name}: create"
-        )
+        """The step's first try inside this workflow task, then, if need be, the step as a regular activity."""
+        found: str = await _first_try_here(step.activity, site, presets.SITE_STEP, f"{step.name}: create")
+        return found
 
     @staticmethod
     async def _parallel(*steps: Coroutine[Any, Any, SiteStatus]) -> list[SiteStatus]:
@@ -341,11 +332,8 @@ class SiteCreationWorkflow:
         if self._status != SiteStatus.ACTIVE:
             return
         try:
-            await workflow.execute_activity_method(
-                SiteActivities.send_site_ready_email,
-                site,
-                **presets.SITE_READY_EMAIL,
-                summary="send the site-ready email",
+            await _first_try_here(
+                SiteActivities.send_site_ready_email, site, presets.SITE_READY_EMAIL, "send the site-ready email"
             )
         except ActivityError as err:
             # The site works; a lost email is worth a log line, not a rollback.
@@ -379,6 +367,25 @@ class SiteCreationWorkflow:
         if self._note:
             details += f". {self._note}"
         workflow.set_current_details(details)
+
+
+async def _first_try_here(
+    activity: Callable[[SiteActivities, SiteRef], Awaitable[Any]],
+    site: SiteRef,
+    preset: presets.ActivityPreset,
+    summary: str,
+) -> Any:
+    """One try inside this workflow task (a local activity); if it fails or times out, the activity as a regular
+    one with `preset`'s retries, whose outcome (a final failure too) is what the caller gets and the history shows."""
+    try:
+        return await workflow.execute_local_activity_method(
+            activity, site, **presets.SITE_STEP_FIRST_TRY, summary=f"{summary}, first try"
+        )
+    except FailureError as err:
+        # A local activity's failure arrives unwrapped (an ApplicationError, not an ActivityError).
+        if is_cancelled_exception(err) or _cancel_pending():
+            raise
+    return await workflow.execute_activity_method(activity, site, **preset, summary=summary)
 
 
 def _server_unreachable(err: ActivityError) -> bool:
