@@ -26,7 +26,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from lifecycle.deletion.contracts import ReceiptSubject
-from lifecycle.deletion.receipt_chain import BrokenChain, public_keys, verify_chain
+from lifecycle.deletion.receipt_chain import BrokenChain, public_keys, verify_chain, verify_receipt
 from lifecycle.deletion.receipt_copies import ReceiptCopies, ReceiptRecord, chain_id
 from lifecycle.deletion.receipt_keys import CHAIN_LOCK
 from lifecycle.deletion.receipts import ACCOUNT_ROW_CHECK, BOT_ROW_CHECK
@@ -106,8 +106,11 @@ async def _verified_chain(conn: AsyncConnection, copies: ReceiptCopies) -> tuple
     BrokenChain if it does not verify."""
     in_database = [ReceiptRecord(*row) for row in await conn.execute(_RECORDS)]
     keys = public_keys({key_id: pem for key_id, pem in await conn.execute(_KEYS)})
-    merged = {record.id: record for record in in_database}
     copied = await copies.read_all()
+    # Each one on its own first, so a damaged receipt is named for what is wrong with it.
+    for record in [*in_database, *copied.values()]:
+        verify_receipt(record, keys)
+    merged = {record.id: record for record in in_database}
     for key, copy in copied.items():
         if key != copies.key_of(copy):
             raise BrokenChain(f"the copy {key} holds receipt {copy.id}, which follows another receipt")
