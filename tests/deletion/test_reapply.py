@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
+import shlex
 import subprocess
 import sys
 import uuid
@@ -133,10 +135,20 @@ def _libpq_url(stack: Stack, database: str) -> str:
     return stack.server.url(database, driver="postgresql")
 
 
+def runbook_command(document: str, section: str) -> list[str]:
+    """The one command of the section's `sh` block, as written there."""
+    text = (PROJECT_ROOT / document).read_text()
+    block = re.search(r"```sh\n(.*?)```", text[text.index(section) :], re.DOTALL)
+    assert block is not None
+    return shlex.split(block.group(1).strip())
+
+
 def _reapply(stack: Stack) -> subprocess.CompletedProcess[str]:
     """The runbook's command, as an operator runs it, with the deployment's settings in its environment."""
+    command = runbook_command("docs/operations.md", "## Re-applying deletions after a restore")
+    assert command == ["python", "-m", "lifecycle.reapply"]
     return subprocess.run(
-        [sys.executable, "-m", "lifecycle.reapply"],
+        [sys.executable, *command[1:]],
         env=settings_environment(stack.settings),
         cwd=PROJECT_ROOT,
         capture_output=True,
@@ -144,6 +156,11 @@ def _reapply(stack: Stack) -> subprocess.CompletedProcess[str]:
         timeout=60,
         check=False,
     )
+
+
+def test_the_readme_shows_the_runbooks_command() -> None:
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    assert re.search(r"```sh\npython -m lifecycle.reapply\n```", readme)
 
 
 async def _receipts(stack: Stack) -> list[dict[str, Any]]:
