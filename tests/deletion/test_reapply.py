@@ -27,7 +27,7 @@ import httpx
 import pytest
 import pytest_asyncio
 import rfc8785
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 
 from api.app import create_app
 from devstack.ports import free_port
@@ -180,10 +180,19 @@ async def _rows(stack: Stack, sql: str, *args: Any) -> int:
         await conn.close()
 
 
-async def _delete_bot(stack: Stack, bot_id: str, api_key: str) -> None:
+async def _start_bot_deletion(stack: Stack, bot_id: str, api_key: str) -> WorkflowHandle[Any, Any]:
     answer = await stack.api.delete(f"/bots/{bot_id}", headers={"Authorization": f"Bearer {api_key}"})
     assert answer.status_code in (200, 202), answer.text
-    await stack.client.get_workflow_handle(bot_deletion_id(bot_id)).result()
+    return stack.client.get_workflow_handle(bot_deletion_id(bot_id))
+
+
+async def _delete_bot(stack: Stack, bot_id: str, api_key: str) -> None:
+    await (await _start_bot_deletion(stack, bot_id, api_key)).result()
+
+
+async def _receipt_waits(run: WorkflowHandle[Any, Any]) -> bool:
+    pending = (await run.describe()).raw_description.pending_activities
+    return any("end before their copies in the object store" in p.last_failure.message for p in pending)
 
 
 def _assert_one_chain(receipts: list[dict[str, Any]]) -> None:
@@ -200,6 +209,7 @@ async def test_a_restore_brings_deleted_data_back_and_the_reapply_deletes_it_aga
     earlier = len(await _receipts(stack))
     kept = await seed(stack.settings, bots=2, rows=ROWS, documents=2)
     gone = await seed(stack.settings, bots=2, rows=ROWS, documents=2)
+    later = await seed(stack.settings, bots=1, rows=10, documents=1)
     # A deletion before the dump: its receipt is in the dump, and its bot stays gone after the restore.
     await _delete_bot(stack, kept.bot_ids[1], kept.api_key)
     _dump(stack)
@@ -222,6 +232,10 @@ async def test_a_restore_brings_deleted_data_back_and_the_reapply_deletes_it_aga
         assert all((await remaining_rows(stack.settings.database_url, bot)).values())
     assert (await _receipts(stack))[-1]["sha256"] == before_restore[0]["sha256"]
 
+    # A deletion asked for after the restore, before the re-apply: its receipt waits rather than fork the chain.
+    waiting = await _start_bot_deletion(stack, later.bot_ids[0], later.api_key)
+    await eventually(lambda: _receipt_waits(waiting), "the receipt step finds the database behind its copies")
+
     first = _reapply(stack)
     assert first.returncode == 0, first.stderr
     assert f"verified {earlier + 5} receipts" in first.stdout
@@ -239,6 +253,7 @@ async def test_a_restore_brings_deleted_data_back_and_the_reapply_deletes_it_aga
     assert "started 2 deletions" in first.stdout
     for workflow_id in again:
         await stack.client.get_workflow_handle(workflow_id).result()
+    await waiting.result()
 
     assert await _rows(stack, "SELECT count(*) FROM accounts WHERE id = $1::uuid", gone.account_id) == 0
     assert await _rows(stack, "SELECT count(*) FROM bots WHERE id = ANY($1::uuid[])", deleted_bots) == 0
@@ -253,8 +268,9 @@ async def test_a_restore_brings_deleted_data_back_and_the_reapply_deletes_it_aga
     _assert_one_chain(receipts)
     assert [r["sha256"] for r in receipts[earlier : earlier + 5]] == [r["sha256"] for r in before_restore]
     new = receipts[earlier + 5 :]
-    # The bot on its own, the account's two bots, the account: chained after the true head, not the restored one.
-    assert len(new) == 4
+    # The bot on its own, the account's two bots, the account, and the bot deleted meanwhile: chained after the
+    # true head, not the restored one.
+    assert len(new) == 5
     assert new[0]["body"]["previous_sha256"] == chain_head
     assert {r["workflow_id"] for r in new} >= again
     assert all(r["body"]["complete"] for r in new)
