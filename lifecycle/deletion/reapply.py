@@ -6,10 +6,13 @@
    chain in order, refuses everything: BrokenChain, nothing changed.
 2. Put the chain back. Receipts the database lacks (a restore rolled them back) are inserted after its last
    one, in chain order, so the next receipt chains after the true head; receipts without a copy get one.
-3. Re-apply. Every subject a receipt records as gone (its account or bot row) whose row is present again is
+3. Re-apply. Every subject a receipt records as gone (its account or bot row) whose data is present again is
    deleted again, by the ordinary workflow with no grace period, under an id derived from that receipt
-   (workflow_ids.reapplied_deletion_id): a second re-apply joins the run still open, or finds the row gone and
-   starts nothing. An account's re-apply takes its bots with it; a bot deleted on its own is re-applied on its own.
+   (workflow_ids.reapplied_deletion_id): a second re-apply joins the run still open, or finds the data gone and
+   starts nothing. Present again means its row is back, or, for a bot whose row is not, that a registered service
+   holds something of it again (its own database restored alone): asked as a preview asks, with each service's
+   VerifySubjectErased on its own queue (DeletionPreview, SERVICES_AT_ONCE bots at a time). An account's re-apply
+   takes the bots whose rows came back with it; any other bot is re-applied on its own.
    As the API does, the account is signed out first (every key revoked) and the deletion is recorded in
    deletion_requests (no address: nobody is emailed twice); its run ends with a new receipt, chained after the
    old ones.
@@ -17,23 +20,26 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from lifecycle.deletion.contracts import ReceiptSubject
+from lifecycle.deletion.contracts import DeletionPreviewInput, DeletionPreviewResult, ReceiptSubject
 from lifecycle.deletion.receipt_chain import BrokenChain, public_keys, verify_chain, verify_receipt
 from lifecycle.deletion.receipt_copies import ReceiptCopies, ReceiptRecord, chain_id
 from lifecycle.deletion.receipt_keys import CHAIN_LOCK
 from lifecycle.deletion.receipts import ACCOUNT_ROW_CHECK, BOT_ROW_CHECK
+from lifecycle.deletion.registry import active_services
 from lifecycle.deletion.starts import row_check, start_account_deletion, start_bot_deletion
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
-from lifecycle.start_options import account_deletion_options, bot_deletion_options
+from lifecycle.start_options import account_deletion_options, bot_deletion_options, deletion_preview_options
 from lifecycle.statuses import DeletionState
 
 _RECORDS = text(
@@ -50,6 +56,10 @@ _PRESENT = {
     ReceiptSubject.ACCOUNT: text("SELECT EXISTS (SELECT FROM accounts WHERE id = :id)"),
     ReceiptSubject.BOT: text("SELECT account_id::text FROM bots WHERE id = :id"),
 }
+# Bots whose rows stay gone, asked about at once: each is a DeletionPreview run calling every service.
+SERVICES_AT_ONCE = 8
+# A preview's services answer within 25 s or are reported unknown (SERVICE_PREVIEW); past this, no worker ran it.
+PREVIEW_TIMEOUT = timedelta(seconds=60)
 _ROW_CHECK = {ReceiptSubject.ACCOUNT: ACCOUNT_ROW_CHECK, ReceiptSubject.BOT: BOT_ROW_CHECK}
 # Signed out and marked as the API does (api/deletion/requests.py), and recorded under the new run's id.
 _SIGN_OUT = text("UPDATE api_keys SET revoked_at = now() WHERE account_id = :account AND revoked_at IS NULL")
@@ -77,6 +87,15 @@ class Deleted:
     receipt_id: str
 
 
+@dataclass(frozen=True)
+class Back:
+    """A deleted subject whose data is present again, and where: its row, or the services that hold it."""
+
+    gone: Deleted
+    where: str
+    row: bool
+
+
 @dataclass
 class Outcome:
     receipts: int = 0
@@ -84,7 +103,9 @@ class Outcome:
     put_back: int = 0
     copied: int = 0
     deleted: int = 0
-    present: list[Deleted] = field(default_factory=list)
+    present: list[Back] = field(default_factory=list)
+    # Bots some service could not be asked about (it did not answer in time): run the re-apply again.
+    unknown: list[str] = field(default_factory=list)
     started: list[str] = field(default_factory=list)
     running: list[str] = field(default_factory=list)
 
@@ -145,21 +166,51 @@ async def restore_chain(engine: AsyncEngine, store: ObjectStore, outcome: Outcom
     return chain
 
 
-async def _present_again(engine: AsyncEngine, chain: list[ReceiptRecord], outcome: Outcome) -> list[Deleted]:
-    """The subjects recorded as gone whose row exists again; a bot whose account is re-applied goes with it."""
+async def _present_again(
+    engine: AsyncEngine, client: Client, settings: Settings, chain: list[ReceiptRecord], outcome: Outcome
+) -> list[Back]:
+    """The subjects recorded as gone whose data is present again (step 3)."""
     latest: dict[tuple[ReceiptSubject, str], Deleted] = {}
     for record in chain:
         if (gone := _recorded_gone(record)) is not None:
             latest[(gone.kind, gone.subject_id)] = gone
     outcome.deleted = len(latest)
-    present = []
+    rows_back: list[Deleted] = []
+    rows_gone: list[Deleted] = []
     async with engine.connect() as conn:
         for gone in latest.values():
             found = (await conn.execute(_PRESENT[gone.kind], {"id": gone.subject_id})).scalar_one_or_none()
-            if found:
-                present.append(gone)
-    accounts = {gone.subject_id for gone in present if gone.kind == ReceiptSubject.ACCOUNT}
-    return [gone for gone in present if gone.kind == ReceiptSubject.ACCOUNT or gone.account_id not in accounts]
+            (rows_back if found else rows_gone).append(gone)
+        services = await active_services(conn)
+    accounts = {gone.subject_id for gone in rows_back if gone.kind == ReceiptSubject.ACCOUNT}
+    back = [
+        Back(gone, "its row", row=True)
+        for gone in rows_back
+        if gone.kind == ReceiptSubject.ACCOUNT or gone.account_id not in accounts
+    ]
+    bots = [gone for gone in rows_gone if gone.kind == ReceiptSubject.BOT]
+    if not services or not bots:
+        return back
+    limit = asyncio.Semaphore(SERVICES_AT_ONCE)
+
+    async def held(gone: Deleted) -> DeletionPreviewResult:
+        async with limit:
+            handle = await deletion_preview_options(gone.kind, gone.subject_id, gone.account_id).start(
+                client,
+                DeletionPreviewInput(services=services, bot_ids=[gone.subject_id]),
+                task_queue=settings.task_queue,
+                result_type=DeletionPreviewResult,
+                execution_timeout=PREVIEW_TIMEOUT,
+            )
+            return await handle.result()
+
+    for gone, answer in zip(bots, await asyncio.gather(*(held(gone) for gone in bots)), strict=True):
+        holding = sorted(name for name, h in answer.services.items() if h is not None and (h.rows or h.files))
+        if any(h is None for h in answer.services.values()):
+            outcome.unknown.append(gone.subject_id)
+        if holding:
+            back.append(Back(gone, ", ".join(holding), row=False))
+    return back
 
 
 def _workflow_id(gone: Deleted) -> str:
@@ -178,8 +229,9 @@ async def _is_running(client: Client, workflow_id: str) -> bool:
     return description.status == WorkflowExecutionStatus.RUNNING
 
 
-async def _delete_again(engine: AsyncEngine, client: Client, settings: Settings, gone: Deleted) -> bool:
+async def _delete_again(engine: AsyncEngine, client: Client, settings: Settings, back: Back) -> bool:
     """Record, then start (as the API does: a crash between them leaves a marked row the reconciler sees)."""
+    gone = back.gone
     workflow_id = _workflow_id(gone)
     async with engine.begin() as conn:
         if gone.kind == ReceiptSubject.ACCOUNT:
@@ -209,9 +261,14 @@ async def _delete_again(engine: AsyncEngine, client: Client, settings: Settings,
         settings.task_queue,
         bot_id=gone.subject_id,
         account_id=gone.account_id,
-        row_exists=row_check(engine, "bots", gone.subject_id),
+        # Only a service's data came back: it was counted just now.
+        row_exists=row_check(engine, "bots", gone.subject_id) if back.row else _held,
         reapplies=gone.receipt_id,
     )
+
+
+async def _held() -> bool:
+    return True
 
 
 async def reapply(
@@ -225,18 +282,21 @@ async def reapply(
         say(f"put back {outcome.put_back} receipts PostgreSQL had lost, from their copies in the object store")
     if outcome.copied:
         say(f"copied {outcome.copied} receipts to the object store")
-    outcome.present = await _present_again(engine, chain, outcome)
+    outcome.present = await _present_again(engine, client, settings, chain, outcome)
     say(f"{outcome.deleted} deleted subjects on the receipts; {len(outcome.present)} present again")
-    for gone in outcome.present:
+    for back in outcome.present:
+        gone = back.gone
         workflow_id = _workflow_id(gone)
         what = f"{gone.kind} {gone.subject_id} (deleted by receipt {gone.receipt_id})"
         if await _is_running(client, workflow_id):
             outcome.running.append(workflow_id)
             say(f"{what}: already being deleted again by {workflow_id}")
-        elif await _delete_again(engine, client, settings, gone):
+        elif await _delete_again(engine, client, settings, back):
             outcome.started.append(workflow_id)
-            say(f"{what}: present again; started {workflow_id}")
+            say(f"{what}: present again ({back.where}); started {workflow_id}")
         else:
             say(f"{what}: gone again meanwhile; nothing started")
+    for bot_id in outcome.unknown:
+        say(f"bot {bot_id}: a service did not answer whether it holds it again; run the re-apply again later")
     say(f"started {len(outcome.started)} deletions")
     return outcome

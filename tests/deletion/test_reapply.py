@@ -9,6 +9,7 @@ every other test's. Temporal, SeaweedFS and the SMTP sink are the session's, as 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -112,9 +113,13 @@ async def stack(
         server.stop()
 
 
-def _dump(stack: Stack) -> None:
+async def _dump(stack: Stack, databases: list[str] = DATABASES) -> None:
+    await asyncio.to_thread(_dump_now, stack, databases)
+
+
+def _dump_now(stack: Stack, databases: list[str]) -> None:
     stack.dumps.mkdir(exist_ok=True)
-    for database in DATABASES:
+    for database in databases:
         subprocess.run(
             [str(BIN_DIR / "pg_dump"), "--format=custom", f"--file={stack.dumps / database}.dump",
              _libpq_url(stack, database)],
@@ -122,8 +127,12 @@ def _dump(stack: Stack) -> None:
         )  # fmt: skip
 
 
-def _restore(stack: Stack) -> None:
-    for database in DATABASES:
+async def _restore(stack: Stack, databases: list[str] = DATABASES) -> None:
+    await asyncio.to_thread(_restore_now, stack, databases)
+
+
+def _restore_now(stack: Stack, databases: list[str]) -> None:
+    for database in databases:
         subprocess.run(
             [str(BIN_DIR / "pg_restore"), "--clean", "--if-exists", "--single-transaction",
              f"--dbname={_libpq_url(stack, database)}", str(stack.dumps / f"{database}.dump")],
@@ -143,11 +152,13 @@ def runbook_command(document: str, section: str) -> list[str]:
     return shlex.split(block.group(1).strip())
 
 
-def _reapply(stack: Stack) -> subprocess.CompletedProcess[str]:
-    """The runbook's command, as an operator runs it, with the deployment's settings in its environment."""
+async def _reapply(stack: Stack) -> subprocess.CompletedProcess[str]:
+    """The runbook's command, as an operator runs it, with the deployment's settings in its environment. In a
+    thread: the worker it needs (for the services' counts) runs on this event loop."""
     command = runbook_command("docs/operations.md", "## Re-applying deletions after a restore")
     assert command == ["python", "-m", "lifecycle.reapply"]
-    return subprocess.run(
+    return await asyncio.to_thread(
+        subprocess.run,
         [sys.executable, *command[1:]],
         env=settings_environment(stack.settings),
         cwd=PROJECT_ROOT,
@@ -212,7 +223,7 @@ async def test_a_restore_brings_deleted_data_back_and_the_reapply_deletes_it_aga
     later = await seed(stack.settings, bots=1, rows=10, documents=1)
     # A deletion before the dump: its receipt is in the dump, and its bot stays gone after the restore.
     await _delete_bot(stack, kept.bot_ids[1], kept.api_key)
-    _dump(stack)
+    await _dump(stack)
     # After the dump: a bot deleted on its own, and a whole account.
     await _delete_bot(stack, kept.bot_ids[0], kept.api_key)
     answer = await stack.api.delete("/account", headers={"Authorization": f"Bearer {gone.api_key}"})
@@ -224,7 +235,7 @@ async def test_a_restore_brings_deleted_data_back_and_the_reapply_deletes_it_aga
     assert len(before_restore) == 5
     deleted_bots = [kept.bot_ids[0], *gone.bot_ids]
 
-    _restore(stack)
+    await _restore(stack)
     # The restore brought back the account, its bots, their rows in every service, and the old chain's head.
     assert await _rows(stack, "SELECT count(*) FROM accounts WHERE id = $1::uuid", gone.account_id) == 1
     assert await _rows(stack, "SELECT count(*) FROM bots WHERE id = ANY($1::uuid[])", deleted_bots) == 3
@@ -236,7 +247,7 @@ async def test_a_restore_brings_deleted_data_back_and_the_reapply_deletes_it_aga
     waiting = await _start_bot_deletion(stack, later.bot_ids[0], later.api_key)
     await eventually(lambda: _receipt_waits(waiting), "the receipt step finds the database behind its copies")
 
-    first = _reapply(stack)
+    first = await _reapply(stack)
     assert first.returncode == 0, first.stderr
     assert f"verified {earlier + 5} receipts" in first.stdout
     assert "put back 4 receipts" in first.stdout
@@ -282,11 +293,44 @@ async def test_a_restore_brings_deleted_data_back_and_the_reapply_deletes_it_aga
         await store.close()
     assert len(copies) == len(receipts)
 
-    second = _reapply(stack)
+    second = await _reapply(stack)
     assert second.returncode == 0, second.stderr
     assert "started 0 deletions" in second.stdout
     assert "put back" not in second.stdout
     assert len(await _receipts(stack)) == len(receipts)
+
+
+async def test_a_services_database_restored_alone_is_deleted_again(stack: Stack) -> None:
+    seeded = await seed(stack.settings, bots=2, rows=ROWS, documents=1)
+    bot_id = seeded.bot_ids[0]
+    await _dump(stack, ["chat"])
+    await _delete_bot(stack, bot_id, seeded.api_key)
+    (receipt,) = [r["body"] for r in await _receipts(stack) if r["body"]["subject"]["id"] == bot_id]
+    await _restore(stack, ["chat"])
+    # The bot row stays gone; only the chat service holds its rows again.
+    assert await _rows(stack, "SELECT count(*) FROM bots WHERE id = $1::uuid", bot_id) == 0
+    assert (await remaining_rows(stack.settings.database_url, bot_id))["chat"] > 0
+
+    first = await _reapply(stack)
+    assert first.returncode == 0, first.stderr
+    workflow_id = reapplied_deletion_id(bot_deletion_id(bot_id), receipt["id"])
+    assert f"bot {bot_id} (deleted by receipt {receipt['id']}): present again (chat); started {workflow_id}" in (
+        first.stdout
+    ), first.stdout
+    assert "started 1 deletions" in first.stdout
+    await stack.client.get_workflow_handle(workflow_id).result()
+    assert await remaining_rows(stack.settings.database_url, bot_id) == dict.fromkeys((s.name for s in SERVICES), 0)
+    receipts = await _receipts(stack)
+    _assert_one_chain(receipts)
+    assert receipts[-1]["workflow_id"] == workflow_id
+    assert receipts[-1]["body"]["services"]["chat"]["rows_deleted"] > 0
+    assert receipts[-1]["body"]["complete"]
+    # The other bot, never deleted, is left be.
+    assert await _rows(stack, "SELECT count(*) FROM bots WHERE id = $1::uuid", seeded.bot_ids[1]) == 1
+
+    second = await _reapply(stack)
+    assert second.returncode == 0, second.stderr
+    assert "started 0 deletions" in second.stdout
 
 
 async def _execute(stack: Stack, sql: str, *args: Any) -> Any:
@@ -321,7 +365,7 @@ async def test_a_tampered_receipt_makes_the_reapply_refuse(stack: Stack) -> None
     )  # fmt: skip
 
     async def refused(expected: str) -> None:
-        answer = _reapply(stack)
+        answer = await _reapply(stack)
         assert answer.returncode == 1, answer.stdout
         assert "refused: the deletion receipts' chain is broken" in answer.stderr
         assert expected in answer.stderr, answer.stderr
@@ -353,6 +397,6 @@ async def test_a_tampered_receipt_makes_the_reapply_refuse(stack: Stack) -> None
             " SET canonical = excluded.canonical, signature = excluded.signature",
             *row.values(),
         )
-    healthy = _reapply(stack)
+    healthy = await _reapply(stack)
     assert healthy.returncode == 0, healthy.stderr
     assert "started 0 deletions" in healthy.stdout
