@@ -20,6 +20,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from email import message_from_bytes
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from api.app import create_app
 from devstack.ports import free_port
 from devstack.postgres import BIN_DIR, PostgresServer
 from devstack.seed import asyncpg_dsn, seed
+from devstack.smtp_sink import SmtpSink
 from lifecycle.deletion.contracts import ReceiptSubject
 from lifecycle.migrate import upgrade_async
 from lifecycle.object_keys import receipt_copy_key
@@ -47,7 +49,7 @@ from tests.eventually import eventually
 from tests.processes import PROJECT_ROOT, ChildProcess, service_processes, settings_environment
 from tests.workers import own_worker
 
-# One xdist worker builds the module's stack once for both tests.
+# One xdist worker builds the module's stack once for all its tests.
 pytestmark = [pytest.mark.long, pytest.mark.xdist_group("reapply")]
 
 ROWS = 300
@@ -61,11 +63,12 @@ class Stack:
     api: httpx.AsyncClient
     client: Client
     dumps: Path
+    mail: SmtpSink
 
 
 @pytest_asyncio.fixture(scope="module")
 async def stack(
-    settings: Settings, temporal_client: Client, tmp_path_factory: pytest.TempPathFactory
+    settings: Settings, temporal_client: Client, smtp_sink: SmtpSink, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Stack]:
     root = tmp_path_factory.mktemp("reapply")
     server = PostgresServer(root / "postgres", free_port(), durable=False)
@@ -105,7 +108,7 @@ async def stack(
                     headers=ADMIN_HEADERS,
                 )
                 assert answer.status_code == 201, answer.text
-            yield Stack(server, own, api, temporal_client, root / "dumps")
+            yield Stack(server, own, api, temporal_client, root / "dumps", smtp_sink)
     finally:
         for process in processes:
             if process.process is not None and process.process.poll() is None:
@@ -221,6 +224,7 @@ async def test_a_restore_brings_deleted_data_back_and_the_reapply_deletes_it_aga
     kept = await seed(stack.settings, bots=2, rows=ROWS, documents=2)
     gone = await seed(stack.settings, bots=2, rows=ROWS, documents=2)
     later = await seed(stack.settings, bots=1, rows=10, documents=1)
+    (email,) = await _execute(stack, "SELECT email FROM accounts WHERE id = $1::uuid", gone.account_id)
     # A deletion before the dump: its receipt is in the dump, and its bot stays gone after the restore.
     await _delete_bot(stack, kept.bot_ids[1], kept.api_key)
     await _dump(stack)
@@ -271,6 +275,8 @@ async def test_a_restore_brings_deleted_data_back_and_the_reapply_deletes_it_aga
     assert await _rows(stack, "SELECT count(*) FROM bots WHERE id = $1::uuid", kept.bot_ids[1]) == 0
     for bot in deleted_bots:
         assert await remaining_rows(stack.settings.database_url, bot) == dict.fromkeys((s.name for s in SERVICES), 0)
+    # The owner was told once, by the first deletion: nobody is emailed again.
+    assert len([m for m in stack.mail.messages() if message_from_bytes(m.read_bytes())["To"] == email[0]]) == 1
     # The restored keys were revoked before anything else.
     still_open = await stack.api.get("/bots", headers={"Authorization": f"Bearer {gone.api_key}"})
     assert still_open.status_code == 401
