@@ -13,12 +13,12 @@ import argparse
 import asyncio
 import sys
 
-from api.temporal_client import connect
 from lifecycle.db.engine import make_engine
 from lifecycle.deletion.reapply import reapply
 from lifecycle.deletion.receipt_chain import BrokenChain
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import get_settings
+from lifecycle.temporal_client import connect
 
 
 async def _run() -> None:
