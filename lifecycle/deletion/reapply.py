@@ -230,7 +230,8 @@ async def _is_running(client: Client, workflow_id: str) -> bool:
 
 
 async def _delete_again(engine: AsyncEngine, client: Client, settings: Settings, back: Back) -> bool:
-    """Record, then start (as the API does: a crash between them leaves a marked row the reconciler sees)."""
+    """Sign the account out, mark and record, then start, as the API does. A crash between the record and the start
+    is recovered by running the re-apply again: the reconciler drives on the ordinary ids only."""
     gone = back.gone
     workflow_id = _workflow_id(gone)
     async with engine.begin() as conn:

@@ -40,6 +40,7 @@ from lifecycle.deletion.contracts import ReceiptSubject
 from lifecycle.migrate import upgrade_async
 from lifecycle.object_keys import receipt_copy_key
 from lifecycle.object_store import ObjectStore
+from lifecycle.reapply import EXIT_BROKEN_CHAIN
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id, reapplied_deletion_id
 from services.catalog import SERVICES
@@ -372,7 +373,7 @@ async def test_a_tampered_receipt_makes_the_reapply_refuse(stack: Stack) -> None
 
     async def refused(expected: str) -> None:
         answer = await _reapply(stack)
-        assert answer.returncode == 1, answer.stdout
+        assert answer.returncode == EXIT_BROKEN_CHAIN, answer.stdout
         assert "refused: the deletion receipts' chain is broken" in answer.stderr
         assert expected in answer.stderr, answer.stderr
         assert "started" not in answer.stdout
