@@ -340,6 +340,26 @@ async def test_a_services_database_restored_alone_is_deleted_again(stack: Stack)
     assert "started 0 deletions" in second.stdout
 
 
+async def test_a_receipt_whose_copy_was_never_made_gets_it_from_the_reapply(stack: Stack) -> None:
+    """A worker gone between the receipt's commit and its copy, its run then terminated: nothing retried it."""
+    seeded = await seed(stack.settings, bots=1, rows=10, documents=1)
+    await _delete_bot(stack, seeded.bot_ids[0], seeded.api_key)
+    head = (await _receipts(stack))[-1]
+    (chain,) = await _execute(stack, "SELECT id::text FROM deletion_receipt_chain")
+    copy_key = receipt_copy_key(chain[0], head["body"]["previous_sha256"])
+    store = ObjectStore(stack.settings)
+    try:
+        await store.delete([copy_key])
+        answer = await _reapply(stack)
+        assert answer.returncode == 0, answer.stderr
+        assert "copied 1 receipts to the object store" in answer.stdout
+        assert "started 0 deletions" in answer.stdout
+        copy = await store.read(copy_key)
+    finally:
+        await store.close()
+    assert copy is not None and json.loads(copy)["sha256"] == head["sha256"]
+
+
 async def _execute(stack: Stack, sql: str, *args: Any) -> Any:
     conn = await asyncpg.connect(asyncpg_dsn(stack.settings.database_url))
     try:
