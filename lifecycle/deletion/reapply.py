@@ -32,7 +32,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from lifecycle.deletion.contracts import DeletionPreviewInput, DeletionPreviewResult, ReceiptSubject
 from lifecycle.deletion.receipt_chain import BrokenChain, public_keys, verify_chain, verify_receipt
-from lifecycle.deletion.receipt_copies import ReceiptCopies, ReceiptRecord, chain_id
+from lifecycle.deletion.receipt_copies import ReceiptCopies, ReceiptRecord, UnreadableCopy, chain_id
 from lifecycle.deletion.receipt_keys import CHAIN_LOCK
 from lifecycle.deletion.receipts import ACCOUNT_ROW_CHECK, BOT_ROW_CHECK
 from lifecycle.deletion.registry import active_services
@@ -127,7 +127,10 @@ async def _verified_chain(conn: AsyncConnection, copies: ReceiptCopies) -> tuple
     BrokenChain if it does not verify."""
     in_database = [ReceiptRecord(*row) for row in await conn.execute(_RECORDS)]
     keys = public_keys({key_id: pem for key_id, pem in await conn.execute(_KEYS)})
-    copied = await copies.read_all()
+    try:
+        copied = await copies.read_all()
+    except UnreadableCopy as err:
+        raise BrokenChain(str(err)) from err
     # Each one on its own first, so a damaged receipt is named for what is wrong with it.
     for record in [*in_database, *copied.values()]:
         verify_receipt(record, keys)

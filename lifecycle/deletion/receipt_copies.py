@@ -39,6 +39,10 @@ class ChainBehindCopies(Exception):
     and a receipt signed now would fork the chain. Retried until `python -m lifecycle.reapply` restores it."""
 
 
+class UnreadableCopy(Exception):
+    """An object under the chain's prefix that is not a receipt's copy: the message names its key."""
+
+
 @dataclass(frozen=True)
 class ReceiptRecord:
     """One row of `deletion_receipts`, as stored in PostgreSQL and in its copy: enough to put the row back."""
@@ -106,8 +110,12 @@ class ReceiptCopies:
         found = {}
         for key in await self._store.keys(receipt_copies_prefix(self._chain)):
             raw = await self._store.read(key)
-            if raw is not None:
+            if raw is None:
+                continue
+            try:
                 found[key] = ReceiptRecord.from_json(raw)
+            except (ValueError, KeyError, TypeError) as err:
+                raise UnreadableCopy(f"the copy {key} is not a receipt's copy ({err!r})") from err
         return found
 
     def key_of(self, record: ReceiptRecord) -> str:
