@@ -29,7 +29,7 @@ from temporalio import activity
 from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
 from lifecycle.deletion.contracts import ReceiptInput, ReceiptSubject
-from lifecycle.deletion.receipt_copies import ReceiptCopies, ReceiptRecord, chain_id
+from lifecycle.deletion.receipt_copies import RECORD_COLUMNS, ReceiptCopies, ReceiptRecord, chain_id
 from lifecycle.deletion.receipt_keys import CHAIN_LOCK, ReceiptSigner
 from lifecycle.deletion.receipts import ACCOUNT_ROW_CHECK, BOT_ROW_CHECK, sign
 
@@ -37,10 +37,6 @@ from lifecycle.deletion.receipts import ACCOUNT_ROW_CHECK, BOT_ROW_CHECK, sign
 RECEIPT_VERSION = 2
 # Receipt ids are derived from the deletion they describe, so every attempt names the same receipt.
 _RECEIPT_IDS = uuid.UUID("6f1d3c52-6d0b-4d1e-9a51-3f0f6b1f2d8e")
-RECORD_COLUMNS = (
-    "id::text, receipt_key, subject_kind, subject_id::text, account_id::text, workflow_id, canonical, sha256,"
-    " signature, created_at"
-)
 _EXISTING = text(f"SELECT {RECORD_COLUMNS} FROM deletion_receipts WHERE receipt_key = :key")
 _CHAIN_HEAD = text("SELECT sha256 FROM deletion_receipts ORDER BY seq DESC LIMIT 1")
 _INSERT = text(

@@ -32,7 +32,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from lifecycle.deletion.contracts import DeletionPreviewInput, DeletionPreviewResult, ReceiptSubject
 from lifecycle.deletion.receipt_chain import BrokenChain, public_keys, verify_chain, verify_receipt
-from lifecycle.deletion.receipt_copies import ReceiptCopies, ReceiptRecord, UnreadableCopy, chain_id
+from lifecycle.deletion.receipt_copies import RECORD_COLUMNS, ReceiptCopies, ReceiptRecord, UnreadableCopy, chain_id
 from lifecycle.deletion.receipt_keys import CHAIN_LOCK
 from lifecycle.deletion.receipts import ACCOUNT_ROW_CHECK, BOT_ROW_CHECK
 from lifecycle.deletion.registry import active_services
@@ -42,10 +42,7 @@ from lifecycle.settings import Settings
 from lifecycle.start_options import account_deletion_options, bot_deletion_options, deletion_preview_options
 from lifecycle.statuses import DeletionState
 
-_RECORDS = text(
-    "SELECT id::text, receipt_key, subject_kind, subject_id::text, account_id::text, workflow_id, canonical, sha256,"
-    " signature, created_at FROM deletion_receipts ORDER BY seq"
-)
+_RECORDS = text(f"SELECT {RECORD_COLUMNS} FROM deletion_receipts ORDER BY seq")
 _KEYS = text("SELECT key_id, public_key FROM receipt_signing_keys")
 _PUT_BACK = text(
     "INSERT INTO deletion_receipts (id, receipt_key, subject_kind, subject_id, account_id, workflow_id, canonical,"

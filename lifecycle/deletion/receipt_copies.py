@@ -32,6 +32,11 @@ from lifecycle.object_keys import receipt_copies_prefix, receipt_copy_key
 from lifecycle.object_store import ObjectStore
 
 _CHAIN_ID = text("SELECT id FROM deletion_receipt_chain")
+# A `deletion_receipts` row's columns in ReceiptRecord's order: `ReceiptRecord(*row)`.
+RECORD_COLUMNS = (
+    "id::text, receipt_key, subject_kind, subject_id::text, account_id::text, workflow_id, canonical, sha256,"
+    " signature, created_at"
+)
 
 
 class ChainBehindCopies(Exception):
