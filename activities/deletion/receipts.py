@@ -30,7 +30,7 @@ from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
 from lifecycle.deletion.contracts import ReceiptInput, ReceiptSubject
 from lifecycle.deletion.receipt_copies import RECORD_COLUMNS, ReceiptCopies, ReceiptRecord, chain_id
-from lifecycle.deletion.receipt_keys import CHAIN_LOCK, ReceiptSigner
+from lifecycle.deletion.receipt_keys import CHAIN_LOCK, ReceiptKey, ReceiptSigner
 from lifecycle.deletion.receipts import ACCOUNT_ROW_CHECK, BOT_ROW_CHECK, sign
 
 # The receipts' format; a verifier can tell which fields to expect. 2: `key_id` names the signing key.
@@ -87,40 +87,27 @@ class DeletionReceipts:
         async with self._resources.engine.connect() as conn:
             copies = ReceiptCopies(self._resources.objects, await chain_id(conn))
             if (existing := (await conn.execute(_EXISTING, {"key": key})).first()) is not None:
-                return await self._copied(copies, ReceiptRecord(*existing))
+                return await copied(copies, ReceiptRecord(*existing))
             body = await self._body(conn, request)
         async with self._resources.engine.begin() as conn:
             # Serialises the chain (each receipt names the hash of the one before it) and rotations.
             await conn.execute(CHAIN_LOCK)
             if (existing := (await conn.execute(_EXISTING, {"key": key})).first()) is not None:
-                return await self._copied(copies, ReceiptRecord(*existing))
-            signing = await self._signer.current(conn)
-            body["key_id"] = signing.key_id
-            body["previous_sha256"] = (await conn.execute(_CHAIN_HEAD)).scalar_one_or_none()
-            await copies.raise_if_followed(body["previous_sha256"])
-            signed = sign(body, signing.private)
-            inserted = await conn.execute(
-                _INSERT,
+                return await copied(copies, ReceiptRecord(*existing))
+            record = await append_receipt(
+                conn,
+                copies,
+                await self._signer.current(conn),
+                body,
                 {
-                    "id": body["id"],
                     "key": key,
                     "kind": request.subject_kind,
                     "subject": request.subject_id,
                     "account": request.account_id,
                     "workflow_id": request.workflow_id,
-                    "canonical": signed.canonical,
-                    "sha256": signed.sha256,
-                    "signature": signed.signature,
                 },
             )
-            record = ReceiptRecord(*inserted.one())
-        return await self._copied(copies, record)
-
-    @staticmethod
-    async def _copied(copies: ReceiptCopies, record: ReceiptRecord) -> str:
-        """Once committed, never before: a copy is never of a receipt the database does not hold."""
-        await copies.put(record)
-        return record.id
+        return await copied(copies, record)
 
     async def _body(self, conn: AsyncConnection, request: ReceiptInput) -> dict[str, Any]:
         check_started = datetime.now(UTC)
@@ -224,6 +211,29 @@ class DeletionReceipts:
                 found = (await conn.execute(text(query), {"account": request.account_id})).scalar_one()
                 checks.append(_check(name, int(found)))
         return checks
+
+
+async def append_receipt(
+    conn: AsyncConnection, copies: ReceiptCopies, signing: ReceiptKey, body: dict[str, Any], row: dict[str, str]
+) -> ReceiptRecord:
+    """Chain `body` after the head, sign it and insert its row (`row`: the columns besides the body's), inside
+    `conn`'s transaction, which holds CHAIN_LOCK. Every receipt goes through here, then through `copied` once
+    committed: ChainBehindCopies if the database was restored behind its copies."""
+    body["key_id"] = signing.key_id
+    body["previous_sha256"] = (await conn.execute(_CHAIN_HEAD)).scalar_one_or_none()
+    await copies.raise_if_followed(body["previous_sha256"])
+    signed = sign(body, signing.private)
+    inserted = await conn.execute(
+        _INSERT,
+        row | {"id": body["id"], "canonical": signed.canonical, "sha256": signed.sha256, "signature": signed.signature},
+    )
+    return ReceiptRecord(*inserted.one())
+
+
+async def copied(copies: ReceiptCopies, record: ReceiptRecord) -> str:
+    """Once committed, never before: a copy is never of a receipt the database does not hold. Returns its id."""
+    await copies.put(record)
+    return record.id
 
 
 async def _bot_actions(conn: AsyncConnection, account_id: str) -> list[dict[str, Any]]:
