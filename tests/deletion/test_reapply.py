@@ -41,7 +41,7 @@ from lifecycle.deletion.contracts import ReceiptSubject
 from lifecycle.deletion.reapply import reapply
 from lifecycle.deletion.receipt_chain import BrokenChain
 from lifecycle.migrate import upgrade_async
-from lifecycle.object_keys import receipt_copy_key
+from lifecycle.object_keys import receipt_copies_prefix, receipt_copy_key
 from lifecycle.object_store import ObjectStore
 from lifecycle.reapply import EXIT_BROKEN_CHAIN
 from lifecycle.settings import Settings
@@ -250,6 +250,8 @@ async def test_a_restore_brings_deleted_data_back_and_the_reapply_deletes_it_aga
     for bot in deleted_bots:
         assert all((await remaining_rows(stack.settings.database_url, bot)).values())
     assert (await _receipts(stack))[-1]["sha256"] == before_restore[0]["sha256"]
+    open_keys = "SELECT count(*) FROM api_keys WHERE account_id = $1::uuid AND revoked_at IS NULL"
+    assert await _rows(stack, open_keys, gone.account_id) == 1
 
     # A deletion asked for after the restore, before the re-apply: its receipt waits rather than fork the chain.
     waiting = await _start_bot_deletion(stack, later.bot_ids[0], later.api_key)
@@ -257,6 +259,8 @@ async def test_a_restore_brings_deleted_data_back_and_the_reapply_deletes_it_aga
 
     first = await _reapply(stack)
     assert first.returncode == 0, first.stderr
+    # From the re-apply on, no key opens the account (revoked, then deleted with it).
+    assert await _rows(stack, open_keys, gone.account_id) == 0
     assert f"verified {earlier + 5} receipts" in first.stdout
     assert "put back 4 receipts" in first.stdout
     account_receipt = before_restore[4]["body"]
@@ -281,9 +285,7 @@ async def test_a_restore_brings_deleted_data_back_and_the_reapply_deletes_it_aga
         assert await remaining_rows(stack.settings.database_url, bot) == dict.fromkeys((s.name for s in SERVICES), 0)
     # The owner was told once, by the first deletion: nobody is emailed again.
     assert len([m for m in stack.mail.messages() if message_from_bytes(m.read_bytes())["To"] == email[0]]) == 1
-    # The restored keys were revoked before anything else.
-    still_open = await stack.api.get("/bots", headers={"Authorization": f"Bearer {gone.api_key}"})
-    assert still_open.status_code == 401
+    assert (await stack.api.get("/bots", headers={"Authorization": f"Bearer {gone.api_key}"})).status_code == 401
 
     receipts = await _receipts(stack)
     _assert_one_chain(receipts)
@@ -296,9 +298,10 @@ async def test_a_restore_brings_deleted_data_back_and_the_reapply_deletes_it_aga
     assert {r["workflow_id"] for r in new} >= again
     assert all(r["body"]["complete"] for r in new)
     # Every receipt has its copy in the object store, out of the database's reach.
+    (chain,) = await _execute(stack, "SELECT id::text FROM deletion_receipt_chain")
     store = ObjectStore(stack.settings)
     try:
-        copies = await store.keys("deletion-receipts/")
+        copies = await store.keys(receipt_copies_prefix(chain[0]))
     finally:
         await store.close()
     assert len(copies) == len(receipts)
