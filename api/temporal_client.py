@@ -1,20 +1,10 @@
-"""The one place that knows how to reach Temporal."""
+"""Reaching Temporal from the API: the connection (lifecycle/temporal_client.py) and what the API answers when it
+cannot."""
 
-from temporalio.client import Client
+from lifecycle.temporal_client import connect
 
-from lifecycle.data_converter import DATA_CONVERTER
-from lifecycle.settings import Settings
-from lifecycle.tracing import temporal_interceptors
+__all__ = ["TemporalUnavailable", "connect"]
 
 
 class TemporalUnavailable(Exception):
     """Temporal cannot be reached right now; the API answers 503 and tries again on a later request."""
-
-
-async def connect(settings: Settings) -> Client:
-    return await Client.connect(
-        settings.temporal_address,
-        namespace=settings.temporal_namespace,
-        interceptors=temporal_interceptors(),
-        data_converter=DATA_CONVERTER,
-    )

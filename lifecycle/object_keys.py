@@ -13,6 +13,9 @@ import uuid
 
 DOCUMENTS_PREFIX = "documents/"
 EXPORTS_PREFIX = "exports/"
+RECEIPTS_PREFIX = "deletion-receipts/"
+# The copy of a chain's first receipt, which follows no other.
+_FIRST_RECEIPT = "first"
 # S3's limit on a key's length, in UTF-8 bytes.
 MAX_KEY_BYTES = 1024
 
@@ -74,3 +77,19 @@ def service_part_key(prefix: str, object_key: str) -> str:
     if not object_key.startswith(prefix) or len(_checked_segments(object_key[len(prefix) :])) != 1:
         raise ObjectKeyRefused("it lies outside the prefix the export gave")
     return object_key
+
+
+def receipt_copies_prefix(chain_id: str) -> str:
+    """`deletion-receipts/<chain id>/`: the copies of one database's chain of receipts, and nothing else."""
+    return f"{RECEIPTS_PREFIX}{uuid.UUID(chain_id)}/"
+
+
+def receipt_copy_key(chain_id: str, previous_sha256: str | None) -> str:
+    """The copy of the receipt chained after `previous_sha256` (None: the chain's first). Named by its link, so a
+    second receipt after the same one (a fork) would land on the same key, and a restored database finds the
+    receipt that followed its head by one request."""
+    if previous_sha256 is None:
+        return f"{receipt_copies_prefix(chain_id)}{_FIRST_RECEIPT}.json"
+    if len(previous_sha256) != 64 or any(char not in "0123456789abcdef" for char in previous_sha256):
+        raise ObjectKeyRefused("it is not a SHA-256 in lowercase hex")
+    return f"{receipt_copies_prefix(chain_id)}after-{previous_sha256}.json"

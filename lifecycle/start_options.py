@@ -33,6 +33,7 @@ from lifecycle.workflow_ids import (
     account_deletion_id,
     bot_deletion_id,
     deletion_preview_id,
+    reapplied_deletion_id,
     site_creation_id,
     site_db_pool_id,
     site_deletion_id,
@@ -134,36 +135,49 @@ class StartOptions:
         )
 
 
-def bot_deletion_options(bot_id: str, account_id: str, *, within_account: bool = False) -> StartOptions:
-    """`within_account`: a child of the account's deletion."""
+def _reapplying(receipt_id: str | None) -> str:
+    return f" again, after a restore brought back what receipt {receipt_id} records as deleted" if receipt_id else ""
+
+
+def bot_deletion_options(
+    bot_id: str, account_id: str, *, within_account: bool = False, reapplies: str | None = None
+) -> StartOptions:
+    """`within_account`: a child of the account's deletion. `reapplies`: the receipt of the deletion this one
+    makes again after a restore (python -m lifecycle.reapply), under an id of its own."""
+    workflow_id = bot_deletion_id(bot_id)
     return StartOptions(
         workflow_type=BOT_DELETION_WORKFLOW,
-        id=bot_deletion_id(bot_id),
+        id=reapplied_deletion_id(workflow_id, reapplies) if reapplies else workflow_id,
         id_reuse_policy=DELETION_REUSE,
         search_attributes=deletion_search_attributes(account_id, bot_id),
         priority=deletion_priority(account_id),
-        static_summary=f"Delete bot {bot_id}",
+        static_summary=f"Delete bot {bot_id}{' again' if reapplies else ''}",
         static_details=f"Part of deleting account {account_id}."
         if within_account
-        else f"Deletes every row and file of bot {bot_id} (account {account_id}), by service.",
+        else f"Deletes every row and file of bot {bot_id} (account {account_id}), by service{_reapplying(reapplies)}.",
     )
 
 
-def account_deletion_options(account_id: str, *, deletes_at: datetime | None = None) -> StartOptions:
-    """`deletes_at`: the end of a grace period still to come (None: none, or it is over)."""
+def account_deletion_options(
+    account_id: str, *, deletes_at: datetime | None = None, reapplies: str | None = None
+) -> StartOptions:
+    """`deletes_at`: the end of a grace period still to come (None: none, or it is over). `reapplies`: the receipt
+    of the deletion this one makes again after a restore (python -m lifecycle.reapply), under an id of its own."""
+    workflow_id = account_deletion_id(account_id)
     return StartOptions(
         workflow_type=ACCOUNT_DELETION_WORKFLOW,
-        id=account_deletion_id(account_id),
+        id=reapplied_deletion_id(workflow_id, reapplies) if reapplies else workflow_id,
         id_reuse_policy=DELETION_REUSE,
         search_attributes=deletion_search_attributes(
             account_id, status=DeletionState.SCHEDULED if deletes_at else DeletionState.RUNNING
         ),
         priority=deletion_priority(account_id),
         static_summary=f"Delete account {account_id}"
-        + (f" after {deletes_at:%Y-%m-%d %H:%M:%S} UTC" if deletes_at else ""),
+        + (f" after {deletes_at:%Y-%m-%d %H:%M:%S} UTC" if deletes_at else "")
+        + (" again" if reapplies else ""),
         static_details=(
             f"Deletes every bot of account {account_id} (child workflows), then the account row once "
-            "nothing of it remains, then emails the confirmation once."
+            f"nothing of it remains, then emails the confirmation once{_reapplying(reapplies)}."
         ),
     )
 

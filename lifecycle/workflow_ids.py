@@ -11,6 +11,13 @@ def account_deletion_id(account_id: UUID | str) -> str:
     return f"account-deletion-{account_id}"
 
 
+def reapplied_deletion_id(deletion_id: str, receipt_id: UUID | str) -> str:
+    """A deletion made again after a restore brought its subject back (python -m lifecycle.reapply): named by the
+    receipt of the deletion it repeats, so running the re-apply twice joins one run, and it never meets the runs
+    of the first deletion (their progress, the services' ledgers) under their id."""
+    return f"{deletion_id}-reapply-{UUID(str(receipt_id))}"
+
+
 def site_creation_id(site_id: UUID | str) -> str:
     return f"site-creation-{site_id}"
 

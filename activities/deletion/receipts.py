@@ -8,6 +8,10 @@ by registered name, the check's findings, the phases' times, the operator's
 actions and the budget changes meanwhile; it is chained to the receipt before it by that one's SHA-256, so a
 receipt removed from the table breaks the chain. Idempotent: a retry, a reset or a worker killed after the
 insert finds the receipt of its deletion and returns it.
+
+Each receipt is copied to the object store once committed (again by every attempt that finds it), where a restore
+of the database cannot roll it back; a database whose last receipt has a successor there was restored, and the
+receipt waits until `python -m lifecycle.reapply` puts the missing ones back (lifecycle/deletion/receipt_copies.py).
 """
 
 from __future__ import annotations
@@ -25,18 +29,20 @@ from temporalio import activity
 from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
 from lifecycle.deletion.contracts import ReceiptInput, ReceiptSubject
-from lifecycle.deletion.receipt_keys import CHAIN_LOCK, ReceiptSigner
-from lifecycle.deletion.receipts import sign
+from lifecycle.deletion.receipt_copies import RECORD_COLUMNS, ReceiptCopies, ReceiptRecord, chain_id
+from lifecycle.deletion.receipt_keys import CHAIN_LOCK, ReceiptKey, ReceiptSigner
+from lifecycle.deletion.receipts import ACCOUNT_ROW_CHECK, BOT_ROW_CHECK, sign
 
 # The receipts' format; a verifier can tell which fields to expect. 2: `key_id` names the signing key.
 RECEIPT_VERSION = 2
 # Receipt ids are derived from the deletion they describe, so every attempt names the same receipt.
 _RECEIPT_IDS = uuid.UUID("6f1d3c52-6d0b-4d1e-9a51-3f0f6b1f2d8e")
-_EXISTING = text("SELECT id FROM deletion_receipts WHERE receipt_key = :key")
+_EXISTING = text(f"SELECT {RECORD_COLUMNS} FROM deletion_receipts WHERE receipt_key = :key")
 _CHAIN_HEAD = text("SELECT sha256 FROM deletion_receipts ORDER BY seq DESC LIMIT 1")
 _INSERT = text(
     "INSERT INTO deletion_receipts (id, receipt_key, subject_kind, subject_id, account_id, workflow_id, canonical,"
     " sha256, signature) VALUES (:id, :key, :kind, :subject, :account, :workflow_id, :canonical, :sha256, :signature)"
+    f" RETURNING {RECORD_COLUMNS}"
 )
 _REQUEST = text("SELECT requested_at, deletes_at FROM deletion_requests WHERE workflow_id = :workflow_id")
 _PROGRESS = text(
@@ -76,36 +82,32 @@ class DeletionReceipts:
     @activity.defn(name="issue_deletion_receipt")
     @heartbeats
     async def issue_deletion_receipt(self, request: ReceiptInput) -> str:
-        """Check, then record and sign; returns the receipt's id."""
+        """Check, then record, sign and copy; returns the receipt's id."""
         key = receipt_key(request)
         async with self._resources.engine.connect() as conn:
-            if (existing := (await conn.execute(_EXISTING, {"key": key})).scalar_one_or_none()) is not None:
-                return str(existing)
+            copies = ReceiptCopies(self._resources.objects, await chain_id(conn))
+            if (existing := (await conn.execute(_EXISTING, {"key": key})).first()) is not None:
+                return await copied(copies, ReceiptRecord(*existing))
             body = await self._body(conn, request)
         async with self._resources.engine.begin() as conn:
             # Serialises the chain (each receipt names the hash of the one before it) and rotations.
             await conn.execute(CHAIN_LOCK)
-            if (existing := (await conn.execute(_EXISTING, {"key": key})).scalar_one_or_none()) is not None:
-                return str(existing)
-            signing = await self._signer.current(conn)
-            body["key_id"] = signing.key_id
-            body["previous_sha256"] = (await conn.execute(_CHAIN_HEAD)).scalar_one_or_none()
-            signed = sign(body, signing.private)
-            await conn.execute(
-                _INSERT,
+            if (existing := (await conn.execute(_EXISTING, {"key": key})).first()) is not None:
+                return await copied(copies, ReceiptRecord(*existing))
+            record = await append_receipt(
+                conn,
+                copies,
+                await self._signer.current(conn),
+                body,
                 {
-                    "id": body["id"],
                     "key": key,
                     "kind": request.subject_kind,
                     "subject": request.subject_id,
                     "account": request.account_id,
                     "workflow_id": request.workflow_id,
-                    "canonical": signed.canonical,
-                    "sha256": signed.sha256,
-                    "signature": signed.signature,
                 },
             )
-        return str(body["id"])
+        return await copied(copies, record)
 
     async def _body(self, conn: AsyncConnection, request: ReceiptInput) -> dict[str, Any]:
         check_started = datetime.now(UTC)
@@ -198,17 +200,40 @@ class DeletionReceipts:
             bot_rows = (
                 await conn.execute(text("SELECT count(*) FROM bots WHERE id = :bot"), {"bot": request.subject_id})
             ).scalar_one()
-            checks.append(_check("bot row", int(bot_rows)))
+            checks.append(_check(BOT_ROW_CHECK, int(bot_rows)))
         else:
             for name, query in (
                 ("bots of the account", "SELECT count(*) FROM bots WHERE account_id = :account"),
                 ("sites of the account", "SELECT count(*) FROM sites WHERE account_id = :account"),
                 ("API keys of the account", "SELECT count(*) FROM api_keys WHERE account_id = :account"),
-                ("account row", "SELECT count(*) FROM accounts WHERE id = :account"),
+                (ACCOUNT_ROW_CHECK, "SELECT count(*) FROM accounts WHERE id = :account"),
             ):
                 found = (await conn.execute(text(query), {"account": request.account_id})).scalar_one()
                 checks.append(_check(name, int(found)))
         return checks
+
+
+async def append_receipt(
+    conn: AsyncConnection, copies: ReceiptCopies, signing: ReceiptKey, body: dict[str, Any], row: dict[str, str]
+) -> ReceiptRecord:
+    """Chain `body` after the head, sign it and insert its row (`row`: the columns besides the body's), inside
+    `conn`'s transaction, which holds CHAIN_LOCK. Every receipt goes through here, then through `copied` once
+    committed: ChainBehindCopies if the database was restored behind its copies."""
+    body["key_id"] = signing.key_id
+    body["previous_sha256"] = (await conn.execute(_CHAIN_HEAD)).scalar_one_or_none()
+    await copies.raise_if_followed(body["previous_sha256"])
+    signed = sign(body, signing.private)
+    inserted = await conn.execute(
+        _INSERT,
+        row | {"id": body["id"], "canonical": signed.canonical, "sha256": signed.sha256, "signature": signed.signature},
+    )
+    return ReceiptRecord(*inserted.one())
+
+
+async def copied(copies: ReceiptCopies, record: ReceiptRecord) -> str:
+    """Once committed, never before: a copy is never of a receipt the database does not hold. Returns its id."""
+    await copies.put(record)
+    return record.id
 
 
 async def _bot_actions(conn: AsyncConnection, account_id: str) -> list[dict[str, Any]]:

@@ -201,6 +201,17 @@ class ReceiptSigningKey(Base):
     valid_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
+class DeletionReceiptChain(Base):
+    """The identity of this database's chain of receipts (one row): the prefix of its copies in the object store,
+    which a restore of the database cannot roll back (lifecycle/deletion/receipt_copies.py)."""
+
+    __tablename__ = "deletion_receipt_chain"
+    __table_args__ = (CheckConstraint("single", name="ck_deletion_receipt_chain_single"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, server_default=text("gen_random_uuid()"))
+    single: Mapped[bool] = mapped_column(Boolean, server_default=text("true"), unique=True)
+
+
 def _sql_in(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{value}'" for value in values)
 

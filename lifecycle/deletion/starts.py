@@ -74,14 +74,21 @@ async def _start_unless_done(
 
 
 async def start_bot_deletion(
-    client: Client, task_queue: str, *, bot_id: str, account_id: str, row_exists: RowCheck
+    client: Client,
+    task_queue: str,
+    *,
+    bot_id: str,
+    account_id: str,
+    row_exists: RowCheck,
+    reapplies: str | None = None,
 ) -> bool:
     """Start the bot's deletion, or join the open run; False if it is done (its bot row is gone).
 
-    Call it only once the bot row was seen: `row_exists` is asked only after a completed run.
+    Call it only once the bot row was seen: `row_exists` is asked only after a completed run. `reapplies`: the
+    receipt of the deletion made again after a restore (lifecycle/deletion/reapply.py).
     """
     return await _start_unless_done(
-        bot_deletion_options(bot_id, account_id),
+        bot_deletion_options(bot_id, account_id, reapplies=reapplies),
         client,
         BotDeletionInput(bot_id=bot_id, account_id=account_id),
         task_queue,
@@ -97,17 +104,19 @@ async def start_account_deletion(
     site_task_queue: str,
     row_exists: RowCheck,
     deletes_at: datetime | None = None,
+    reapplies: str | None = None,
 ) -> bool:
     """Start the account's deletion, or join the open run; False if it is done (its account row is gone).
 
     Call it only once the account row was seen. `deletes_at` is the end of its grace period
-    (deletion_requests.deletes_at): a run deletes nothing before it.
+    (deletion_requests.deletes_at): a run deletes nothing before it. `reapplies`: the receipt of the deletion made
+    again after a restore (lifecycle/deletion/reapply.py), which has no grace period.
     """
     if deletes_at is not None:
         # Once the grace is over (it ran out, or an operator expedited it) a run deletes at once.
         deletes_at = deletes_at.astimezone(UTC) if deletes_at > datetime.now(UTC) else None
     return await _start_unless_done(
-        account_deletion_options(account_id, deletes_at=deletes_at),
+        account_deletion_options(account_id, deletes_at=deletes_at, reapplies=reapplies),
         client,
         AccountDeletionInput(
             account_id=account_id,
