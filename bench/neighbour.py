@@ -6,7 +6,8 @@ throwaway stack, with the worker, the services and the API as in production:
 - idle: no deletion;
 - one per budget: while a bot of --rows rows is deleted at that budget (default: the shipped default);
 - unlimited: while another such bot is deleted with no budget.
-Prints p50 and p99 of each phase with their ratios to idle, the deletion's rows/s during each phase, and how
+Prints p50 and p99 of each phase with their ratios to idle (and the p99 of the INSERTs and the reads apart, the
+CPU each process spent and the WAL and disk writes meanwhile), the deletion's rows/s during each phase, and how
 long a live budget change (the budget doubled mid-run) took to show in the rows/s the status API reports.
 """
 
@@ -57,16 +58,24 @@ def _chat_dsn(settings: Settings) -> str:
     return asyncpg_dsn(service_database_url("chat", beside=settings.database_url))
 
 
-async def _traffic(settings: Settings, bot_id: str, seconds: float) -> list[float]:
+async def _traffic(
+    settings: Settings, bot_id: str, seconds: float, parts: StackCpu, conn: asyncpg.Connection
+) -> list[float]:
+    """The neighbour's latencies over `seconds`; prints its slow operations, and the CPU and I/O meanwhile."""
+    cpu_before, io_before = parts.read(), await _io_reading(conn)
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bench.neighbour_traffic", _chat_dsn(settings), bot_id, str(seconds),
         stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, _ = await process.communicate()
+    cpu, io_after = StackCpu.spent(cpu_before, parts.read()), await _io_reading(conn)
     operations = [(float(at), float(ms)) for at, ms in json.loads(out)]
     slow = [f"{at:.1f}s:{ms:.0f}ms" for at, ms in operations if ms > SLOW_MS]
     if slow:
         print(f"  operations over {SLOW_MS} ms ({len(slow)}): {' '.join(slow[:40])}", flush=True)
+    print(f"  {_by_kind(operations)}", flush=True)
+    print(f"  CPU meanwhile: {_cpu_line(cpu)}", flush=True)
+    print(f"  I/O meanwhile: {_io_line(io_before, io_after)}", flush=True)
     return [ms for _, ms in operations]
 
 
@@ -134,9 +143,7 @@ async def _phase(
     seconds = PHASE_SECONDS if budget is not None else min(PHASE_SECONDS, rows / 300_000)
     phase_over = asyncio.Event()
     watching = asyncio.create_task(_watch_throttling(settings, workflow_id, phase_over))
-    before_cpu = parts.read()
-    latencies = await _traffic(settings, neighbour, seconds)
-    print(f"  CPU during the phase: {_cpu_line(StackCpu.spent(before_cpu, parts.read()))}", flush=True)
+    latencies = await _traffic(settings, neighbour, seconds, parts, conn)
     rate = (await _deleted(conn, workflow_id) - before) / (time.perf_counter() - started)
     phase_over.set()
     seen = await watching
@@ -172,6 +179,28 @@ async def _finish(api: httpx.AsyncClient, bot_id: str, key: str) -> None:
             return
         await asyncio.sleep(0.2)
     raise TimeoutError(f"the deletion of bot {bot_id} did not complete")
+
+
+async def _io_reading(conn: asyncpg.Connection) -> tuple[float, float, int]:
+    """WAL bytes the server wrote so far, and the machine's disk writes (bytes, requests)."""
+    wal = float(await conn.fetchval("SELECT wal_bytes FROM pg_stat_wal"))
+    disks = psutil.disk_io_counters()
+    return wal, float(disks.write_bytes) if disks else 0.0, disks.write_count if disks else 0
+
+
+def _io_line(before: tuple[float, float, int], after: tuple[float, float, int]) -> str:
+    mb = 1024 * 1024
+    return (
+        f"WAL {(after[0] - before[0]) / mb:.1f} MB, disk writes {(after[1] - before[1]) / mb:.1f} MB in"
+        f" {after[2] - before[2]:,} requests"
+    )
+
+
+def _by_kind(operations: list[tuple[float, float]]) -> str:
+    """p99 of the INSERTs and of the reads apart (the traffic alternates them, an INSERT first)."""
+    inserts = [ms for n, (_, ms) in enumerate(operations) if n % 2 == 0]
+    reads = [ms for n, (_, ms) in enumerate(operations) if n % 2 == 1]
+    return f"p99 of the INSERTs {_percentile(inserts, 0.99):.2f} ms, of the reads {_percentile(reads, 0.99):.2f} ms"
 
 
 def _cpu_line(spent: CpuReading) -> str:
@@ -223,9 +252,7 @@ async def main(rows: int, budgets: list[int]) -> None:
                     # deletion's.)
                     to_delete = [await seed(settings, bots=1, rows=rows) for _ in range(len(budgets) + 1)]
                     await _settle(settings)
-                    before_cpu = parts.read()
-                    idle = await _traffic(settings, neighbour, PHASE_SECONDS)
-                    print(f"  CPU during the idle phase: {_cpu_line(StackCpu.spent(before_cpu, parts.read()))}")
+                    idle = await _traffic(settings, neighbour, PHASE_SECONDS, parts, conn)
                     print(_line("idle", idle, None, None), flush=True)
                     for budget in budgets:
                         bot = to_delete.pop()
