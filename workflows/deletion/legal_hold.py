@@ -11,7 +11,6 @@ signal, a worker restart or a reset delays a release by one timer at most and ne
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -35,6 +34,8 @@ class LegalHoldGate:
         self.held = False
         # Whether the answer may be out of date: until the run's first question, and after each signal.
         self._stale = True
+        # Answers so far: a waiter wakes on one that a signal's handler asked for.
+        self._answers = 0
         # One question at a time: the services of a bot deletion reach their boundaries together.
         self._asking = asyncio.Lock()
 
@@ -53,6 +54,7 @@ class LegalHoldGate:
                     **presets.STEP,
                     summary=f"is a legal hold in force on account {self._account_id}?",
                 )
+                self._answers += 1
                 if held != self.held:
                     self.held = held
                     self._on_change()
@@ -64,13 +66,19 @@ class LegalHoldGate:
         while self.held:
             if give_up():
                 return False
-            # A timeout is the periodic question: a release whose signal never came is seen here.
-            with contextlib.suppress(TimeoutError):
+            try:
+                # Woken by a signal, or by the answer a signal's handler asked for (the account deletion's).
                 await workflow.wait_condition(
-                    lambda: self._stale,
+                    self._news_since(self._answers),
                     timeout=self._recheck_after,
                     timeout_summary=f"legal hold on account {self._account_id}: ask again (or on its release)",
                 )
-            self._stale = True
+            except TimeoutError:
+                # The periodic question: a release whose signal never came is seen here.
+                self._stale = True
             await self.refresh()
         return True
+
+    def _news_since(self, answered: int) -> Callable[[], bool]:
+        """A signal came, or an answer after the `answered` first ones."""
+        return lambda: self._stale or self._answers != answered
