@@ -36,8 +36,10 @@ class LegalHoldGate:
         self._stale = True
         # Answers so far: a waiter wakes on one that a signal's handler asked for.
         self._answers = 0
-        # One question at a time: the services of a bot deletion reach their boundaries together.
+        # One question at a time, and one waiter on the timer: the services of a bot deletion reach their
+        # boundaries together, and the others find the answer once the first has it.
         self._asking = asyncio.Lock()
+        self._waiting = asyncio.Lock()
 
     def changed(self) -> None:
         """The signal: a hold on the account was placed or released; ask again at the next boundary."""
@@ -62,6 +64,10 @@ class LegalHoldGate:
     async def wait_until_released(self, give_up: Callable[[], bool] = _never) -> bool:
         """At once if no hold is in force; else once it is released (True). False if `give_up` said so while the
         hold was still in force (the run's history is long: it continues as new, and the next run waits on)."""
+        async with self._waiting:
+            return await self._wait(give_up)
+
+    async def _wait(self, give_up: Callable[[], bool]) -> bool:
         await self.refresh()
         while self.held:
             if give_up():
