@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import shlex
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -195,8 +198,20 @@ async def test_a_hold_during_a_deletion_stops_it_at_a_batch_boundary_until_relea
     assert set((await remaining_rows(settings.database_url, bot_id)).values()) == {0}
 
 
+def runbook_held_list(project_root: Path) -> list[str]:
+    """The runbook's command that lists the held deletions, as written there, without `temporal`."""
+    runbook = (project_root / "docs" / "operations.md").read_text()
+    line = re.search(r"^temporal (workflow list --query 'LifecycleStatus=\"held\"')$", runbook, re.MULTILINE)
+    assert line is not None
+    return shlex.split(line.group(1))
+
+
 async def test_a_bot_deletion_of_a_held_account_waits_through_a_reset(
-    api: httpx.AsyncClient, settings: Settings, worker: LifecycleWorkers, temporal_client: Client
+    api: httpx.AsyncClient,
+    settings: Settings,
+    worker: LifecycleWorkers,
+    temporal_client: Client,
+    project_root: Path,
 ) -> None:
     seeded = await seed(settings, bots=1, rows=ROWS)
     bot_id = seeded.bot_ids[0]
@@ -217,6 +232,13 @@ async def test_a_bot_deletion_of_a_held_account_waits_through_a_reset(
     assert (await latest.describe()).run_id != first_run
     await eventually(lambda: _waiting_on_the_hold(latest), "the reset run waits on the hold")
     assert await _recorded_status(settings, handle.id) == "held"
+
+    # The runbook's list of held deletions names it.
+    async def listed() -> bool:
+        found = await asyncio.to_thread(cli.jsonl, *runbook_held_list(project_root))
+        return handle.id in {run["execution"]["workflowId"] for run in found}
+
+    await eventually(listed, "the runbook's `temporal workflow list` shows the held deletion")
     assert await remaining_rows(settings.database_url, bot_id) == rows_per_service(ROWS)
 
     await _release(api, seeded.account_id)
@@ -276,3 +298,42 @@ async def _start_bot_deletion(
         task_queue=settings.task_queue,
         result_type=BotDeletionResult,
     )
+
+
+def readme_hold_commands(project_root: Path) -> list[tuple[str, str, str, dict[str, Any] | None, int]]:
+    """The README's hold commands, as written there: (method, path, credential, body, status it shows)."""
+    readme = (project_root / "README.md").read_text()
+    section = readme[readme.index("## Legal holds") :]
+    block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
+    assert block is not None
+    text = block.group(1).replace("\\\n", " ")
+    commands = re.findall(
+        r"curl -s -X (\w+) localhost:8000(\S+) -H \"Authorization: Bearer \$(\w+)\"(?:.*?-d '(.*?)')?\n# → (\d{3})",
+        text,
+    )
+    return [
+        (method, path, credential, json.loads(body) if body else None, int(status))
+        for method, path, credential, body, status in commands
+    ]
+
+
+async def test_the_readmes_hold_commands_answer_as_shown(
+    api: httpx.AsyncClient, settings: Settings, worker: LifecycleWorkers, temporal_client: Client, project_root: Path
+) -> None:
+    seeded = await seed(settings, bots=1, rows=ROWS)
+    commands = readme_hold_commands(project_root)
+    assert [(method, path) for method, path, *_ in commands] == [
+        ("PUT", "/accounts/<account id>/legal-hold"),
+        ("DELETE", "/account"),
+        ("DELETE", "/accounts/<account id>/legal-hold"),
+    ]
+    credentials = {"TOKEN": ADMIN_HEADERS, "KEY": _key(seeded)}
+    for method, path, credential, body, status in commands:
+        answer = await api.request(
+            method, path.replace("<account id>", seeded.account_id), json=body, headers=credentials[credential]
+        )
+        assert answer.status_code == status, answer.text
+    handle = temporal_client.get_workflow_handle(
+        account_deletion_id(seeded.account_id), result_type=AccountDeletionResult
+    )
+    assert (await handle.result()).status == "completed"
