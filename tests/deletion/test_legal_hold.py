@@ -308,7 +308,7 @@ def readme_hold_commands(project_root: Path) -> list[tuple[str, str, str, dict[s
     assert block is not None
     text = block.group(1).replace("\\\n", " ")
     commands = re.findall(
-        r"curl -s -X (\w+) localhost:8000(\S+) -H \"Authorization: Bearer \$(\w+)\"(?:.*?-d '(.*?)')?\n# → (\d{3})",
+        r"curl -s -X (\w+) localhost:8000(.+?) -H \"Authorization: Bearer \$(\w+)\"(?:.*?-d '(.*?)')?\n# → (\d{3})",
         text,
     )
     return [
