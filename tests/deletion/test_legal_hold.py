@@ -288,6 +288,28 @@ async def test_a_lost_release_signal_is_caught_by_the_timer(
     assert (await asyncio.wait_for(handle.result(), timeout=60)).status == "completed"
 
 
+async def test_a_long_hold_continues_as_new_and_still_waits(
+    api: httpx.AsyncClient, settings: Settings, worker: LifecycleWorkers, temporal_client: Client
+) -> None:
+    """A hold of months must not grow one history without end: a held run continues as new, and the next one
+    asks first and waits on."""
+    seeded = await seed(settings, bots=1, rows=ROWS)
+    await _hold(api, seeded.account_id)
+    handle = await _start_bot_deletion(
+        temporal_client, settings, seeded, legal_hold_recheck_seconds=1, continue_as_new_after_events=40
+    )
+    first_run = (await handle.describe()).run_id
+    latest = temporal_client.get_workflow_handle(handle.id, result_type=BotDeletionResult)
+
+    async def a_later_run_waits() -> bool:
+        return (await latest.describe()).run_id != first_run and await _waiting_on_the_hold(latest)
+
+    await eventually(a_later_run_waits, "a later run of the held deletion waits on the hold")
+    assert await remaining_rows(settings.database_url, seeded.bot_ids[0]) == rows_per_service(ROWS)
+    await _release(api, seeded.account_id)
+    assert (await asyncio.wait_for(latest.result(), timeout=60)).status == "completed"
+
+
 async def _start_bot_deletion(
     client: Client, settings: Settings, seeded: Seeded, **changes: Any
 ) -> WorkflowHandle[Any, BotDeletionResult]:

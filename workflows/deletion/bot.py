@@ -141,8 +141,9 @@ class BotDeletionWorkflow:
                     # again from wherever it sees fit (the project's services from the bottom, services/runtime/
                     # ledger.py), and its ledger keeps counting every row once.
                     self._progress[service] = replace(self._progress[service], done=False)
-            # Not even the bot row goes while a hold is in force.
-            await self._hold.wait_until_released()
+            # Not even the bot row goes while a hold is in force; a long hold continues as new, every service done.
+            if not await self._hold.wait_until_released(give_up=lambda: self._time_to_continue_as_new(request)):
+                await self._continue_as_new(request)
             await self._finish(request)
         except asyncio.CancelledError:
             self._set_status(DeletionState.CANCELLED)
