@@ -8,6 +8,7 @@ from typing import Any
 from activities.alerts import Alerts
 from activities.deletion.account_sites import AccountSites
 from activities.deletion.grace import DeletionGrace
+from activities.deletion.legal_holds import LegalHolds
 from activities.deletion.notifications import Notifications
 from activities.deletion.receipts import DeletionReceipts
 from activities.deletion.reconciler import Reconciler
@@ -49,6 +50,7 @@ def build_activities(resources: ActivityResources, signer: ReceiptSigner) -> lis
         ExportReconciler(resources).reconcile_exports,
         *_export_activities(AccountExportActivities(resources)),
         DeletionGrace(resources).end_account_deletion_grace,
+        LegalHolds(resources).legal_hold_in_force,
         DeletionReceipts(resources, signer).issue_deletion_receipt,
     ]
 

@@ -25,6 +25,7 @@ from api.deletion import services_router as deletion_services
 from api.deletion import status_router as deletion_status
 from api.dependencies import TemporalConnection
 from api.exports import router as account_exports
+from api.holds import router as legal_holds
 from api.links import document_links
 from api.metrics import install_metrics
 from api.problems import document_problems, install_problem_handlers
@@ -50,6 +51,7 @@ ROUTERS = (
     sites.router,
     account_exports.router,
     account_restore.router,
+    legal_holds.router,
     events.router,
     deletion_budget.router,
     deletion_services.router,

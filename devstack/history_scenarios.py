@@ -512,6 +512,20 @@ async def deletion_preview_service_down(ctx: Context) -> str:
     return deletion_preview_id("account", seeded.account_id)
 
 
+async def account_deletion_held_then_released(ctx: Context) -> str:
+    """A deletion requested during a legal hold waits, `held`, then finishes once the hold is released."""
+    seeded = await seed(ctx.settings, bots=1, rows=100)
+    hold = f"/accounts/{seeded.account_id}/legal-hold"
+    (await ctx.api.put(hold, json={"reason": "recorded history"}, headers=ctx.admin_headers)).raise_for_status()
+    response = await ctx.api.delete("/account", headers={"Authorization": f"Bearer {seeded.api_key}"})
+    response.raise_for_status()
+    account = ctx.client.get_workflow_handle(account_deletion_id(seeded.account_id))
+    await _query_until(account, lambda s: s.status == DeletionState.HELD)
+    (await ctx.api.delete(hold, headers=ctx.admin_headers)).raise_for_status()
+    await account.result()
+    return account.id
+
+
 # (scenario, run): the file is named <WorkflowType>-<scenario>.json.
 HAPPY: list[tuple[str, Scenario]] = [
     ("happy", bot_deletion_happy),
@@ -530,6 +544,7 @@ HAPPY: list[tuple[str, Scenario]] = [
     ("export-first", account_deletion_export_first),
     ("grace-restored", account_deletion_grace_restored),
     ("grace-expedited", account_deletion_grace_expedited),
+    ("held-then-released", account_deletion_held_then_released),
     ("waits-for-server", site_creation_waits_for_server),
     ("happy", health_check_happy),
     ("marks-down", health_check_marks_down),

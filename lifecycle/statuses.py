@@ -13,7 +13,7 @@ from enum import StrEnum
 
 class DeletionState(StrEnum):
     """A bot or account deletion, as `deletion_requests.status`, the API and the `LifecycleStatus` search attribute
-    show it. A new state (say, `held`) is a member here, in OPEN_DELETION_STATES if a run still works on it, and a
+    show it. A new state is a member here, in OPEN_DELETION_STATES if a run still works on it, and a
     migration that widens the CHECK constraint `ck_deletion_requests_status`."""
 
     # In its grace period (ACCOUNT_DELETION_GRACE): signed out, nothing deleted yet, restorable until `deletes_at`.
@@ -21,6 +21,9 @@ class DeletionState(StrEnum):
     RUNNING = "running"
     PAUSED = "paused"
     WAITING_FOR_OPERATOR = "waiting_for_operator"
+    # A legal hold is in force on the account (PUT /accounts/{id}/legal-hold): nothing is deleted until it is
+    # released, and then the deletion goes on from where it stopped (workflows/deletion/legal_hold.py).
+    HELD = "held"
     COMPLETED = "completed"
     # Completed, but an operator skipped a service, so some data (and the bot or account row) remains.
     INCOMPLETE = "incomplete"
@@ -35,7 +38,13 @@ class DeletionState(StrEnum):
 # Open: a run works on the deletion, records each of these as it enters it (workflows/deletion/status_recorder.py) and
 # publishes it in its LifecycleStatus search attribute; the reconciler looks at the deletions recorded as open.
 OPEN_DELETION_STATES = frozenset(
-    {DeletionState.SCHEDULED, DeletionState.RUNNING, DeletionState.PAUSED, DeletionState.WAITING_FOR_OPERATOR}
+    {
+        DeletionState.SCHEDULED,
+        DeletionState.RUNNING,
+        DeletionState.PAUSED,
+        DeletionState.WAITING_FOR_OPERATOR,
+        DeletionState.HELD,
+    }
 )
 # Closed without completing: the data stands where the run left it, and a repeated request finishes it.
 CLOSED_WITHOUT_COMPLETING = frozenset({DeletionState.CANCELLED, DeletionState.TERMINATED, DeletionState.FAILED})

@@ -33,8 +33,9 @@ from lifecycle.deletion.receipt_copies import RECORD_COLUMNS, ReceiptCopies, Rec
 from lifecycle.deletion.receipt_keys import CHAIN_LOCK, ReceiptKey, ReceiptSigner
 from lifecycle.deletion.receipts import ACCOUNT_ROW_CHECK, BOT_ROW_CHECK, sign
 
-# The receipts' format; a verifier can tell which fields to expect. 2: `key_id` names the signing key.
-RECEIPT_VERSION = 2
+# The receipts' format; a verifier can tell which fields to expect. 2: `key_id` names the signing key. 3:
+# `legal_holds`, the times of the holds that stopped the deletion.
+RECEIPT_VERSION = 3
 # Receipt ids are derived from the deletion they describe, so every attempt names the same receipt.
 _RECEIPT_IDS = uuid.UUID("6f1d3c52-6d0b-4d1e-9a51-3f0f6b1f2d8e")
 _EXISTING = text(f"SELECT {RECORD_COLUMNS} FROM deletion_receipts WHERE receipt_key = :key")
@@ -56,6 +57,12 @@ _BOT_RUNS = text(
 _BOT_RECEIPTS = text(
     "SELECT subject_id, canonical FROM deletion_receipts WHERE account_id = :account AND subject_kind = 'bot'"
     " ORDER BY seq"
+)
+# The account's legal holds in force at some time since the deletion was requested: when each was placed and
+# released (null: still in force). Their reasons stay in legal_holds: a receipt holds no personal data.
+_LEGAL_HOLDS = text(
+    "SELECT placed_at, released_at FROM legal_holds WHERE account_id = :account"
+    " AND (released_at IS NULL OR released_at >= :since) ORDER BY placed_at"
 )
 _BUDGET_CHANGES = text(
     "SELECT rows_per_second, changed_at, service FROM deletion_budget_changes WHERE changed_at >= :since ORDER BY id"
@@ -159,6 +166,12 @@ class DeletionReceipts:
                 _BUDGET_CHANGES, {"since": requested_at or check_started}
             )
         ]
+        legal_holds = [
+            {"placed_at": _time(placed_at), "released_at": _time(released_at)}
+            for placed_at, released_at in await conn.execute(
+                _LEGAL_HOLDS, {"account": request.account_id, "since": requested_at or check_started}
+            )
+        ]
         actions = [{k: v for k, v in asdict(action).items() if v is not None} for action in request.operator_actions]
         if request.subject_kind == ReceiptSubject.ACCOUNT:
             # An operator's message to the account reaches its bot deletions, whose receipts recorded it.
@@ -176,6 +189,7 @@ class DeletionReceipts:
             "phases": phases,
             "checks": checks,
             "operator_actions": sorted(actions + budget_changes, key=lambda action: str(action["at"])),
+            "legal_holds": legal_holds,
             "complete": not skipped and all(check["passed"] for check in checks),
             "remaining": remaining,
         }

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
 from api.bots.schemas import BotCreate, BotOut
-from api.deletion.answer import PreferHeader, deletion_answers, plan_wait
+from api.deletion.answer import NO_WAIT, PreferHeader, deletion_answers, plan_wait
 from api.deletion.requests import Finished, Unauthorized, await_deletion, request_bot_deletion
 from api.deletion.schemas import DeletionAccepted, DeletionFinished
 from api.dependencies import (
@@ -99,6 +99,9 @@ async def delete_bot(
     status_url = f"/bots/{bot_id}/deletion"
     plan = plan_wait(prefer, settings)
     state = DeletionState.COMPLETED if accepted.finished else DeletionState.RUNNING
+    if accepted.held:
+        # A legal hold is in force on the account: the run waits until it is released, so nothing is awaited.
+        state, plan = DeletionState.HELD, NO_WAIT
     if plan.seconds > 0:
         outcome = await await_deletion(client, accepted.workflow_id, plan.seconds, account=False)
         if isinstance(outcome, Finished):

@@ -29,6 +29,7 @@ from lifecycle.deletion.contracts import (
     ReceiptSubject,
     ServiceHoldings,
 )
+from lifecycle.deletion.legal_holds import is_held
 from lifecycle.deletion.pace import Pace
 from lifecycle.deletion.registry import active_services
 from lifecycle.settings import Settings
@@ -64,6 +65,7 @@ async def preview_deletion(
     services = await active_services(conn)
     budget = await read_deletion_budget(conn)
     exports = await _exports(session, account_id)
+    held = await is_held(conn, account_id)
     # Nothing is held while the services count: the answer's inputs are read, and the session gives its
     # connection back.
     await session.close()
@@ -95,6 +97,7 @@ async def preview_deletion(
             for name, held in sorted(result.services.items())
         },
         exports=exports,
+        held=held,
         estimated_duration_seconds=estimated_duration_seconds(budget, result.services),
     )
 

@@ -57,6 +57,10 @@ class DeletionPreviewOut(BaseModel):
     exports: list[PreviewExport] = Field(
         description="The account's exports that exist (being written or ready), and what a deletion does with them."
     )
+    held: bool = Field(
+        description="Whether a legal hold is in force on the account (PUT /accounts/{id}/legal-hold): a deletion "
+        "requested now is accepted but deletes nothing, `held`, until the hold is released."
+    )
     estimated_duration_seconds: int | None = Field(
         description="How long the services would take to delete those rows at the current deletion budget: the "
         "rows divided by the budget's rate, as the services would share it (the rule the deletion status's "

@@ -58,6 +58,9 @@ async def delete_account(
     if accepted.deletes_at is not None:
         # A grace period first (ACCOUNT_DELETION_GRACE): signed out now, nothing deleted before deletes_at.
         return _accepted(response, accepted.workflow_id, NO_WAIT, DeletionState.SCHEDULED, accepted.deletes_at)
+    if accepted.held:
+        # A legal hold is in force: the run waits until it is released.
+        return _accepted(response, accepted.workflow_id, NO_WAIT, DeletionState.HELD)
     if export_first:
         return _accepted(response, accepted.workflow_id, NO_WAIT, DeletionState.RUNNING)
     plan = plan_wait(prefer, settings)
@@ -102,7 +105,13 @@ async def redrive_account(
         state = DeletionState.COMPLETED
     else:
         # A re-drive within the grace period waits out what is left of it (restorable until deletes_at).
-        state = DeletionState.SCHEDULED if accepted.deletes_at is not None else DeletionState.RUNNING
+        state = (
+            DeletionState.SCHEDULED
+            if accepted.deletes_at is not None
+            else DeletionState.HELD
+            if accepted.held
+            else DeletionState.RUNNING
+        )
     return DeletionAccepted(
         workflow_id=accepted.workflow_id, status=state, status_url=None, deletes_at=accepted.deletes_at
     )

@@ -16,7 +16,8 @@ class DeletionAccepted(BaseModel):
         description="`running`, or `completed` when a previous request already finished it. After a wait that "
         "ran out, how the run stands: `running`, `paused` or `waiting_for_operator`; or `cancelled`, "
         "`terminated` or `failed` if it closed without completing (a repeated request finishes it). "
-        "`scheduled`: an account deletion in its grace period (ACCOUNT_DELETION_GRACE), see `deletes_at`."
+        "`scheduled`: an account deletion in its grace period (ACCOUNT_DELETION_GRACE), see `deletes_at`. "
+        "`held`: a legal hold is in force on the account; the deletion waits until it is released."
     )
     status_url: str | None = Field(description="Where to follow the deletion; none once the caller is gone.")
     deletes_at: datetime | None = Field(
@@ -71,7 +72,9 @@ class DeletionOut(BaseModel):
         description=(
             "`scheduled` (an account deletion in its grace period, see `deletes_at`), `restored` (an admin "
             "restored the account during it; nothing was deleted), "
-            "`running`, `paused`, `waiting_for_operator`, `completed`, `incomplete` (an operator skipped a "
+            "`running`, `paused`, `waiting_for_operator`, `held` (a legal hold is in force on the account: "
+            "nothing is deleted until it is released, then the deletion goes on), `completed`, `incomplete` (an "
+            "operator skipped a "
             "service, so some data remains), `cancelled`, `terminated` or `failed`. The run records each change "
             "as it makes it; a closing it could not record (a terminate, a failure, an account deletion's cancel) "
             "the reconciler records, every 5 minutes, and the status before it shows until then."

@@ -112,6 +112,24 @@ class DeletionRequest(Base):
     status_run_id: Mapped[str | None] = mapped_column(String(64))
 
 
+class LegalHold(Base):
+    """An admin's legal hold on an account: while one is in force (not released), nothing of the account is
+    deleted. The reason stays here, out of workflow history and off the receipts; the record outlives the account."""
+
+    __tablename__ = "legal_holds"
+    __table_args__ = (
+        CheckConstraint("btrim(reason) <> ''", name="ck_legal_holds_reason"),
+        Index("uq_legal_holds_in_force", "account_id", unique=True, postgresql_where=text("released_at IS NULL")),
+        Index("ix_legal_holds_account", "account_id", "placed_at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    account_id: Mapped[uuid.UUID] = mapped_column()
+    reason: Mapped[str] = mapped_column(Text)
+    placed_at: Mapped[datetime] = _now_column()
+    released_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
 class DeletionProgress(Base):
     """Per-service progress of a deletion, committed with each batch: the API reads it, never a worker."""
 

@@ -24,6 +24,10 @@ MIN_BATCH_SIZE = 100
 MAX_BATCH_SIZE = 100_000
 # A run continues as new past this many history events, well below Temporal's warning thresholds.
 CONTINUE_AS_NEW_AFTER_EVENTS = 2_000
+# While a legal hold stops a deletion, its run asks PostgreSQL again on a durable timer this often, besides on every
+# signal of a change, so a release whose signal was lost (the API died between its commit and the signal) is seen
+# within this. 15 minutes is about 30 history events an hour: a hold of months continues as new every few days.
+LEGAL_HOLD_RECHECK_SECONDS = 15 * 60
 
 
 @dataclass
@@ -108,6 +112,7 @@ class BotDeletionInput:
     operator_actions: list[OperatorAction] = field(default_factory=list)
     # The registered services, read by the first run; None until then.
     registry: ServiceRegistry | None = None
+    legal_hold_recheck_seconds: int = LEGAL_HOLD_RECHECK_SECONDS
 
 
 @dataclass
@@ -176,6 +181,8 @@ class AccountDeletionInput:
     deletes_at: str | None = None
     # Carried across continue-as-new: an operator's pause holds in the next run, whose bot deletions start paused.
     paused: bool = False
+    # Given to its bot deletions too.
+    legal_hold_recheck_seconds: int = LEGAL_HOLD_RECHECK_SECONDS
 
 
 @dataclass

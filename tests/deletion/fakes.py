@@ -77,6 +77,7 @@ class FakeBotServices:
             self.record_deletion_status,
             self.list_deletion_services,
             self.record_service_progress,
+            self.legal_hold_in_force,
         ]
 
     @contextlib.asynccontextmanager
@@ -147,6 +148,11 @@ class FakeBotServices:
     async def record_service_progress(self, record: ServiceProgressRecord) -> DeletionBudget:
         self.service_records.append(record)
         return DeletionBudget()
+
+    @activity.defn(name="legal_hold_in_force")
+    async def legal_hold_in_force(self, account_id: str) -> bool:
+        # These runs' accounts are never held (tests/deletion/test_legal_hold.py holds real ones).
+        return False
 
     @activity.defn(name="raise_alert")
     async def raise_alert(self, alert: AlertInput) -> None:

@@ -209,7 +209,7 @@ async def test_the_readmes_preview_commands_answer(
     for path in paths:
         answer = await api.get(path.replace("<bot id>", bot), headers=account.headers)
         assert answer.status_code == 200, answer.text
-        assert set(answer.json()) == {"subject", "services", "exports", "estimated_duration_seconds"}
+        assert set(answer.json()) == {"subject", "services", "exports", "held", "estimated_duration_seconds"}
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         ReceiptSubject,
         ServiceProgress,
     )
+    from lifecycle.deletion.legal_holds import LEGAL_HOLD_CHANGED
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.sites.contracts import SiteDeletionInput
     from lifecycle.start_options import bot_deletion_options, site_deletion_options
@@ -43,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows import activity_presets as presets
     from workflows.deletion import policies
+    from workflows.deletion.legal_hold import LegalHoldGate
     from workflows.deletion.operator_gate import Decision, OperatorGate
     from workflows.deletion.receipt_step import issue_receipt
     from workflows.deletion.status_recorder import StatusRecorder
@@ -74,7 +76,10 @@ class AccountDeletionWorkflow:
         self._bots_total = len(self._finished)
         # An operator's pause outlives continue-as-new (AccountDeletionInput.paused).
         self._paused = request.paused
-        self._status = DeletionState.PAUSED if self._paused else DeletionState.RUNNING
+        self._hold = LegalHoldGate(
+            request.account_id, timedelta(seconds=request.legal_hold_recheck_seconds), self._show_hold
+        )
+        self._status = self._open_status()
         self._recorder = StatusRecorder()
         # Bot deletions in flight (children, or runs a DELETE /bots started that we wait for): the operator's
         # signals and updates to the account reach them.
@@ -97,6 +102,9 @@ class AccountDeletionWorkflow:
         if grace is not None:
             self._in_grace = True
             self._status = DeletionState.SCHEDULED
+        else:
+            # Asked first, so a deletion requested during a legal hold shows `held` from its start.
+            await self._hold.refresh()
         workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(self._status.value)])
         self._recorder.set(self._status)
         self._publish_details()
@@ -106,6 +114,7 @@ class AccountDeletionWorkflow:
             if workflow.info().is_target_worker_deployment_version_changed():
                 # A new version became current during the grace: delete with its code, not this run's.
                 await self._continue_as_new(request)
+        await self._wait_while_held(request)
         # The exports requested with `DELETE /account {"export_first": true}` are ready and mailed first.
         await self._await_exports(request)
         listed = await self._list_bots(request)
@@ -145,7 +154,7 @@ class AccountDeletionWorkflow:
         self._in_grace = False
         if self._restored:
             return False
-        self._set_status(DeletionState.PAUSED if self._paused else DeletionState.RUNNING)
+        self._set_status(self._open_status())
         await workflow.execute_activity_method(
             DeletionGrace.end_account_deletion_grace,
             workflow.info().workflow_id,
@@ -176,6 +185,7 @@ class AccountDeletionWorkflow:
         )
 
     async def _finish(self, request: AccountDeletionInput) -> bool:
+        await self._wait_while_held(request)
         return await workflow.execute_activity_method(
             DeletionRecords.finish_account_deletion,
             FinishAccountDeletionInput(workflow_id=workflow.info().workflow_id, account_id=request.account_id),
@@ -208,7 +218,7 @@ class AccountDeletionWorkflow:
         decision = await self._gate.ask(
             "remaining bots or sites", alert, lambda: self._set_status(DeletionState.WAITING_FOR_OPERATOR)
         )
-        self._set_status(DeletionState.PAUSED if self._paused else DeletionState.RUNNING)
+        self._set_status(self._open_status())
         return decision
 
     async def _list_bots(self, request: AccountDeletionInput) -> list[str]:
@@ -223,6 +233,7 @@ class AccountDeletionWorkflow:
         self._bots_total = len(set(self._finished) | set(pending))
         self._publish_details()
         for start in range(0, len(pending), request.max_concurrent_bots):
+            await self._wait_while_held(request)
             wave = pending[start : start + request.max_concurrent_bots]
             for result in await asyncio.gather(*(self._delete_bot(request, bot_id) for bot_id in wave)):
                 if result.bot_id in self._counted:
@@ -261,7 +272,12 @@ class AccountDeletionWorkflow:
         try:
             return await workflow.execute_child_workflow(
                 BotDeletionWorkflow.run,
-                BotDeletionInput(bot_id=bot_id, account_id=request.account_id, paused=self._paused),
+                BotDeletionInput(
+                    bot_id=bot_id,
+                    account_id=request.account_id,
+                    paused=self._paused,
+                    legal_hold_recheck_seconds=request.legal_hold_recheck_seconds,
+                ),
                 # Cancelling the account deletion cancels its bots; the deleters are safe to stop anywhere.
                 **bot_deletion_options(bot_id, request.account_id, within_account=True).child(
                     parent_close_policy=ParentClosePolicy.REQUEST_CANCEL
@@ -282,6 +298,7 @@ class AccountDeletionWorkflow:
 
     async def _delete_sites(self, request: AccountDeletionInput) -> None:
         """Creations in flight are cancelled (they roll back); every remaining site is torn down."""
+        await self._wait_while_held(request)
         await workflow.execute_activity_method(
             AccountSites.stop_account_site_creations,
             request.account_id,
@@ -346,6 +363,23 @@ class AccountDeletionWorkflow:
             initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE,
         )
 
+    async def _wait_while_held(self, request: AccountDeletionInput) -> None:
+        """At once without a legal hold; else once it is released. A hold that outlasts this run's history
+        continues as new: the next run asks again first."""
+        if not await self._hold.wait_until_released(give_up=lambda: self._time_to_continue_as_new(request)):
+            await self._continue_as_new(request)
+
+    def _open_status(self) -> DeletionState:
+        """The status while deleting may go on or waits (no operator question, past the grace)."""
+        if self._hold.held:
+            return DeletionState.HELD
+        return DeletionState.PAUSED if self._paused else DeletionState.RUNNING
+
+    def _show_hold(self) -> None:
+        # In the grace it stays `scheduled` (the hold is waited for once the grace is over).
+        if self._gate.waiting_on is None and not self._in_grace:
+            self._set_status(self._open_status())
+
     def _set_status(self, status: DeletionState) -> None:
         if status != self._status:
             self._status = status
@@ -386,15 +420,22 @@ class AccountDeletionWorkflow:
         self._paused = True
         # During the grace it stays `scheduled`: nothing runs to pause yet; deleting then starts paused.
         if self._gate.waiting_on is None and not self._in_grace:
-            self._set_status(DeletionState.PAUSED)
+            self._set_status(self._open_status())
         await self._forward()
 
     @workflow.signal
     async def resume(self) -> None:
         self._paused = False
         if self._gate.waiting_on is None and not self._in_grace:
-            self._set_status(DeletionState.RUNNING)
+            self._set_status(self._open_status())
         await self._forward()
+
+    @workflow.signal(name=LEGAL_HOLD_CHANGED)
+    async def legal_hold_changed(self) -> None:
+        """The API placed or released a hold on the account: asked now, so the status shows it while the bot
+        deletions (which the API signals too) stop or go on at their next batch boundary."""
+        self._hold.changed()
+        await self._hold.refresh()
 
     async def _decide(self, decision: Decision) -> str:
         """The account's own question if one waits, else the bot deletions' (each takes or ignores it)."""

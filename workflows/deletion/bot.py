@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
@@ -29,12 +30,14 @@ with workflow.unsafe.imports_passed_through():
         ServiceProgress,
         ServiceVerification,
     )
+    from lifecycle.deletion.legal_holds import LEGAL_HOLD_CHANGED
     from lifecycle.deletion.pace import Pace
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.statuses import DeletionState, strongest_throttle
     from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
     from workflows import activity_presets as presets
     from workflows.deletion import policies, registered_calls
+    from workflows.deletion.legal_hold import LegalHoldGate
     from workflows.deletion.operator_gate import Decision, OperatorGate
     from workflows.deletion.receipt_step import issue_receipt
     from workflows.deletion.status_recorder import StatusRecorder
@@ -104,9 +107,14 @@ class BotDeletionWorkflow:
         self._gate = OperatorGate()
         # One operator question at a time: the operator's signals and updates act on the single thing in `waiting_on`.
         self._operator = asyncio.Lock()
+        self._hold = LegalHoldGate(
+            request.account_id, timedelta(seconds=request.legal_hold_recheck_seconds), self._show_hold
+        )
 
     @workflow.run
     async def run(self, request: BotDeletionInput) -> BotDeletionResult:
+        # Asked first, so a deletion of a held account shows `held` from its start, never `running` before it.
+        await self._hold.refresh()
         self._set_status(self._running_or_paused())
         try:
             if self._registry is None:
@@ -133,6 +141,9 @@ class BotDeletionWorkflow:
                     # again from wherever it sees fit (the project's services from the bottom, services/runtime/
                     # ledger.py), and its ledger keeps counting every row once.
                     self._progress[service] = replace(self._progress[service], done=False)
+            # Not even the bot row goes while a hold is in force; a long hold continues as new, every service done.
+            if not await self._hold.wait_until_released(give_up=lambda: self._time_to_continue_as_new(request)):
+                await self._continue_as_new(request)
             await self._finish(request)
         except asyncio.CancelledError:
             self._set_status(DeletionState.CANCELLED)
@@ -193,8 +204,12 @@ class BotDeletionWorkflow:
         """Slices until the service is done, or until it is time to continue as new."""
         while not self._progress[service].done:
             await workflow.wait_condition(lambda: not self._paused)
+            # A batch boundary: a legal hold placed meanwhile stops the deletion here until its release.
+            await self._hold.wait_until_released(give_up=lambda: self._time_to_continue_as_new(request))
             if self._time_to_continue_as_new(request):
                 return
+            if self._paused:  # paused while it was held
+                continue
             await self._delete_slice(request, service)
 
     async def _delete_slice(self, request: BotDeletionInput, service: str) -> None:
@@ -337,7 +352,14 @@ class BotDeletionWorkflow:
         )
 
     def _running_or_paused(self) -> DeletionState:
+        """The status while no operator question waits: a legal hold shows before an operator's pause."""
+        if self._hold.held:
+            return DeletionState.HELD
         return DeletionState.PAUSED if self._paused else DeletionState.RUNNING
+
+    def _show_hold(self) -> None:
+        if self._gate.waiting_on is None:
+            self._set_status(self._running_or_paused())
 
     def _set_status(self, status: DeletionState) -> None:
         if status != self._status:
@@ -361,14 +383,19 @@ class BotDeletionWorkflow:
         self._record("pause")
         self._paused = True
         if self._gate.waiting_on is None:
-            self._set_status(DeletionState.PAUSED)
+            self._set_status(self._running_or_paused())
 
     @workflow.signal
     def resume(self) -> None:
         self._record("resume")
         self._paused = False
         if self._gate.waiting_on is None:
-            self._set_status(DeletionState.RUNNING)
+            self._set_status(self._running_or_paused())
+
+    @workflow.signal(name=LEGAL_HOLD_CHANGED)
+    def legal_hold_changed(self) -> None:
+        """The API placed or released a hold on the account: asked again at the next batch boundary."""
+        self._hold.changed()
 
     @workflow.signal
     def retry(self) -> None:
