@@ -7,15 +7,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from devstack.ports import free_port
+from tests.conftest import ADMIN_HEADERS
 
 
 def new_secret() -> str:
@@ -109,3 +114,48 @@ async def processor_server(port: int | None = None) -> AsyncIterator[ProcessorSe
         yield server
     finally:
         await server.stop()
+
+
+class Registered:
+    """Processors a test registered through the API; every one is retired afterwards, so no later deletion of the
+    session tells it."""
+
+    def __init__(self, api: httpx.AsyncClient) -> None:
+        self.api = api
+        self.names: list[str] = []
+
+    async def add(self, server: ProcessorServer, kind: str, behaviour: Behaviour | None = None) -> Processor:
+        name = f"{kind}-{uuid.uuid4().hex[:8]}"
+        processor = server.add(name, behaviour)
+        answer = await self.api.put(
+            f"/processors/{name}", json={"url": server.url(name), "secret": processor.secret}, headers=ADMIN_HEADERS
+        )
+        assert answer.status_code == 201, answer.text
+        self.names.append(name)
+        return processor
+
+    def name_of(self, processor: Processor, server: ProcessorServer) -> str:
+        return next(name for name, p in server.processors.items() if p is processor)
+
+
+async def public_key(api: httpx.AsyncClient) -> Ed25519PublicKey:
+    key = load_pem_public_key((await api.get("/deletion-receipts/public-key")).json()["public_key"].encode())
+    assert isinstance(key, Ed25519PublicKey)
+    return key
+
+
+async def receipt_of_account(api: httpx.AsyncClient, account_id: str) -> dict[str, Any]:
+    answer = await api.get(f"/accounts/{account_id}/deletion/receipt", headers=ADMIN_HEADERS)
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
+async def account_status(api: httpx.AsyncClient, account_id: str) -> dict[str, Any]:
+    answer = await api.get(f"/accounts/{account_id}/deletion", headers=ADMIN_HEADERS)
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
+def requests_for(processor: Processor, account_id: str) -> list[str]:
+    """The webhook-ids of the requests about this account (another test's deletion may tell it too)."""
+    return [message_id for message_id, body in processor.received if body["subject"]["id"] == account_id]
