@@ -5,6 +5,10 @@ to it carries the same `webhook-id` and a signature the standardwebhooks library
 
 from __future__ import annotations
 
+import base64
+import re
+import shlex
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -20,12 +24,14 @@ from tests.deletion.processor_servers import (
     ProcessorServer,
     Registered,
     account_status,
+    new_secret,
     public_key,
     receipt_of_account,
     requests_for,
 )
 from tests.deletion.receipt_checks import verifies
 from tests.eventually import eventually
+from tests.operators.cli import AsyncCli
 from worker import LifecycleWorkers
 
 
@@ -110,6 +116,7 @@ async def test_every_processor_is_acknowledged_once_and_the_final_receipt_is_cha
 
 async def test_an_operator_skips_a_processor_after_its_alert(
     api: httpx.AsyncClient,
+    project_root: Path,
     account: ApiAccount,
     registered: Registered,
     temporal_client: Client,
@@ -121,6 +128,7 @@ async def test_an_operator_skips_a_processor_after_its_alert(
     gone = registered.name_of(await registered.add(gone_server, "gone"), gone_server)
     await _delete_account(api, account, temporal_client)
     handle = temporal_client.get_workflow_handle(processor_erasure_id(account_deletion_id(account.id)))
+    cli = AsyncCli(temporal_client.service_client.config.target_host)
 
     # PROCESSOR_ALERT_AFTER (3 s in the tests) without an acknowledgement: an operator is alerted.
     async def alerted() -> int:
@@ -132,9 +140,69 @@ async def test_an_operator_skips_a_processor_after_its_alert(
         raise AssertionError("a processor the deletion does not tell cannot be skipped")
     except WorkflowUpdateFailedError:
         pass
-    assert "skipped" in await handle.execute_update("skip_processor", gone, result_type=str)
+    # The runbook's command, as written there.
+    await cli.run(*runbook_skip_command(project_root, account.id, gone))
     assert (await handle.result())[gone] == "skipped"
 
     receipt = (await receipt_of_account(api, account.id))["receipt"]
     assert receipt["processors"][gone]["status"] == "skipped" and receipt["complete"] is False
     assert receipt["erased"] is True and "completes" in receipt
+
+
+def _section(path: Path, heading: str) -> str:
+    text = path.read_text()
+    section = text[text.index(heading) :]
+    block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
+    assert block is not None
+    return block.group(1).replace("\\\n", " ")
+
+
+def runbook_skip_command(project_root: Path, account_id: str, processor: str) -> list[str]:
+    """The runbook's `skip_processor` command, its placeholders filled in, without the leading `temporal`."""
+    text = (project_root / "docs" / "operations.md").read_text()
+    section = text[text.index("## Processors") :]
+    (line,) = [line for line in section.splitlines() if "--name skip_processor" in line]
+    line = line.replace("<account id>", account_id).replace("<processor>", processor)
+    command = shlex.split(line)
+    assert command[0] == "temporal"
+    return command[1:]
+
+
+async def test_the_readmes_processor_commands_register_list_and_retire(
+    api: httpx.AsyncClient, project_root: Path, processors_http: ProcessorServer
+) -> None:
+    lines = [line for line in _section(project_root / "README.md", "## Telling processors").splitlines() if line]
+    methods, answers = [], []
+    for line in lines:
+        args = shlex.split(line)
+        methods.append(args[args.index("-X") + 1] if "-X" in args else "GET")
+        path = next(arg for arg in args if arg.startswith("localhost:8000"))[len("localhost:8000") :]
+        # A processor that answers, and a real secret, in place of the README's examples.
+        body = (
+            {"url": processors_http.url("crm"), "secret": processors_http.add("crm").secret} if "-d" in args else None
+        )
+        answers.append(await api.request(methods[-1], path, json=body, headers=ADMIN_HEADERS))
+    assert methods == ["PUT", "GET", "DELETE"]
+    assert answers[0].status_code in (200, 201) and answers[2].status_code == 204
+    (listed,) = [p for p in answers[1].json()["processors"] if p["name"] == "crm"]
+    assert listed["retired_at"] is None and "secret" not in listed
+    after = (await api.get("/processors", headers=ADMIN_HEADERS)).json()["processors"]
+    assert next(p for p in after if p["name"] == "crm")["retired_at"] is not None
+
+
+async def test_a_processor_is_refused_clearly(api: httpx.AsyncClient) -> None:
+    good = {"url": "https://crm.example.com/erasure", "secret": new_secret()}
+    for name, body in [
+        ("crm", {**good, "secret": "sk_live_123"}),
+        ("crm", {**good, "secret": "whsec_not base64!"}),
+        ("crm", {**good, "secret": "whsec_" + base64.b64encode(b"short").decode()}),
+        ("crm", {**good, "url": "ftp://crm.example.com"}),
+        ("crm", {**good, "extra": 1}),
+        ("Not-A-Slug", good),
+    ]:
+        answer = await api.put(f"/processors/{name}", json=body, headers=ADMIN_HEADERS)
+        assert answer.status_code == 422, (body, answer.text)
+        assert answer.headers["content-type"] == "application/problem+json"
+    missing = await api.delete("/processors/never-registered", headers=ADMIN_HEADERS)
+    assert missing.status_code == 404 and missing.headers["content-type"] == "application/problem+json"
+    assert (await api.put("/processors/crm", json=good)).status_code == 401
