@@ -12,10 +12,13 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest_asyncio
+from sqlalchemy.ext.asyncio import create_async_engine
 from temporalio.client import Client
 
+from activities.deletion.follow_up import follow_up_destroyed_archive
 from devstack.seed import asyncpg_dsn
 from devstack.smtp_sink import SmtpSink
+from lifecycle.deletion.receipt_keys import ReceiptSigner
 from lifecycle.exports.links import download_path
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id
@@ -91,6 +94,18 @@ async def test_the_kept_archive_is_on_the_receipt_and_its_destruction_is_followe
     assert verifies(signed, await public_key(api))
     (mail,) = ready_mails(smtp_sink, address)
     await _gone(api, link_in(mail))
+
+    # Destroyed again (a retried step, the export reconciler): the same follow-up, nothing signed twice.
+    engine = create_async_engine(settings.database_url)
+    try:
+        again = await follow_up_destroyed_archive(engine, ReceiptSigner(settings), str(export["id"]))
+    finally:
+        await engine.dispose()
+    assert again == receipt["id"]
+    assert (
+        await conn.fetchval("SELECT count(*) FROM deletion_receipts WHERE account_id = $1::uuid", seeded.account_id)
+        == 2
+    )
 
 
 async def test_a_deletion_without_export_first_removes_the_earlier_exports_first(
