@@ -102,10 +102,8 @@ async def test_the_kept_archive_is_on_the_receipt_and_its_destruction_is_followe
     finally:
         await engine.dispose()
     assert again == receipt["id"]
-    assert (
-        await conn.fetchval("SELECT count(*) FROM deletion_receipts WHERE account_id = $1::uuid", seeded.account_id)
-        == 2
-    )
+    account_receipts = "SELECT count(*) FROM deletion_receipts WHERE account_id = $1::uuid AND subject_kind = 'account'"
+    assert await conn.fetchval(account_receipts, seeded.account_id) == 2
 
 
 async def test_a_deletion_without_export_first_removes_the_earlier_exports_first(
