@@ -46,7 +46,7 @@ async def test_a_stopped_worker_a_lost_answer_and_resets_tell_each_processor_onc
         registered = Registered(api)
         try:
             # Holds its first request past the worker's stop; acknowledges at once; down until the end.
-            hanging = await registered.add(processors_http, "hanging", Behaviour(hang=1, hang_seconds=3))
+            hanging = await registered.add(processors_http, "hanging", Behaviour(hang=1, hang_seconds=5))
             prompt = await registered.add(processors_http, "prompt")
             late_server = ProcessorServer(free_port())
             late = await registered.add(late_server, "late")
@@ -60,6 +60,13 @@ async def test_a_stopped_worker_a_lost_answer_and_resets_tell_each_processor_onc
             async with own_worker(own, temporal_client, faults="deliver_erasure_request=lose:1"):
                 auth = {"Authorization": f"Bearer {key}"}
                 assert (await api.delete("/account", headers=auth)).status_code == 202
+
+                async def prompt_acknowledged() -> bool:
+                    answers = (await account_status(api, account_id))["processors"]
+                    return answers.get(registered.names[1], {}).get("status") == "acknowledged"
+
+                # Its acknowledgement recorded (and then its answer lost) before the worker stops.
+                await eventually(prompt_acknowledged, "the prompt processor's acknowledgement is recorded")
                 await eventually(lambda: requests_for(hanging, account_id), "the hanging processor is asked")
             # The worker stopped mid-request. Both runs are reset meanwhile: the processors' run while it waits,
             # the account's after it completed (it signs no second receipt and starts no second processors' run).
