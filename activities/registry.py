@@ -7,9 +7,11 @@ from typing import Any
 
 from activities.alerts import Alerts
 from activities.deletion.account_sites import AccountSites
+from activities.deletion.follow_up import FollowUpReceipts
 from activities.deletion.grace import DeletionGrace
 from activities.deletion.legal_holds import LegalHolds
 from activities.deletion.notifications import Notifications
+from activities.deletion.processors import ProcessorErasures
 from activities.deletion.receipts import DeletionReceipts
 from activities.deletion.reconciler import Reconciler
 from activities.deletion.records import DeletionRecords
@@ -28,6 +30,7 @@ def build_activities(resources: ActivityResources, signer: ReceiptSigner) -> lis
     records = DeletionRecords(resources)
     account_sites = AccountSites(resources)
     registered = RegisteredServices(resources)
+    processors = ProcessorErasures(resources)
     return [
         *SiteActivities(resources).all(),
         records.list_account_bots,
@@ -47,11 +50,15 @@ def build_activities(resources: ActivityResources, signer: ReceiptSigner) -> lis
         SiteReconciler(resources).reconcile_sites,
         SitePoolActivities(resources).refill_site_db_pool,
         SiteServerHealth(resources).check_site_db_servers,
-        ExportReconciler(resources).reconcile_exports,
-        *_export_activities(AccountExportActivities(resources)),
+        ExportReconciler(resources, signer).reconcile_exports,
+        *_export_activities(AccountExportActivities(resources, signer)),
         DeletionGrace(resources).end_account_deletion_grace,
         LegalHolds(resources).legal_hold_in_force,
         DeletionReceipts(resources, signer).issue_deletion_receipt,
+        FollowUpReceipts(resources, signer).issue_follow_up_receipt,
+        processors.begin_processor_erasure,
+        processors.deliver_erasure_request,
+        processors.skip_processor_erasure,
     ]
 
 
@@ -66,4 +73,5 @@ def _export_activities(exports: AccountExportActivities) -> list[Callable[..., A
         exports.mark_export_failed,
         exports.await_account_exports,
         exports.list_export_services,
+        exports.remove_account_exports,
     ]

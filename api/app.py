@@ -18,6 +18,7 @@ from api.bots import router as bots
 from api.browser import install_browser_support
 from api.deletion import budget_router as deletion_budget
 from api.deletion import preview_router as deletion_preview
+from api.deletion import processors_router as processors
 from api.deletion import receipts_router as receipts
 from api.deletion import restore_router as account_restore
 from api.deletion import router as account_deletion
@@ -55,6 +56,7 @@ ROUTERS = (
     events.router,
     deletion_budget.router,
     deletion_services.router,
+    processors.router,
     site_db_servers.router,
     receipts.router,
     stream_tokens.router,

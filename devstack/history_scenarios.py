@@ -6,12 +6,15 @@ Each scenario drives the system as a user or an operator would and returns the w
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
 import httpx
+from aiohttp import web
 from temporalio.api.errordetails.v1 import WorkflowNotReadyFailure
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -31,6 +34,7 @@ from lifecycle.workflow_ids import (
     account_export_id,
     bot_deletion_id,
     deletion_preview_id,
+    processor_erasure_id,
     site_creation_id,
     site_db_pool_id,
     site_deletion_id,
@@ -526,6 +530,57 @@ async def account_deletion_held_then_released(ctx: Context) -> str:
     return account.id
 
 
+async def _tell_processor(ctx: Context, url: str, then: Callable[[WorkflowHandle, str], Awaitable[None]]) -> str:
+    """An account deletion that tells one processor at `url`; `then` sees its processors' run through. The
+    processor is retired afterwards, so no later deletion tells it."""
+    name = f"recorder-{uuid.uuid4().hex[:8]}"
+    secret = "whsec_" + base64.b64encode(os.urandom(32)).decode()
+    registered = await ctx.api.put(
+        f"/processors/{name}", json={"url": url, "secret": secret}, headers=ctx.admin_headers
+    )
+    registered.raise_for_status()
+    try:
+        seeded = await seed(ctx.settings, bots=1, rows=50)
+        response = await ctx.api.delete("/account", headers={"Authorization": f"Bearer {seeded.api_key}"})
+        response.raise_for_status()
+        await ctx.client.get_workflow_handle(account_deletion_id(seeded.account_id)).result()
+        handle = ctx.client.get_workflow_handle(processor_erasure_id(account_deletion_id(seeded.account_id)))
+        await then(handle, name)
+        await handle.result()
+    finally:
+        (await ctx.api.delete(f"/processors/{name}", headers=ctx.admin_headers)).raise_for_status()
+    return handle.id
+
+
+async def processor_erasure_acknowledged(ctx: Context) -> str:
+    async def acknowledge(request: web.Request) -> web.Response:
+        return web.json_response({"reference": "recorded"})
+
+    app = web.Application()
+    app.router.add_post("/erasure", acknowledge)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+
+        async def nothing(handle: WorkflowHandle, name: str) -> None:
+            return None
+
+        return await _tell_processor(ctx, f"http://127.0.0.1:{port}/erasure", nothing)
+    finally:
+        await runner.cleanup()
+
+
+async def processor_erasure_skipped(ctx: Context) -> str:
+    """The processor is down; an operator skips it for this deletion."""
+
+    async def skip(handle: WorkflowHandle, name: str) -> None:
+        await handle.execute_update("skip_processor", name, result_type=str)
+
+    return await _tell_processor(ctx, f"http://127.0.0.1:{free_port()}/erasure", skip)
+
+
 # (scenario, run): the file is named <WorkflowType>-<scenario>.json.
 HAPPY: list[tuple[str, Scenario]] = [
     ("happy", bot_deletion_happy),
@@ -550,6 +605,8 @@ HAPPY: list[tuple[str, Scenario]] = [
     ("marks-down", health_check_marks_down),
     ("happy", deletion_preview_happy),
     ("service-down", deletion_preview_service_down),
+    ("acknowledged", processor_erasure_acknowledged),
+    ("skipped", processor_erasure_skipped),
     # Last: before them no pool runs (nothing pokes it), so the runs above are made the slow way, as recorded.
     ("refilled", site_db_pool_refilled),
     ("drained", site_db_pool_drained),

@@ -136,6 +136,14 @@ class Settings(BaseSettings):
     # nothing for this long (ISO 8601 duration, e.g. P7D), during which an admin can restore it. Zero, the
     # local default, deletes at once as before; docker-compose.yml sets P7D.
     account_deletion_grace: timedelta = Field(default=timedelta(0), ge=timedelta(0))
+    # Processors (PUT /processors/{name}) are told of every account deletion with one signed erasure request:
+    # retried after processor_retry_initial, doubling up to processor_retry_max (ISO 8601 durations), without end
+    # until the processor acknowledges or an operator skips it; each attempt waits processor_request_timeout for
+    # the answer; an operator is alerted once a processor has not acknowledged for processor_alert_after.
+    processor_retry_initial: timedelta = Field(default=timedelta(seconds=2), gt=timedelta(0))
+    processor_retry_max: timedelta = Field(default=timedelta(hours=1), gt=timedelta(0))
+    processor_request_timeout: timedelta = Field(default=timedelta(seconds=10), gt=timedelta(0))
+    processor_alert_after: timedelta = Field(default=timedelta(hours=6), gt=timedelta(0))
     # Live progress streams (GET /sites/{id}/events and the deletion ones). A comment every events_keepalive
     # seconds keeps proxies from closing an idle stream; the API's one LISTEN connection is backed by a poll
     # every events_poll_interval seconds; a deletion's status, part of which only Temporal knows, is asked

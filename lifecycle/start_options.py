@@ -33,6 +33,7 @@ from lifecycle.workflow_ids import (
     account_deletion_id,
     bot_deletion_id,
     deletion_preview_id,
+    processor_erasure_id,
     reapplied_deletion_id,
     site_creation_id,
     site_db_pool_id,
@@ -43,6 +44,7 @@ from lifecycle.workflow_types import (
     ACCOUNT_EXPORT_WORKFLOW,
     BOT_DELETION_WORKFLOW,
     DELETION_PREVIEW_WORKFLOW,
+    PROCESSOR_ERASURE_WORKFLOW,
     SITE_CREATION_WORKFLOW,
     SITE_DB_POOL_WORKFLOW,
     SITE_DELETION_WORKFLOW,
@@ -73,6 +75,9 @@ EXPORT_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
 # A server's warm pool: one long-lived run per server (it continues as new); whatever closed the last run, a poke
 # starts a new one, which carries on from the pool's rows.
 POOL_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE
+# Telling the processors: one run per deletion, and a completed one (every processor answered or skipped, the
+# follow-up receipt signed) never runs again; one terminated or failed can, every step being idempotent.
+PROCESSOR_ERASURE_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
 # Deletion preview: it changes nothing, so every request after the last one closed counts afresh.
 PREVIEW_REUSE = WorkflowIDReusePolicy.ALLOW_DUPLICATE
 
@@ -248,4 +253,18 @@ def deletion_preview_options(subject_kind: str, subject_id: str, account_id: str
         static_summary=f"Preview deleting {subject_kind} {subject_id}",
         static_details=f"Asks every registered service what it holds of {subject_kind} {subject_id} "
         f"(account {account_id}); deletes and records nothing.",
+    )
+
+
+def processor_erasure_options(deletion_workflow_id: str, account_id: str) -> StartOptions:
+    """No search attributes: it deletes nothing, and what lists deletions (the reconciler) must not find it."""
+    return StartOptions(
+        workflow_type=PROCESSOR_ERASURE_WORKFLOW,
+        id=processor_erasure_id(deletion_workflow_id),
+        id_reuse_policy=PROCESSOR_ERASURE_REUSE,
+        search_attributes=TypedSearchAttributes.empty,
+        priority=deletion_priority(account_id),
+        static_summary=f"Tell the processors of account {account_id}",
+        static_details=f"Sends every registered processor one signed erasure request for {deletion_workflow_id}, "
+        "retried until it acknowledges (or an operator skips it), then signs the follow-up receipt.",
     )

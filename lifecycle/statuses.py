@@ -53,6 +53,16 @@ CLOSED_WITHOUT_COMPLETING = frozenset({DeletionState.CANCELLED, DeletionState.TE
 TERMINAL_DELETION_STATES = frozenset(DeletionState) - OPEN_DELETION_STATES
 
 
+class ProcessorAnswer(StrEnum):
+    """A processor's answer to one deletion's erasure request (`processor_erasures.status`), as receipts show it."""
+
+    # Told (or about to be), not yet acknowledged: requests are retried with back-off until it answers 2xx.
+    PENDING = "pending"
+    ACKNOWLEDGED = "acknowledged"
+    # An operator's `skip_processor` for this deletion, or the processor was retired while pending.
+    SKIPPED = "skipped"
+
+
 class Throttle(StrEnum):
     """What slows a running deletion below its pace, as `throttled` shows it (lifecycle/deletion/budget.py)."""
 

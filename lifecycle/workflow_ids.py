@@ -39,3 +39,8 @@ def site_db_pool_id(server: str) -> str:
 def deletion_preview_id(subject_kind: str, subject_id: UUID | str) -> str:
     """A preview of deleting a bot or an account: a repeat while one runs joins it (it counts the same things)."""
     return f"deletion-preview-{subject_kind}-{subject_id}"
+
+
+def processor_erasure_id(deletion_workflow_id: str) -> str:
+    """The run that tells the processors of one account deletion and waits for their answers."""
+    return f"processor-erasure-{deletion_workflow_id}"

@@ -10,6 +10,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +165,13 @@ def settings(
         # Every test worker is versioned (the SDK requires it of workflow types that declare a versioning
         # behaviour) and makes its version current as it starts, or no run would reach it (docs/versioning.md).
         worker_make_current=True,
+        # Processors' erasure requests (tests/deletion/test_processors.py): retried within a second, each attempt
+        # given a second, and an operator alerted after a few seconds, so a processor down for a while costs the
+        # tests seconds, not the hours the defaults allow.
+        processor_retry_initial=timedelta(milliseconds=200),
+        processor_retry_max=timedelta(seconds=1),
+        processor_request_timeout=timedelta(seconds=1),
+        processor_alert_after=timedelta(seconds=3),
         **object_store_settings(seaweedfs),
     )
 

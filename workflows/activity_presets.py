@@ -136,6 +136,17 @@ EXPORT_WRITE: Final = ActivityPreset(
 )
 
 
+# An erasure request to a processor (PROCESSOR_RETRY_* settings): a processor may be down for days, so it is
+# retried without end, backing off from seconds to at most an hour, each wait a server-side timer that costs
+# nothing; an attempt is bounded by the request's own timeout, and heartbeats notice a killed worker in seconds.
+def processor_delivery(first: timedelta, cap: timedelta, request_timeout: timedelta) -> ActivityPreset:
+    return ActivityPreset(
+        start_to_close_timeout=request_timeout + timedelta(seconds=30),
+        heartbeat_timeout=_HEARTBEAT,
+        retry_policy=_doubling(first, cap),
+    )
+
+
 # --- Sites (the customer-facing queue)
 
 # A forward step of the saga: usually milliseconds, but it may wait minutes on a lock or a slow CREATE DATABASE

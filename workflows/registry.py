@@ -3,6 +3,7 @@
 from workflows.deletion.account import AccountDeletionWorkflow
 from workflows.deletion.bot import BotDeletionWorkflow
 from workflows.deletion.preview import DeletionPreviewWorkflow
+from workflows.deletion.processors import ProcessorErasureWorkflow
 from workflows.exports.account import AccountExportWorkflow
 from workflows.reconciler import DeletionReconcilerWorkflow
 from workflows.sites.creation import SiteCreationWorkflow
@@ -20,4 +21,5 @@ WORKFLOWS: list[type] = [
     SiteServerHealthCheckWorkflow,
     AccountExportWorkflow,
     DeletionPreviewWorkflow,
+    ProcessorErasureWorkflow,
 ]

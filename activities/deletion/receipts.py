@@ -29,16 +29,19 @@ from temporalio import activity
 from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
 from lifecycle.deletion.contracts import ReceiptInput, ReceiptSubject
+from lifecycle.deletion.processors import erasure_id
 from lifecycle.deletion.receipt_copies import RECORD_COLUMNS, ReceiptCopies, ReceiptRecord, chain_id
 from lifecycle.deletion.receipt_keys import CHAIN_LOCK, ReceiptKey, ReceiptSigner
 from lifecycle.deletion.receipts import ACCOUNT_ROW_CHECK, BOT_ROW_CHECK, sign
+from lifecycle.statuses import ExportStatus, ProcessorAnswer
 
 # The receipts' format; a verifier can tell which fields to expect. 2: `key_id` names the signing key. 3:
-# `legal_holds`, the times of the holds that stopped the deletion.
+# `legal_holds`, the times of the holds that stopped the deletion; an account's receipt has `erased`, `processors`
+# and `retained`; a follow-up receipt `completes` an earlier one.
 RECEIPT_VERSION = 3
 # Receipt ids are derived from the deletion they describe, so every attempt names the same receipt.
-_RECEIPT_IDS = uuid.UUID("6f1d3c52-6d0b-4d1e-9a51-3f0f6b1f2d8e")
-_EXISTING = text(f"SELECT {RECORD_COLUMNS} FROM deletion_receipts WHERE receipt_key = :key")
+RECEIPT_IDS = uuid.UUID("6f1d3c52-6d0b-4d1e-9a51-3f0f6b1f2d8e")
+EXISTING_RECEIPT = text(f"SELECT {RECORD_COLUMNS} FROM deletion_receipts WHERE receipt_key = :key")
 _CHAIN_HEAD = text("SELECT sha256 FROM deletion_receipts ORDER BY seq DESC LIMIT 1")
 _INSERT = text(
     "INSERT INTO deletion_receipts (id, receipt_key, subject_kind, subject_id, account_id, workflow_id, canonical,"
@@ -64,9 +67,36 @@ _LEGAL_HOLDS = text(
     "SELECT placed_at, released_at FROM legal_holds WHERE account_id = :account"
     " AND (released_at IS NULL OR released_at >= :since) ORDER BY placed_at"
 )
+_PROCESSORS = text(
+    "SELECT processor, status, acknowledged_at, reference FROM processor_erasures WHERE erasure_id = :erasure"
+    " ORDER BY processor"
+)
+# The copies a deletion keeps on purpose: an export archive (`export_first`) until its retention ends.
+_RETAINED = text(
+    "SELECT id, expires_at FROM account_exports WHERE account_id = :account AND status = :ready ORDER BY sequence"
+).bindparams(ready=ExportStatus.READY.value)
 _BUDGET_CHANGES = text(
     "SELECT rows_per_second, changed_at, service FROM deletion_budget_changes WHERE changed_at >= :since ORDER BY id"
 )
+
+
+async def account_sections(
+    conn: AsyncConnection, erasure: uuid.UUID, account_id: str, erased: bool, *, kept: list[str] | None = None
+) -> dict[str, Any]:
+    """What an account's receipt adds: `erased` (every check passed, nothing skipped), each processor's answer,
+    the copies deliberately kept with their expiry (`kept`: only those export ids), and `complete`, true only
+    when the data is erased and every processor acknowledged."""
+    processors = {
+        name: {"status": status, "acknowledged_at": _time(acknowledged_at), "reference": reference}
+        for name, status, acknowledged_at, reference in await conn.execute(_PROCESSORS, {"erasure": erasure})
+    }
+    retained = [
+        {"kind": "export_archive", "export_id": str(export_id), "expires_at": _time(expires_at)}
+        for export_id, expires_at in await conn.execute(_RETAINED, {"account": account_id})
+        if kept is None or str(export_id) in kept
+    ]
+    acknowledged = all(p["status"] == ProcessorAnswer.ACKNOWLEDGED for p in processors.values())
+    return {"erased": erased, "processors": processors, "retained": retained, "complete": erased and acknowledged}
 
 
 def receipt_key(request: ReceiptInput) -> str:
@@ -74,7 +104,7 @@ def receipt_key(request: ReceiptInput) -> str:
 
 
 def receipt_id(request: ReceiptInput) -> uuid.UUID:
-    return uuid.uuid5(_RECEIPT_IDS, receipt_key(request))
+    return uuid.uuid5(RECEIPT_IDS, receipt_key(request))
 
 
 def _time(moment: datetime | None) -> str | None:
@@ -93,14 +123,20 @@ class DeletionReceipts:
         key = receipt_key(request)
         async with self._resources.engine.connect() as conn:
             copies = ReceiptCopies(self._resources.objects, await chain_id(conn))
-            if (existing := (await conn.execute(_EXISTING, {"key": key})).first()) is not None:
+            if (existing := (await conn.execute(EXISTING_RECEIPT, {"key": key})).first()) is not None:
                 return await copied(copies, ReceiptRecord(*existing))
             body = await self._body(conn, request)
         async with self._resources.engine.begin() as conn:
             # Serialises the chain (each receipt names the hash of the one before it) and rotations.
             await conn.execute(CHAIN_LOCK)
-            if (existing := (await conn.execute(_EXISTING, {"key": key})).first()) is not None:
+            if (existing := (await conn.execute(EXISTING_RECEIPT, {"key": key})).first()) is not None:
                 return await copied(copies, ReceiptRecord(*existing))
+            if request.subject_kind == ReceiptSubject.ACCOUNT:
+                # Read under the lock: an archive destroyed from now on finds this receipt and follows it up
+                # (activities/deletion/follow_up.py), and one destroyed before is not listed as kept.
+                body |= await account_sections(
+                    conn, erasure_id(request.workflow_id, request.first_run_id), request.account_id, body["complete"]
+                )
             record = await append_receipt(
                 conn,
                 copies,

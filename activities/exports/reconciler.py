@@ -24,6 +24,7 @@ from temporalio.client import WorkflowExecutionStatus
 from activities.deletion.reconciler import latest_run_status
 from activities.exports.steps import expire_export
 from activities.resources import ActivityResources
+from lifecycle.deletion.receipt_keys import ReceiptSigner
 from lifecycle.exports.contracts import ExportsReconciled
 from lifecycle.exports.starts import start_account_export
 from lifecycle.statuses import OPEN_EXPORT_STATUSES, ExportStatus
@@ -41,8 +42,9 @@ _FIRST_ID = uuid.UUID(int=0)
 
 
 class ExportReconciler:
-    def __init__(self, resources: ActivityResources) -> None:
+    def __init__(self, resources: ActivityResources, signer: ReceiptSigner) -> None:
         self._resources = resources
+        self._signer = signer
 
     @activity.defn(name="reconcile_exports")
     async def reconcile_exports(self) -> ExportsReconciled:
@@ -78,7 +80,7 @@ class ExportReconciler:
         if run == WorkflowExecutionStatus.RUNNING:
             return
         if status == ExportStatus.READY:
-            await expire_export(self._resources, str(export_id))
+            await expire_export(self._resources, self._signer, str(export_id))
             result.expired += 1
         elif run is None or run in _CRASHED or (run in _STOPPED and deletion_waits):
             settings = self._resources.settings

@@ -11,6 +11,7 @@ to the object store, which the API serves it from, and deleted there when it exp
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 from dataclasses import asdict, replace
 from email.message import EmailMessage
@@ -20,8 +21,10 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+from temporalio.service import RPCError
 
 from activities.alerts import record_alert
+from activities.deletion.follow_up import follow_up_destroyed_archive
 from activities.exports.archive import (
     CHUNK,
     ServiceEntry,
@@ -40,6 +43,7 @@ from activities.mail import send_once
 from activities.resources import ActivityResources
 from lifecycle.contracts import AlertInput
 from lifecycle.deletion.contracts import RegisteredService
+from lifecycle.deletion.receipt_keys import ReceiptSigner
 from lifecycle.deletion.registry import active_services
 from lifecycle.exports.contracts import (
     AccountExportInput,
@@ -80,6 +84,10 @@ _MARK_EXPIRED = text(
     "UPDATE account_exports SET status = :expired, expired_at = coalesce(expired_at, now())"
     " WHERE id = :id AND status <> :failed"
 )
+_EARLIER_EXPORTS = text(
+    "SELECT id, workflow_id FROM account_exports WHERE account_id = :account AND NOT deletion_waits ORDER BY sequence"
+)
+_DELETE_EXPORT = text("DELETE FROM account_exports WHERE id = :id")
 _MAIL_FACTS = text(
     "SELECT a.email, e.expires_at, e.size_bytes FROM account_exports e JOIN accounts a ON a.id = e.account_id"
     " WHERE e.id = :id"
@@ -136,13 +144,30 @@ async def _download(store: ObjectStore, key: str, target: Path) -> None:
     await asyncio.to_thread(fsync_and_rename, building, target)
 
 
-async def expire_export(resources: ActivityResources, export_id: str) -> None:
-    """Delete the archive (whatever of it exists) and mark the export expired. Idempotent."""
+async def expire_export(resources: ActivityResources, signer: ReceiptSigner, export_id: str) -> None:
+    """Delete the archive (whatever of it exists) and mark the export expired; then, if a deletion's receipt kept
+    it, sign the follow-up receipt that says it is destroyed. Idempotent."""
     await remove_archive(resources, export_id)
     async with resources.engine.begin() as conn:
         await conn.execute(
             _MARK_EXPIRED, {"id": export_id, "expired": ExportStatus.EXPIRED, "failed": ExportStatus.FAILED}
         )
+    await follow_up_destroyed_archive(resources.engine, resources.objects, signer, export_id)
+
+
+async def remove_account_exports(resources: ActivityResources, account_id: str) -> int:
+    """Every export of the account that no deletion asked for first (`export_first`): its run stopped, its
+    archive and parts deleted from the store and the disk, its row deleted. Idempotent; how many were removed."""
+    async with resources.engine.connect() as conn:
+        exports = (await conn.execute(_EARLIER_EXPORTS, {"account": account_id})).all()
+    for export_id, workflow_id in exports:
+        # Stopped first, so no step of it writes to the store after its objects are deleted.
+        with contextlib.suppress(RPCError):
+            await resources.client.get_workflow_handle(workflow_id).terminate("its account is being deleted")
+        await remove_archive(resources, str(export_id))
+        async with resources.engine.begin() as conn:
+            await conn.execute(_DELETE_EXPORT, {"id": export_id})
+    return len(exports)
 
 
 def _refused_alert(export_id: str, services: list[ServiceEntry]) -> AlertInput | None:
@@ -160,8 +185,9 @@ def _refused_alert(export_id: str, services: list[ServiceEntry]) -> AlertInput |
 
 
 class AccountExportActivities:
-    def __init__(self, resources: ActivityResources) -> None:
+    def __init__(self, resources: ActivityResources, signer: ReceiptSigner) -> None:
         self._resources = resources
+        self._signer = signer
 
     @property
     def _exports(self) -> Path:
@@ -368,7 +394,12 @@ class AccountExportActivities:
     @activity.defn(name="expire_account_export")
     @heartbeats
     async def expire_account_export(self, request: ExportRef) -> None:
-        await expire_export(self._resources, request.export_id)
+        await expire_export(self._resources, self._signer, request.export_id)
+
+    @activity.defn(name="remove_account_exports")
+    @heartbeats
+    async def remove_account_exports(self, account_id: str) -> int:
+        return await remove_account_exports(self._resources, account_id)
 
     @activity.defn(name="mark_export_failed")
     @heartbeats

@@ -14,13 +14,13 @@ import uuid
 from datetime import timedelta
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
 
 from api.deletion.preview_schemas import DeletionPreviewOut, PreviewExport, PreviewServiceCount, PreviewSubject
 from api.problems import ProblemError
-from lifecycle.db.models import AccountExport
+from lifecycle.db.models import AccountExport, Processor
 from lifecycle.deletion.budget import budget_share, read_deletion_budget
 from lifecycle.deletion.contracts import (
     DeletionBudget,
@@ -64,7 +64,10 @@ async def preview_deletion(
     conn = await session.connection()
     services = await active_services(conn)
     budget = await read_deletion_budget(conn)
-    exports = await _exports(session, account_id)
+    removes_exports = subject.kind == ReceiptSubject.ACCOUNT
+    exports = await _exports(session, account_id, removed=removes_exports)
+    # Only an account's deletion tells the processors (workflows/deletion/processors.py).
+    processors = await active_processors(conn) if subject.kind == ReceiptSubject.ACCOUNT else []
     held = await is_held(conn, account_id)
     # Nothing is held while the services count: the answer's inputs are read, and the session gives its
     # connection back.
@@ -98,6 +101,7 @@ async def preview_deletion(
         },
         exports=exports,
         held=held,
+        processors=processors,
         estimated_duration_seconds=estimated_duration_seconds(budget, result.services),
     )
 
@@ -117,10 +121,9 @@ def estimated_duration_seconds(budget: DeletionBudget, holdings: dict[str, Servi
     return None if seconds is None else math.ceil(seconds)
 
 
-async def _exports(session: AsyncSession, account_id: uuid.UUID) -> list[PreviewExport]:
-    """The account's exports that exist. No deletion removes an export; an account deletion waits only for the
-    export it was asked to make first (activities/exports/steps.py, await_account_exports), so any other one still
-    being written races it."""
+async def _exports(session: AsyncSession, account_id: uuid.UUID, *, removed: bool) -> list[PreviewExport]:
+    """The account's exports that exist: an account deletion removes them all before its receipt
+    (activities/exports/steps.py, remove_account_exports); a bot deletion leaves them."""
     rows = await session.execute(
         select(AccountExport.id, AccountExport.status, AccountExport.expires_at)
         .where(AccountExport.account_id == account_id, AccountExport.status.in_(_EXISTING_EXPORTS))
@@ -131,10 +134,18 @@ async def _exports(session: AsyncSession, account_id: uuid.UUID) -> list[Preview
             id=export_id,
             status=ExportStatus(status),
             expires_at=expires_at,
-            after_deletion="kept" if status == ExportStatus.READY else "not_awaited",
+            after_deletion="removed" if removed else "kept",
         )
         for export_id, status, expires_at in rows
     ]
+
+
+async def active_processors(conn: AsyncConnection) -> list[str]:
+    return list(
+        (
+            await conn.execute(select(Processor.name).where(Processor.retired_at.is_(None)).order_by(Processor.name))
+        ).scalars()
+    )
 
 
 def bot_subject(bot_id: uuid.UUID) -> PreviewSubject:

@@ -37,12 +37,12 @@ class PreviewExport(BaseModel):
         description="When the archive is deleted: the end of its retention (EXPORT_RETENTION after it is ready); "
         "null while it is still being written."
     )
-    after_deletion: Literal["kept", "not_awaited"] = Field(
-        description="What a deletion, with or without `export_first`, does with it; no deletion removes an export. "
-        "`kept`: a ready archive and its signed link stay until `expires_at`. `not_awaited`: one still being "
-        "written races the deletion, which does not wait for it: it holds whatever was not deleted yet when it "
-        "read it, fails if the account is gone before it begins, and an archive it does make is kept until it "
-        "expires, with no link mailed once the account is gone."
+    after_deletion: Literal["kept", "removed"] = Field(
+        description="What the deletion does with it. `removed`: an account deletion, with or without "
+        "`export_first`, deletes every earlier export (its archive in the store and its record) before its receipt, "
+        "and its signed link then answers 410; with `export_first` it makes a new export first, which it keeps "
+        "until that one's retention ends, listed on the receipt. `kept`: a bot deletion leaves the account's "
+        "exports alone."
     )
 
 
@@ -55,7 +55,12 @@ class DeletionPreviewOut(BaseModel):
         "every bot it has)."
     )
     exports: list[PreviewExport] = Field(
-        description="The account's exports that exist (being written or ready), and what a deletion does with them."
+        description="The account's exports that exist (being written or ready), and what the deletion would do "
+        "with each."
+    )
+    processors: list[str] = Field(
+        description="The registered processors an account deletion would tell, each with one signed erasure "
+        "request (PUT /processors/{name}); a bot deletion tells none."
     )
     held: bool = Field(
         description="Whether a legal hold is in force on the account (PUT /accounts/{id}/legal-hold): a deletion "

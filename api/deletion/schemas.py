@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from lifecycle.statuses import DeletionState, Throttle
+from lifecycle.statuses import DeletionState, ProcessorAnswer, Throttle
 
 
 class DeletionAccepted(BaseModel):
@@ -64,6 +64,16 @@ class ServiceCount(BaseModel):
     )
 
 
+class ProcessorState(BaseModel):
+    status: ProcessorAnswer = Field(
+        description="`pending` (told, or about to be; retried until it acknowledges), `acknowledged`, or `skipped` "
+        "(an operator's `skip_processor`, or retired while pending)."
+    )
+    acknowledged_at: datetime | None
+    reference: str | None = Field(description="What the processor answered as its own reference, if anything.")
+    attempts: int = Field(description="Requests sent so far (retries of the same `webhook-id` included).")
+
+
 class DeletionOut(BaseModel):
     """A deletion as PostgreSQL records it; neither a worker nor the Temporal server is asked."""
 
@@ -104,4 +114,12 @@ class DeletionOut(BaseModel):
         description="What slows the deletion now: null, `budget` (the shared rows/s budget, "
         "GET /deletion-budget), or the database pressure signal that slows it (`lock_waits`, `autovacuum`, "
         "`replica_lag`)."
+    )
+    processors: dict[str, ProcessorState] = Field(
+        default_factory=dict,
+        description="An account's deletion, once its data is gone: each processor told of it, by name, and its "
+        "answer. A `completed` deletion with a processor still `pending` has its final receipt still to come.",
+    )
+    processors_pending: list[str] = Field(
+        default_factory=list, description="The processors that have not acknowledged yet (nor been skipped)."
     )

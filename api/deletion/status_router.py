@@ -10,14 +10,15 @@ import uuid
 from datetime import UTC, datetime
 
 from fastapi import APIRouter
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from api.deletion.schemas import DeletionOut, ServiceCount
+from api.deletion.schemas import DeletionOut, ProcessorState, ServiceCount
 from api.deletion.status import DeletionView, account_deletion_record, account_deletion_view, bot_deletion_view
 from api.dependencies import AdminDep, CallerDep, SessionDep
 from api.problems import ProblemError, problem_responses
-from lifecycle.db.models import DeletionRequest
-from lifecycle.statuses import DeletionState
+from lifecycle.db.models import DeletionRequest, ProcessorErasure
+from lifecycle.statuses import DeletionState, ProcessorAnswer
 from lifecycle.workflow_ids import bot_deletion_id
 
 router = APIRouter(tags=["deletions"])
@@ -61,7 +62,29 @@ async def bot_deletion_out(session: AsyncSession, record: DeletionRequest) -> De
 async def account_deletion_out(session: AsyncSession, record: DeletionRequest) -> DeletionOut:
     view = await account_deletion_view(session, record)
     resume = f"POST /accounts/{record.account_id}/deletion with the admin token." if view.resumable else None
-    return _deletion_out(record, view, resume)
+    out = _deletion_out(record, view, resume)
+    out.processors = await _processors(session, record.workflow_id)
+    out.processors_pending = [name for name, state in out.processors.items() if state.status == ProcessorAnswer.PENDING]
+    return out
+
+
+async def _processors(session: AsyncSession, workflow_id: str) -> dict[str, ProcessorState]:
+    """Each processor's answer to the deletion's latest erasure (a deletion run again after a restore tells them
+    again, under a new erasure id)."""
+    rows = await session.execute(
+        select(ProcessorErasure)
+        .where(ProcessorErasure.deletion_workflow_id == workflow_id)
+        .order_by(ProcessorErasure.requested_at, ProcessorErasure.processor)
+    )
+    return {
+        erasure.processor: ProcessorState(
+            status=ProcessorAnswer(erasure.status),
+            acknowledged_at=erasure.acknowledged_at,
+            reference=erasure.reference,
+            attempts=erasure.attempts,
+        )
+        for erasure in rows.scalars()
+    }
 
 
 def _deletion_out(record: DeletionRequest, view: DeletionView, resume: str | None) -> DeletionOut:

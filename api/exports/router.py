@@ -159,11 +159,14 @@ async def download_export(
     if not valid:
         raise ProblemError(403, "This download link is invalid or has expired.")
     export = await session.get(AccountExport, export_id)
-    if export is None or export.status in (ExportStatus.PENDING, ExportStatus.WRITING, ExportStatus.FAILED):
+    gone = ProblemError(410, "This export's archive has expired and was deleted.")
+    if export is None:
+        # The link is ours (its signature holds), so the export existed: its account's deletion destroyed it.
+        raise ProblemError(410, "This export's archive was deleted with its account.")
+    if export.status in (ExportStatus.PENDING, ExportStatus.WRITING, ExportStatus.FAILED):
         raise ProblemError(404, "No archive exists for this export.")
     key = _archive_key(export.archive_name)
     expired = export.expires_at is not None and export.expires_at <= datetime.now(UTC)
-    gone = ProblemError(410, "This export's archive has expired and was deleted.")
     if export.status == ExportStatus.EXPIRED or expired or key is None:
         raise gone
     # Streamed through the API rather than a presigned URL: the store need not be reachable from the client,

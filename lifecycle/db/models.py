@@ -30,6 +30,7 @@ from lifecycle.statuses import (
     UNSETTLED_SITES_SQL,
     DeletionState,
     ExportStatus,
+    ProcessorAnswer,
     SiteDbServerState,
     SiteDbServerStateSetBy,
     SitePoolState,
@@ -172,6 +173,44 @@ class DeletionService(Base):
     retired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Set by the deletions whenever the service answers one of their calls.
     last_answered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Processor(Base):
+    """A recipient of the accounts' data (an email, CRM or analytics vendor) that every account deletion tells with
+    one signed erasure request. Retired, not deleted: the erasures that named it keep pointing to it."""
+
+    __tablename__ = "processors"
+
+    name: Mapped[str] = mapped_column(String(40), primary_key=True)
+    url: Mapped[str] = mapped_column(Text)
+    # The Standard Webhooks secret (whsec_...); only the workers that sign read it.
+    secret: Mapped[str] = mapped_column(Text)
+    registered_at: Mapped[datetime] = _now_column()
+    updated_at: Mapped[datetime] = _now_column()
+    retired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ProcessorErasure(Base):
+    """One deletion's erasure request to one processor, and the processor's answer."""
+
+    __tablename__ = "processor_erasures"
+
+    erasure_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    processor: Mapped[str] = mapped_column(String(40), ForeignKey("processors.name"), primary_key=True)
+    deletion_workflow_id: Mapped[str] = mapped_column(String(100), index=True)
+    account_id: Mapped[uuid.UUID] = mapped_column(index=True)
+    webhook_id: Mapped[str] = mapped_column(String(100), unique=True)
+    requested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    status: Mapped[str] = mapped_column(String(20), server_default=ProcessorAnswer.PENDING.value)
+    attempts: Mapped[int] = mapped_column(Integer, server_default="0")
+    last_error: Mapped[str | None] = mapped_column(Text)
+    acknowledged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    reference: Mapped[str | None] = mapped_column(String(200))
+    skipped_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        CheckConstraint("status IN ('pending', 'acknowledged', 'skipped')", name="ck_processor_erasures_status"),
+    )
 
 
 class DeletionReceipt(Base):

@@ -263,3 +263,47 @@ class DeletionPreviewResult:
     the call in time, or it failed)."""
 
     services: dict[str, ServiceHoldings | None]
+
+
+@dataclass
+class BeginErasureInput:
+    """An account deletion whose data is gone: the processors to tell are recorded under its erasure id."""
+
+    workflow_id: str
+    first_run_id: str
+    account_id: str
+
+
+@dataclass
+class ProcessorErasureInput:
+    """What the processors' run (workflows/deletion/processors.py) needs: ids, names and the retry timings the
+    workers are configured with (PROCESSOR_RETRY_*), never a URL or a secret."""
+
+    erasure_id: str
+    account_id: str
+    deletion_workflow_id: str
+    processors: list[str] = field(default_factory=list)
+    # The deletion's first receipt, which the follow-up receipt completes (set once it is signed).
+    receipt_id: str = ""
+    retry_first_seconds: float = 2.0
+    retry_cap_seconds: float = 3600.0
+    request_timeout_seconds: float = 10.0
+    alert_after_seconds: float = 86400.0
+
+
+@dataclass
+class ErasureDelivery:
+    """One deletion's request to one processor."""
+
+    erasure_id: str
+    processor: str
+
+
+@dataclass
+class FollowUpInput:
+    """A follow-up receipt of the deletion whose first receipt is `receipt_id`, for `reason`; keyed by `key` so a
+    retry finds the one it signed."""
+
+    receipt_id: str
+    key: str
+    reason: str

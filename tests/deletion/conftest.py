@@ -15,6 +15,7 @@ from activities.resources import ActivityResources
 from devstack.seed import asyncpg_dsn
 from lifecycle.settings import Settings
 from tests.conftest import ADMIN_HEADERS, ContractServices
+from tests.deletion.processor_servers import ProcessorServer, Registered, processor_server
 
 # register(kind) -> (name, task queue) of a deletion service it registered.
 Register = Callable[[str], Awaitable[tuple[str, str]]]
@@ -68,3 +69,18 @@ def _services_running(contract_services: ContractServices) -> ContractServices:
     """Every deletion test runs with the project's services registered and polling, also those that run their own
     gateway worker (own_worker) rather than the session's."""
     return contract_services
+
+
+@pytest_asyncio.fixture(scope="session")
+async def processors_http() -> AsyncIterator[ProcessorServer]:
+    """The processors that answer from the start, one path each, for the whole session."""
+    async with processor_server() as server:
+        yield server
+
+
+@pytest_asyncio.fixture
+async def registered(api: httpx.AsyncClient) -> AsyncIterator[Registered]:
+    registry = Registered(api)
+    yield registry
+    for name in registry.names:
+        assert (await api.delete(f"/processors/{name}", headers=ADMIN_HEADERS)).status_code == 204

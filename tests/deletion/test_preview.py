@@ -111,8 +111,10 @@ async def test_an_account_preview_adds_up_its_bots_and_lists_its_exports(
     per_bot = rows_per_service(ROWS, DOCUMENTS)
     assert {name: s["rows"] for name, s in preview["services"].items()} == {n: 2 * r for n, r in per_bot.items()}
     assert preview["services"]["knowledge"]["files"] == 2 * DOCUMENTS
-    # The expired one holds no archive; the ready one stays until it expires, whatever the deletion.
-    assert [(e["id"], e["status"], e["after_deletion"]) for e in preview["exports"]] == [(str(ready), "ready", "kept")]
+    # The expired one holds no archive; the ready one would be removed by the account's deletion.
+    assert [(e["id"], e["status"], e["after_deletion"]) for e in preview["exports"]] == [
+        (str(ready), "ready", "removed")
+    ]
 
     # Signed in still, nothing recorded or started.
     assert (await api.get("/bots", headers=headers)).status_code == 200
@@ -209,7 +211,14 @@ async def test_the_readmes_preview_commands_answer(
     for path in paths:
         answer = await api.get(path.replace("<bot id>", bot), headers=account.headers)
         assert answer.status_code == 200, answer.text
-        assert set(answer.json()) == {"subject", "services", "exports", "held", "estimated_duration_seconds"}
+        assert set(answer.json()) == {
+            "subject",
+            "services",
+            "exports",
+            "processors",
+            "held",
+            "estimated_duration_seconds",
+        }
 
 
 @pytest.mark.parametrize(

@@ -1,29 +1,36 @@
-"""kill -9 the worker mid-run: a new worker finishes the job, nothing twice, nothing left behind."""
+"""kill -9 the worker mid-run: a new worker finishes the job, nothing twice, nothing left behind. The account
+deletion also tells a processor that is down throughout, and comes back only after the deletion: it is asked
+again until it acknowledges, once."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 import uuid
+from typing import Any
 
 import httpx
 from temporalio.api.enums.v1 import EventType
 
 from activities.sites.database import site_database_name
+from devstack.ports import free_port
 from devstack.seed import rows_per_service, seed
 from lifecycle.deletion.contracts import AccountDeletionResult
 from lifecycle.workflow_ids import account_deletion_id, site_creation_id
 from tests.conftest import ADMIN_TOKEN, FEW_DOCUMENTS
 from tests.deletion.helpers import remaining_objects
+from tests.deletion.processor_servers import ProcessorServer
 from tests.drills import figures
 from tests.drills.conftest import DrillStack
 from tests.drills.probes import ProgressRecorder, fetchval, mail_to, rows_left
-from tests.eventually import seconds_until
+from tests.eventually import eventually, seconds_until
 
 # Large enough that the deletion is mid-way when the worker dies (at the drills' 100,000 rows/s budget it takes
 # over a second; the kill lands once a tenth is gone), small enough to seed in seconds.
 ROWS_PER_BOT = 60_000
 BOTS = 2
+# The processor's requests are retried at most a second apart here (an hour by default).
+PROCESSOR_RETRY = {"PROCESSOR_RETRY_INITIAL": "PT0.2S", "PROCESSOR_RETRY_MAX": "PT1S"}
 
 
 async def test_worker_killed_during_account_deletion(drill_stack: DrillStack) -> None:
@@ -32,9 +39,17 @@ async def test_worker_killed_during_account_deletion(drill_stack: DrillStack) ->
     email = await fetchval(settings.database_url, "SELECT email FROM accounts WHERE id = $1::uuid", seeded.account_id)
     total = BOTS * sum(rows_per_service(ROWS_PER_BOT, FEW_DOCUMENTS).values())
     api = drill_stack.api()
-    first = drill_stack.worker("killed")
+    first = drill_stack.worker("killed", **PROCESSOR_RETRY)
+    # Down for the whole deletion: registered at a port where nothing listens until the deletion is over.
+    down = ProcessorServer(free_port())
+    down_secret = down.add("down").secret
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     try:
         async with httpx.AsyncClient(base_url=api.url) as http:
+            registered = await http.put(
+                "/processors/down", json={"url": down.url("down"), "secret": down_secret}, headers=admin
+            )
+            assert registered.status_code in (200, 201), registered.text
             headers = {"Authorization": f"Bearer {seeded.api_key}"}
             accepted = await http.delete("/account", headers=headers)
             assert accepted.status_code == 202, accepted.text
@@ -54,23 +69,31 @@ async def test_worker_killed_during_account_deletion(drill_stack: DrillStack) ->
             before_kill = await deleted()
             assert before_kill < total, "the deletion finished before the kill; seed more rows"
 
-            second = drill_stack.worker("successor")
+            second = drill_stack.worker("successor", **PROCESSOR_RETRY)
             try:
                 resumed = await seconds_until(lambda: deleted_past(before_kill), "deletion resumed")
                 handle = drill_stack.client.get_workflow_handle(
                     account_deletion_id(seeded.account_id), result_type=AccountDeletionResult
                 )
                 result = await asyncio.wait_for(handle.result(), timeout=120)
+                receipts = await _processor_receipts(api.url, seeded.account_id, down)
             finally:
                 assert second.terminate() == 0, second.log()[-2000:]
         recorder.assert_never_went_backwards()
     finally:
         first.kill()
+        async with httpx.AsyncClient(base_url=api.url) as http:
+            await http.delete("/processors/down", headers=admin)
         api.terminate()
 
     figures.record(
         "worker kill -9 mid account deletion -> new worker deleting again", resumed, f"{total:,} rows, 2 bots"
     )
+    first_receipt, final_receipt = receipts
+    assert first_receipt["complete"] is False and first_receipt["processors"]["down"]["status"] == "pending"
+    assert final_receipt["complete"] is True and final_receipt["processors"]["down"]["status"] == "acknowledged"
+    asked = {message_id for message_id, body in down.processors["down"].received}
+    assert len(asked) == 1 and asked == down.processors["down"].distinct_acknowledged
     assert result.account_row_deleted and result.bots_deleted == BOTS
     assert await rows_left(settings.database_url, seeded.bot_ids) == 0
     assert [await remaining_objects(settings, bot_id) for bot_id in seeded.bot_ids] == [0] * len(seeded.bot_ids)
@@ -78,6 +101,29 @@ async def test_worker_killed_during_account_deletion(drill_stack: DrillStack) ->
     keys = "SELECT count(*) FROM api_keys WHERE account_id = $1::uuid"
     assert await fetchval(settings.database_url, keys, seeded.account_id) == 0
     assert len(mail_to(drill_stack.smtp, email)) == 1
+
+
+async def _processor_receipts(
+    api_url: str, account_id: str, down: ProcessorServer
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The account's receipt while the processor is down, then the final one once it is back."""
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    async with httpx.AsyncClient(base_url=api_url) as http:
+
+        async def receipt() -> dict[str, Any]:
+            answer = await http.get(f"/accounts/{account_id}/deletion/receipt", headers=admin)
+            assert answer.status_code == 200, answer.text
+            return dict(answer.json()["receipt"])
+
+        first = await receipt()
+        await down.start()
+        try:
+            final = await eventually(
+                receipt, "the processor that came back acknowledges", until=lambda signed: "completes" in signed
+            )
+        finally:
+            await down.stop()
+    return first, final
 
 
 async def test_worker_killed_during_site_provisioning(drill_stack: DrillStack) -> None:

@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.deletion.receipt_step import issue_receipt
     from workflows.deletion.status_recorder import StatusRecorder
 
+from workflows.deletion.after_erasure import before_receipt, tell_processors
 from workflows.deletion.bot import BotDeletionWorkflow
 from workflows.sites.deletion import SiteDeletionWorkflow
 
@@ -126,6 +127,7 @@ class AccountDeletionWorkflow:
             # receipt says what remains.
             await issue_receipt(ReceiptSubject.ACCOUNT, request.account_id, request.account_id)
             return await self._close(request, DeletionState.INCOMPLETE, row_deleted=False)
+        erasure = await before_receipt(request.account_id)
         receipt_id = await issue_receipt(ReceiptSubject.ACCOUNT, request.account_id, request.account_id)
         await workflow.execute_activity_method(
             Notifications.send_deletion_confirmation,
@@ -137,6 +139,7 @@ class AccountDeletionWorkflow:
             **presets.STEP,
             summary="email the deletion confirmation (once)",
         )
+        await tell_processors(erasure, receipt_id)
         return await self._close(request, DeletionState.COMPLETED, row_deleted=row_deleted)
 
     async def _wait_out_grace(self, request: AccountDeletionInput, grace: timedelta) -> bool:

@@ -2,7 +2,7 @@
 time per account, and the deletion status `held` while a hold stops a deletion
 
 Revision ID: 0019
-Revises: 0017
+Revises: 0018
 """
 
 from collections.abc import Sequence
@@ -12,7 +12,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import UUID
 
 revision: str = "0019"
-down_revision: str | None = "0017"
+down_revision: str | None = "0018"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

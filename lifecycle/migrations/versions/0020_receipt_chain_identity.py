@@ -3,7 +3,7 @@ store (lifecycle/deletion/receipt_copies.py) live under a prefix of their own. A
 identity back, which is how the restored database finds the copies that outlived it.
 
 Revision ID: 0020
-Revises: 0017
+Revises: 0019
 """
 
 from collections.abc import Sequence
@@ -13,7 +13,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import UUID
 
 revision: str = "0020"
-down_revision: str | None = "0017"
+down_revision: str | None = "0019"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,95 @@
+"""The registry of processors (admin): the recipients of the accounts' data (email, CRM, analytics vendors) that
+every account deletion tells with one signed erasure request (GDPR Art. 19 and 28). Retiring one keeps its row,
+for the erasures that name it. Its secret is stored for the workers that sign and never answered back.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Response
+from sqlalchemy import func, literal_column, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.sql.dml import ReturningInsert
+
+from api.deletion.processors_schemas import ProcessorBody, ProcessorOut, ProcessorsOut
+from api.dependencies import AdminDep, SessionDep
+from api.problems import ProblemError, problem_responses
+from lifecycle.db.models import Processor
+from lifecycle.deletion.registry import SERVICE_NAME_MAX_LENGTH, SERVICE_NAME_PATTERN
+
+router = APIRouter(tags=["processors"])
+
+ProcessorName = Annotated[
+    str,
+    Path(
+        min_length=2,
+        max_length=SERVICE_NAME_MAX_LENGTH,
+        pattern=SERVICE_NAME_PATTERN,
+        description="A lowercase slug (letters, digits, single hyphens between them), starting with a letter.",
+        examples=["crm"],
+    ),
+]
+
+
+def _out(processor: Processor) -> ProcessorOut:
+    return ProcessorOut.model_validate(processor, from_attributes=True)
+
+
+@router.put(
+    "/processors/{name}",
+    response_model=ProcessorOut,
+    summary="Admin: register a processor that account deletions tell, or change its URL or secret (201 when new)",
+    responses={201: {"description": "Registered", "model": ProcessorOut}, **problem_responses(401, 403, 422)},
+)
+async def put_processor(
+    name: ProcessorName, body: ProcessorBody, _admin: AdminDep, session: SessionDep, response: Response
+) -> ProcessorOut:
+    # Registering a retired processor again brings it back: deletions from now on tell it.
+    url = str(body.url)
+    upsert: ReturningInsert[Processor, bool] = (
+        insert(Processor)
+        .values(name=name, url=url, secret=body.secret)
+        .on_conflict_do_update(
+            index_elements=[Processor.name],
+            set_={"url": url, "secret": body.secret, "updated_at": func.now(), "retired_at": None},
+        )
+        # xmax is 0 on a row this statement inserted, and the updating transaction's id on one it updated.
+        .returning(Processor, literal_column("xmax = 0").label("inserted"))
+    )
+    row = (await session.execute(upsert)).one()
+    await session.commit()
+    response.status_code = 201 if row.inserted else 200
+    return _out(row.Processor)
+
+
+@router.get(
+    "/processors",
+    response_model=ProcessorsOut,
+    summary="Admin: every registered processor (never its secret)",
+    responses=problem_responses(401, 403),
+)
+async def list_processors(_admin: AdminDep, session: SessionDep) -> ProcessorsOut:
+    processors = (await session.execute(select(Processor).order_by(Processor.name))).scalars()
+    return ProcessorsOut(processors=[_out(processor) for processor in processors])
+
+
+@router.delete(
+    "/processors/{name}",
+    status_code=204,
+    summary=(
+        "Admin: retire a processor; deletions from now on do not tell it, and a request still pending to it is"
+        " recorded skipped (idempotent)"
+    ),
+    responses=problem_responses(401, 403, 404, 422),
+)
+async def retire_processor(name: ProcessorName, _admin: AdminDep, session: SessionDep) -> None:
+    retired = await session.execute(
+        update(Processor)
+        .where(Processor.name == name)
+        .values(retired_at=func.coalesce(Processor.retired_at, func.now()))
+        .returning(Processor.name)
+    )
+    if retired.first() is None:
+        raise ProblemError(404, f"No processor is registered as {name!r}.")
+    await session.commit()
