@@ -141,7 +141,10 @@ async def account_deletion_forwards_in_order(ctx: Context) -> str:
     redrive.raise_for_status()
     bot = ctx.client.get_workflow_handle(bot_deletion_id(seeded.bot_ids[0]))
     await _query_until(bot, lambda s: s.status == "paused")
-    await asyncio.gather(*(account.signal(message) for message in ("resume", "pause", "resume")))
+    # One after the other, so that they arrive in this order (sent at once, they raced, and a final `pause` left
+    # the run waiting); sent back to back, they still usually reach the run in one workflow task.
+    for message in ("resume", "pause", "resume"):
+        await account.signal(message)
     await account.result()
     return account.id
 
