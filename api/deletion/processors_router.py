@@ -1,4 +1,4 @@
-"""The registry of processors (admin): the recipients of the accounts' data (email, CRM, analytics vendors) that
+"""The registry of processors (admin): the recipients of the accounts' data (email, CRM and metrics vendors) that
 every account deletion tells with one signed erasure request (GDPR Art. 19 and 28). Retiring one keeps its row,
 for the erasures that name it. Its secret is stored for the workers that sign and never answered back.
 """
