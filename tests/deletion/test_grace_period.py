@@ -5,6 +5,7 @@ Temporal dev server and the session's real worker; the grace is an hour unless a
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from email import message_from_bytes
@@ -15,15 +16,22 @@ import httpx
 import pytest
 from pydantic import ValidationError
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy
 
 from api.app import create_app
 from api.security import hash_api_key
 from devstack.seed import Seeded, asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
-from lifecycle.deletion.contracts import AccountDeletionResult
+from lifecycle.deletion.contracts import AccountDeletionInput, AccountDeletionResult
 from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
+from lifecycle.start_options import account_deletion_options
 from lifecycle.workflow_ids import account_deletion_id
 from tests.conftest import ADMIN_HEADERS
 from tests.deletion.helpers import remaining_objects, remaining_rows, run_reconciler
@@ -143,6 +151,30 @@ async def test_a_deletion_restored_in_its_grace_period_loses_nothing(
 
 def _with_key(seeded: Seeded, key: str) -> Seeded:
     return Seeded(account_id=seeded.account_id, api_key=key, bot_ids=seeded.bot_ids)
+
+
+async def test_an_expedite_in_the_runs_first_workflow_task_is_accepted(
+    settings: Settings, worker: LifecycleWorkers, temporal_client: Client
+) -> None:
+    """Update-with-start puts the `expedite` in the same workflow task as the start, where it is validated before
+    run() begins: the grace comes from the input, so it is accepted (it was refused, "not in a grace period")."""
+    account_id = str(uuid.uuid4())
+    deletes_at = datetime.now(UTC) + HOUR
+    options = account_deletion_options(account_id, deletes_at=deletes_at)
+    start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+        options.workflow_type,
+        AccountDeletionInput(
+            account_id=account_id, site_task_queue=settings.site_task_queue, deletes_at=deletes_at.isoformat()
+        ),
+        id=options.id,
+        task_queue=settings.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+        search_attributes=options.search_attributes,
+    )
+    answer = await temporal_client.execute_update_with_start_workflow("expedite", start_workflow_operation=start)
+    assert "expedited" in str(answer)
+    handle = await start.workflow_handle()
+    await handle.terminate("test over")
 
 
 async def test_an_expedited_deletion_deletes_at_once_and_emails_once(

@@ -80,7 +80,12 @@ class AccountDeletionWorkflow:
         self._hold = LegalHoldGate(
             request.account_id, timedelta(seconds=request.legal_hold_recheck_seconds), self._show_hold
         )
-        self._status = self._open_status()
+        # The grace period: `_in_grace` is true while nothing may be deleted yet and the account can still be
+        # restored. Known from the input here, not in run(): an `expedite` or a `restore` handled in the run's first
+        # workflow task is validated before run() starts, and was refused as "not in a grace period".
+        self._grace = _grace_left(request)
+        self._in_grace = self._grace is not None
+        self._status = DeletionState.SCHEDULED if self._in_grace else self._open_status()
         self._recorder = StatusRecorder()
         # Bot deletions in flight (children, or runs a DELETE /bots started that we wait for): the operator's
         # signals and updates to the account reach them.
@@ -91,19 +96,14 @@ class AccountDeletionWorkflow:
         # Held while a message is forwarded to the bot deletions: they go out one at a time, each once the
         # previous one was delivered, so a `resume` never overtakes the `pause` sent before it.
         self._forwarding = asyncio.Lock()
-        # The grace period: true while nothing may be deleted yet and the account can still be restored.
-        self._in_grace = False
         self._deletes_at = request.deletes_at
         self._expedited = False
         self._restored = False
 
     @workflow.run
     async def run(self, request: AccountDeletionInput) -> AccountDeletionResult:
-        grace = _grace_left(request)
-        if grace is not None:
-            self._in_grace = True
-            self._status = DeletionState.SCHEDULED
-        else:
+        grace = self._grace
+        if grace is None:
             # Asked first, so a deletion requested during a legal hold shows `held` from its start.
             await self._hold.refresh()
         workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(self._status.value)])
