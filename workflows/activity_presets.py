@@ -144,6 +144,10 @@ def processor_delivery(first: timedelta, cap: timedelta, request_timeout: timede
         start_to_close_timeout=request_timeout + timedelta(seconds=30),
         heartbeat_timeout=_HEARTBEAT,
         retry_policy=_doubling(first, cap),
+        # An operator's skip records its answer only once the request in flight has ended (its acknowledgement
+        # then stands). Cancelled without waiting, a request not yet started was cancelled in the same workflow
+        # task that scheduled the skip's record, and that record was then never dispatched (docs/testing.md).
+        cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     )
 
 
