@@ -54,7 +54,7 @@ _UNCLAIMED = text(
     " WHERE server = :server AND state <> :claimed"
 )
 _ALL_IDS = text("SELECT id FROM site_db_pool WHERE server = :server")
-_FORGET = text("DELETE FROM site_db_pool WHERE id = :id AND state = :state")
+_FORGET = text("DELETE FROM site_db_pool WHERE id = :id AND state = :state RETURNING id")
 
 logger = logging.getLogger(__name__)
 
@@ -165,9 +165,12 @@ class SitePoolActivities:
             half = (row.state == SitePoolState.CREATING and row.stale) or (
                 row.state == SitePoolState.READY and pool_name not in whole
             )
-            if half:
+            # Out of the pool first, and only while it still is as read: a claim since then keeps its database.
+            # (A claim renames the pool's role before its database, so in between the pair looked half-made here,
+            # and this pass once dropped a database a site step was adopting.) A pass killed between the two leaves
+            # a database with no row, which the loop below drops on the next pass.
+            if half and await self._execute(_FORGET, id=row.id, state=row.state):
                 await server.drop(pool_name)
-                await self._execute(_FORGET, id=row.id, state=row.state)
                 removed += 1
         # Read after the rows: a database made since has its row by now (the row is written first).
         for orphan in await pool_server.pool_objects(server) - recorded:

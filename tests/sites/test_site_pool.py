@@ -22,17 +22,19 @@ import pytest_asyncio
 from sqlalchemy import text
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
 
+from activities.resources import ActivityResources
+from activities.sites import pool_server
 from activities.sites.database import SiteDatabaseServer, site_database_name
 from activities.sites.placement import SitePlacement
-from activities.sites.pool import SiteDbPool
-from activities.sites.pool_server import create_pool_databases
+from activities.sites.pool import SiteDbPool, SitePoolActivities
 from api.app import create_app
 from devstack.postgres import PostgresServer
 from lifecycle.db.engine import make_engine
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
-from lifecycle.sites.contracts import SITE_STEPS
+from lifecycle.sites.contracts import SITE_STEPS, SiteDbPoolInput
 from lifecycle.sites.pool import pool_database_name
 from lifecycle.workflow_ids import site_creation_id
 from tests.conftest import ADMIN_HEADERS
@@ -299,6 +301,43 @@ async def test_a_kill_inside_each_earlier_step_then_a_reset_claim_exactly_one(
     await pool.no_orphan()
 
 
+async def test_a_pass_never_drops_a_database_a_claim_is_adopting(
+    pool: Pool, temporal_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim renames the pool's role, then its database. A pass that read the row as ready before the claim and
+    looks at the server in between must not take the pair for half-made and drop the database (the site-step
+    drill once saw the adoption fail so)."""
+    await pool.until_ready(2)
+    site_id = await _record_placed_site(pool)
+    engine = make_engine(pool.settings.database_url, pool_size=1)
+    claimed: list[str] = []
+    real = pool_server.whole_pool_databases
+
+    async def claim_mid_pass(server: SiteDatabaseServer) -> set[str]:
+        # The pass has read its rows: a site step claims one now and renames its role, as the adoption begins.
+        found = await SiteDbPool(engine).claim(site_id, take_new=True)
+        assert found is not None
+        claimed.append(found.pool_name)
+        async with pool.server.connect() as admin:
+            await admin.execute(f"ALTER ROLE {found.pool_name} RENAME TO {site_database_name(site_id)}")
+        return await real(server)
+
+    monkeypatch.setattr(pool_server, "whole_pool_databases", claim_mid_pass)
+    resources = ActivityResources.create(pool.settings, temporal_client)
+    try:
+        await ActivityEnvironment().run(
+            SitePoolActivities(resources).refill_site_db_pool, SiteDbPoolInput(server=pool.name)
+        )
+    finally:
+        await resources.close()
+        await engine.dispose()
+    async with pool.server.connect() as admin:
+        kept = await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", claimed[0])
+    await pool.server.drop(claimed[0])
+    await pool.server.drop(site_database_name(site_id))
+    assert kept, f"the pass dropped {claimed[0]}, which a site had claimed"
+
+
 async def test_an_empty_pool_makes_the_site_the_slow_way(pool: Pool) -> None:
     await pool.patch(pool_target=0)
     await pool.until_ready(0)
@@ -318,7 +357,7 @@ async def test_half_made_pool_databases_are_removed_and_draining_drops_the_uncla
     # What dead passes leave: a row still `creating` long after (with its database made), a ready row whose
     # database is gone, and a database with no row at all.
     stale, missing, unrecorded = (uuid.uuid4() for _ in range(3))
-    await create_pool_databases(pool.server, [pool_database_name(stale), pool_database_name(unrecorded)])
+    await pool_server.create_pool_databases(pool.server, [pool_database_name(stale), pool_database_name(unrecorded)])
     await pool.sql(
         "INSERT INTO site_db_pool (id, server, state, created_at) VALUES"
         " (:stale, :s, 'creating', now() - interval '1 hour'), (:missing, :s, 'ready', now())",
