@@ -8,13 +8,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Response
-from sqlalchemy import func, literal_column, select, update
-from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.sql.dml import ReturningInsert
+from sqlalchemy import select
 
 from api.deletion.processors_schemas import ProcessorBody, ProcessorOut, ProcessorsOut
 from api.dependencies import AdminDep, SessionDep
-from api.problems import ProblemError, problem_responses
+from api.problems import problem_responses
+from api.registries import register, retire
 from lifecycle.db.models import Processor
 from lifecycle.deletion.registry import SERVICE_NAME_MAX_LENGTH, SERVICE_NAME_PATTERN
 
@@ -47,20 +46,9 @@ async def put_processor(
 ) -> ProcessorOut:
     # Registering a retired processor again brings it back: deletions from now on tell it.
     url = str(body.url)
-    upsert: ReturningInsert[Processor, bool] = (
-        insert(Processor)
-        .values(name=name, url=url, secret=body.secret)
-        .on_conflict_do_update(
-            index_elements=[Processor.name],
-            set_={"url": url, "secret": body.secret, "updated_at": func.now(), "retired_at": None},
-        )
-        # xmax is 0 on a row this statement inserted, and the updating transaction's id on one it updated.
-        .returning(Processor, literal_column("xmax = 0").label("inserted"))
-    )
-    row = (await session.execute(upsert)).one()
-    await session.commit()
-    response.status_code = 201 if row.inserted else 200
-    return _out(row.Processor)
+    entry, inserted = await register(session, Processor, name, {"url": url, "secret": body.secret})
+    response.status_code = 201 if inserted else 200
+    return _out(entry)
 
 
 @router.get(
@@ -84,12 +72,4 @@ async def list_processors(_admin: AdminDep, session: SessionDep) -> ProcessorsOu
     responses=problem_responses(401, 403, 404, 422),
 )
 async def retire_processor(name: ProcessorName, _admin: AdminDep, session: SessionDep) -> None:
-    retired = await session.execute(
-        update(Processor)
-        .where(Processor.name == name)
-        .values(retired_at=func.coalesce(Processor.retired_at, func.now()))
-        .returning(Processor.name)
-    )
-    if retired.first() is None:
-        raise ProblemError(404, f"No processor is registered as {name!r}.")
-    await session.commit()
+    await retire(session, Processor, name, "processor")

@@ -8,13 +8,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Response
-from sqlalchemy import func, literal_column, select, update
-from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.sql.dml import ReturningInsert
+from sqlalchemy import select
 
 from api.deletion.services_schemas import DeletionServiceBody, DeletionServiceOut, DeletionServicesOut
 from api.dependencies import AdminDep, SessionDep
-from api.problems import ProblemError, problem_responses
+from api.problems import problem_responses
+from api.registries import register, retire
 from lifecycle.db.models import DeletionService
 from lifecycle.deletion.registry import SERVICE_NAME_MAX_LENGTH, SERVICE_NAME_PATTERN
 
@@ -49,25 +48,11 @@ async def put_deletion_service(
     name: ServiceName, body: DeletionServiceBody, _admin: AdminDep, session: SessionDep, response: Response
 ) -> DeletionServiceOut:
     # Registering a retired service again brings it back: deletions started from now on call it.
-    upsert: ReturningInsert[DeletionService, bool] = (
-        insert(DeletionService)
-        .values(name=name, task_queue=body.task_queue, contract=body.contract)
-        .on_conflict_do_update(
-            index_elements=[DeletionService.name],
-            set_={
-                "task_queue": body.task_queue,
-                "contract": body.contract,
-                "updated_at": func.now(),
-                "retired_at": None,
-            },
-        )
-        # xmax is 0 on a row this statement inserted, and the updating transaction's id on one it updated.
-        .returning(DeletionService, literal_column("xmax = 0").label("inserted"))
+    entry, inserted = await register(
+        session, DeletionService, name, {"task_queue": body.task_queue, "contract": body.contract}
     )
-    row = (await session.execute(upsert)).one()
-    await session.commit()
-    response.status_code = 201 if row.inserted else 200
-    return _out(row.DeletionService)
+    response.status_code = 201 if inserted else 200
+    return _out(entry)
 
 
 @router.get(
@@ -92,12 +77,4 @@ async def list_deletion_services(_admin: AdminDep, session: SessionDep) -> Delet
 )
 async def retire_deletion_service(name: ServiceName, _admin: AdminDep, session: SessionDep) -> None:
     # The row stays, so the receipts and progress that name the service keep a registry entry to point to.
-    retired = await session.execute(
-        update(DeletionService)
-        .where(DeletionService.name == name)
-        .values(retired_at=func.coalesce(DeletionService.retired_at, func.now()))
-        .returning(DeletionService.name)
-    )
-    if retired.first() is None:
-        raise ProblemError(404, f"No deletion service is registered as {name!r}.")
-    await session.commit()
+    await retire(session, DeletionService, name, "deletion service")
