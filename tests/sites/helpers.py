@@ -16,6 +16,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from activities.sites.database import SiteDatabaseServer, site_database_name
 from activities.sites.files import site_directory
+from activities.sites.reachability import SiteDatabaseServerUnreachable
 from lifecycle.db.engine import make_engine
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SITE_STEPS, SiteCreationInput, SiteProgress
@@ -137,6 +138,15 @@ async def site_resources(settings: Settings, site_id: str) -> SiteResources:
     return SiteResources(database, role, site_directory(settings.sites_path, site_id).exists())
 
 
+# What reading a site's database meets when a teardown drops it meanwhile.
+_DROPPED: tuple[type[Exception], ...] = (
+    asyncpg.InvalidCatalogNameError,
+    asyncpg.AdminShutdownError,
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.InternalClientError,
+)
+
+
 async def site_state(settings: Settings, site_id: str) -> SiteState:
     server = SiteDatabaseServer(settings.site_admin_database_url)
     name = site_database_name(site_id)
@@ -152,14 +162,14 @@ async def site_state(settings: Settings, site_id: str) -> SiteState:
                 options = {r["option_name"]: r["option_value"] for r in rows}
         except asyncpg.UndefinedTableError:
             pass
-        except (
-            asyncpg.InvalidCatalogNameError,
-            asyncpg.AdminShutdownError,
-            asyncpg.ConnectionDoesNotExistError,
-            asyncpg.InternalClientError,
-        ):
+        except _DROPPED:
             # Dropped between the catalogue check and the read (a forced drop ends this very session, and
             # asyncpg reports a session ended mid-prepare as an internal state error): a teardown is under way.
+            database = False
+        except SiteDatabaseServerUnreachable as err:
+            # The same, as the server's connect reports a session ended while in use.
+            if not isinstance(err.__cause__, _DROPPED):
+                raise
             database = False
     return SiteState(
         status=row["status"],
