@@ -170,7 +170,9 @@ async def test_poison_pill_alerts_waits_for_operator_then_retry_completes(
     handle = await harness.start()
     status = await eventually(lambda: _waiting(handle), "the deletion waits for an operator")
     assert status.waiting_on == "notes"
-    assert [a.subject for a in services.alerts] == ["bot deletion stuck on notes"]
+    # The run shows it waits before the alert goes out (workflows/deletion/operator_gate.py).
+    alerts = await eventually(lambda: [a.subject for a in services.alerts], "the operator is alerted")
+    assert alerts == ["bot deletion stuck on notes"]
 
     await handle.signal(BotDeletionWorkflow.retry)
     result = await handle.result()
@@ -196,6 +198,7 @@ async def test_repeated_failures_become_a_poison_pill_and_skip_leaves_the_bot_ro
     await eventually(waiting_after_a_skip, "the deletion waits for an operator")
     # Five attempts (the retry policy's cap), then the operator path: no endless silent retries.
     assert len(services.calls_of("notes")) == 5
+    await eventually(lambda: services.alerts, "the operator is alerted")
 
     await handle.signal(BotDeletionWorkflow.skip)
     result = await handle.result()
