@@ -54,8 +54,10 @@ async def ensure_database(url: str) -> None:
     try:
         if await maintenance.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", target.database):
             return
-        # Another replica may make it meanwhile.
-        with contextlib.suppress(asyncpg.DuplicateDatabaseError):
+        # Another replica, or the seed, may make it meanwhile. PostgreSQL reports a creation that lost the race
+        # after the check above either way: as a duplicate database, or, when both reached the catalog at once,
+        # as a unique violation on pg_database's name index.
+        with contextlib.suppress(asyncpg.DuplicateDatabaseError, asyncpg.UniqueViolationError):
             await maintenance.execute(f'CREATE DATABASE "{target.database}"')
     finally:
         await maintenance.close()

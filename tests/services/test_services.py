@@ -9,6 +9,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 
+import asyncpg
 import pytest
 import pytest_asyncio
 from temporalio.exceptions import ApplicationError
@@ -25,6 +26,7 @@ from services.catalog import SERVICES
 from services.chat import CHAT
 from services.knowledge import KNOWLEDGE
 from services.runtime.contract import ContractService
+from services.runtime.database import asyncpg_dsn, ensure_database
 from services.runtime.definition import ServiceDefinition
 from services.runtime.seeding import seed_rows
 from services.runtime.worker import opened
@@ -209,3 +211,13 @@ async def test_the_schema_is_applied_again_harmlessly(
             service.verify_subject_erased, VerifyRequest(subject=Subject(kind=Subject.KIND_BOT, id=str(uuid.uuid4())))
         )
     assert answer.remaining_rows == 0
+
+
+async def test_starters_racing_to_make_the_database_all_get_it(postgres_server: PostgresServer) -> None:
+    """A service's replicas and the seed each make its database if it is missing; those that lose the race to
+    PostgreSQL's catalog carry on with the one the winner made."""
+    for _ in range(5):
+        url = postgres_server.url(f"raced_{uuid.uuid4().hex[:8]}")
+        await asyncio.gather(*(ensure_database(url) for _ in range(4)))
+        conn = await asyncpg.connect(asyncpg_dsn(url))
+        await conn.close()
