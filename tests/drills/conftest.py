@@ -23,7 +23,7 @@ from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.budget import set_budget
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
-from tests.conftest import ADMIN_TOKEN, object_store_settings
+from tests.conftest import ADMIN_TOKEN, EXPORT_SIGNING_KEY, object_store_settings
 from tests.processes import ApiProcess, ChildProcess, service_processes, worker_process
 
 # The drills' deletion budget. They test recovery from kills and outages, not pacing: at the default 20,000
@@ -130,6 +130,8 @@ async def drill_stack(
         smtp_port=drill_smtp.port,
         mail_dir=drill_smtp.directory,
         admin_token=ADMIN_TOKEN,
+        # Exports on, as `make run` has them: the erasure drill removes an earlier one.
+        export_signing_key=EXPORT_SIGNING_KEY,
         # These tests follow deletions in the background (202); tests/deletion/test_inline_answer.py turns the
         # inline answer on for its own app.
         deletion_inline_wait=0,

@@ -1,0 +1,177 @@
+"""kill -9 the worker inside each step an account deletion runs once its data is gone, then reset the finished runs
+to their first workflow task: the same end state as an untroubled deletion, nothing done twice.
+
+The steps, in the order the deletion reaches them: the earlier exports removed, the processors recorded, the
+receipt signed (and copied to the object store), the processor told, the follow-up receipt signed. A new worker
+carries on after each kill (the steps heartbeat, so the loss is noticed within seconds); a worker whose first try
+of a step is held by a `delay` fault is the one killed, so the kill lands inside that step.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from functools import partial
+from typing import Any
+
+import httpx
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import WorkflowExecutionStatus
+
+from lifecycle.object_keys import receipt_copies_prefix
+from lifecycle.object_store import ObjectStore
+from lifecycle.workflow_ids import account_deletion_id, processor_erasure_id
+from tests.conftest import ADMIN_TOKEN
+from tests.deletion.processor_servers import ProcessorServer, requests_for
+from tests.drills.conftest import DrillStack
+from tests.drills.probes import fetchval, mail_to
+from tests.eventually import eventually
+from tests.exports.helpers import headers_of, seeded_account, stored_archive, wait_for_status
+from tests.operators.cli import AsyncCli
+from tests.processes import ChildProcess
+
+# Each held first try works this much longer than the drill needs to find it and kill its worker.
+HELD = "delay:60:1"
+# (workflow that runs the step, step) in the order the deletion reaches them.
+STEPS = [
+    ("deletion", "remove_account_exports"),
+    ("deletion", "begin_processor_erasure"),
+    ("deletion", "issue_deletion_receipt"),
+    ("erasure", "deliver_erasure_request"),
+    ("erasure", "issue_follow_up_receipt"),
+]
+# The processor's requests are retried at most a second apart here (an hour by default).
+PROCESSOR_RETRY = {"PROCESSOR_RETRY_INITIAL": "PT0.2S", "PROCESSOR_RETRY_MAX": "PT1S"}
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+async def test_a_kill_inside_every_erasure_step_and_a_reset_after_leave_one_end_state(drill_stack: DrillStack) -> None:
+    settings = drill_stack.settings
+    client = drill_stack.client
+    seeded = await seeded_account(settings, bots=1, rows=20)
+    email = await fetchval(settings.database_url, "SELECT email FROM accounts WHERE id = $1::uuid", seeded.account_id)
+    deletion_id = account_deletion_id(seeded.account_id)
+    erasure_id = processor_erasure_id(deletion_id)
+    ids = {"deletion": deletion_id, "erasure": erasure_id}
+    processors = ProcessorServer()
+    name = f"kills-{uuid.uuid4().hex[:6]}"
+    processor = processors.add(name)
+    await processors.start()
+    api = drill_stack.api()
+    workers: list[ChildProcess] = []
+    try:
+        async with httpx.AsyncClient(base_url=api.url) as http:
+            registered = await http.put(
+                f"/processors/{name}", json={"url": processors.url(name), "secret": processor.secret}, headers=ADMIN
+            )
+            assert registered.status_code in (200, 201), registered.text
+            # An earlier export, which the deletion (without export_first) removes before its receipt. The worker
+            # that makes it is the first one killed.
+            workers.append(_held_worker(drill_stack, STEPS[0][1]))
+            requested = await http.post("/account/exports", headers=headers_of(seeded))
+            assert requested.status_code == 202, requested.text
+            export_id = requested.json()["id"]
+            await wait_for_status(settings, export_id, "ready")
+            assert await stored_archive(settings, export_id) is not None
+
+            accepted = await http.delete("/account", headers=headers_of(seeded))
+            assert accepted.status_code == 202, accepted.text
+            for index, (runs_it, step) in enumerate(STEPS):
+                if index:
+                    workers.append(_held_worker(drill_stack, step))
+                await eventually(
+                    partial(_inside, drill_stack, ids[runs_it], step),
+                    f"the worker is inside {step}",
+                    within=120,
+                )
+                workers[-1].kill()
+            workers.append(drill_stack.worker("erasure-successor", **PROCESSOR_RETRY))
+            untroubled = await _settled(drill_stack, http, seeded.account_id)
+
+            # Both finished runs reset to their first workflow task, as an operator may: each runs again.
+            cli = AsyncCli(drill_stack.temporal.address)
+            for workflow_id in (deletion_id, erasure_id):
+                before = (await client.get_workflow_handle(workflow_id).describe()).run_id
+                await cli.run("workflow", "reset", "--workflow-id", workflow_id, "--type", "FirstWorkflowTask",
+                              "--reason", "drill: the erasure steps run again")  # fmt: skip
+                await _completed_again(drill_stack, workflow_id, before)
+            after_resets = await _settled(drill_stack, http, seeded.account_id)
+    finally:
+        for worker in workers:
+            worker.kill()
+        async with httpx.AsyncClient(base_url=api.url) as http:
+            await http.delete(f"/processors/{name}", headers=ADMIN)
+        api.terminate()
+        await processors.stop()
+
+    assert after_resets == untroubled
+    assert untroubled["every_receipt_copied"]
+    first, follow_up = untroubled["receipts"]
+    assert first["processors"][name]["status"] == "pending" and first["complete"] is False
+    assert follow_up["processors"][name]["status"] == "acknowledged" and follow_up["complete"] is True
+    assert follow_up["completes"]["receipt_id"] == first["id"]
+    # Told at least once, always under one idempotency key, and acknowledged under it.
+    asked = set(requests_for(processor, seeded.account_id))
+    assert len(asked) == 1 and asked <= processor.distinct_acknowledged
+    # The earlier export is gone, objects and row.
+    assert await stored_archive(settings, export_id) is None
+    assert (
+        await fetchval(settings.database_url, "SELECT count(*) FROM account_exports WHERE id = $1::uuid", export_id)
+        == 0
+    )
+    assert (
+        await fetchval(settings.database_url, "SELECT count(*) FROM accounts WHERE id = $1::uuid", seeded.account_id)
+        == 0
+    )
+    assert len(mail_to(drill_stack.smtp, email, "has been deleted")) == 1
+
+
+def _held_worker(stack: DrillStack, step: str) -> ChildProcess:
+    return stack.worker(f"erasure-{step}", FAULT_INJECTION=f"{step}={HELD}", **PROCESSOR_RETRY)
+
+
+async def _inside(stack: DrillStack, workflow_id: str, step: str) -> bool:
+    try:
+        described = await stack.client.get_workflow_handle(workflow_id).describe()
+    except Exception:  # the erasure run starts once the deletion's receipt is signed
+        return False
+    return any(
+        activity.activity_type.name == step and activity.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+        for activity in described.raw_description.pending_activities
+    )
+
+
+async def _completed_again(stack: DrillStack, workflow_id: str, before: str) -> None:
+    async def completed() -> bool:
+        described = await stack.client.get_workflow_handle(workflow_id).describe()
+        return described.run_id != before and described.status == WorkflowExecutionStatus.COMPLETED
+
+    await eventually(completed, f"the reset run of {workflow_id} completes", within=120)
+
+
+async def _settled(stack: DrillStack, http: httpx.AsyncClient, account_id: str) -> dict[str, Any]:
+    """Once the final receipt is signed: the account's receipts (signed bodies, in order) and the receipt copies
+    in the object store."""
+
+    async def final() -> dict[str, Any] | None:
+        answer = await http.get(f"/accounts/{account_id}/deletion/receipt", headers=ADMIN)
+        return answer.json() if answer.status_code == 200 and answer.json()["receipt"]["complete"] else None
+
+    await eventually(final, "the final receipt is signed", within=120)
+    bodies = await fetchval(
+        stack.settings.database_url,
+        "SELECT array_agg(canonical ORDER BY seq) FROM deletion_receipts WHERE account_id = $1::uuid"
+        " AND subject_kind = 'account'",
+        account_id,
+    )
+    chain = await fetchval(stack.settings.database_url, "SELECT id::text FROM deletion_receipt_chain")
+    store = ObjectStore(stack.settings)
+    try:
+        copies = len(await store.keys(receipt_copies_prefix(chain)))
+    finally:
+        await store.close()
+    receipts_total = await fetchval(stack.settings.database_url, "SELECT count(*) FROM deletion_receipts")
+    return {
+        "receipts": [json.loads(body) for body in bodies],
+        "every_receipt_copied": copies == receipts_total,
+    }
