@@ -29,6 +29,17 @@ LOCAL_SECRET_ACCESS_KEY = "lifecycle-local-secret-key"
 LOCAL_BUCKET = "lifecycle"
 # Stopping waits this long for weed's own shutdown, then kills it: its data is flushed per write anyway.
 STOP_TIMEOUT = 10.0
+# A port found free may be taken by another process before weed binds it (the suite starts servers side by side):
+# a first start that weed gives up on for that reason is tried again this many times, on ports chosen afresh.
+PORT_ATTEMPTS = 3
+
+
+# How weed says so: its own check of the ports it is given, or the bind that lost the race after that check.
+_PORT_TAKEN = (b"is not available on", b"address already in use")
+
+
+class PortTaken(RuntimeError):
+    pass
 
 
 @dataclass(frozen=True)
@@ -62,7 +73,10 @@ class SeaweedServer:
         log_path: Path | None = None,
     ) -> None:
         self.directory = directory.resolve()
+        self._s3_port = s3_port
         self.ports = WeedPorts.free(s3_port)
+        # Once it has served, a restart keeps its ports: its clients know the S3 one.
+        self._served = False
         self.bucket = bucket
         self.access_key_id = access_key_id
         self.secret_access_key = secret_access_key
@@ -90,6 +104,17 @@ class SeaweedServer:
         return config
 
     def start(self, timeout: float = 60.0) -> None:
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                self._start_once(timeout)
+                self._served = True
+                return
+            except PortTaken:
+                if self._served or attempt == PORT_ATTEMPTS:
+                    raise
+                self.ports = WeedPorts.free(self._s3_port)
+
+    def _start_once(self, timeout: float) -> None:
         data = self.directory / "data"
         data.mkdir(parents=True, exist_ok=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -110,9 +135,18 @@ class SeaweedServer:
             f"-s3.config={self._write_identities()}",
             f"-bucket={self.bucket}",
         ]
+        logged = self.log_path.stat().st_size if self.log_path.exists() else 0
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self._wait_ready(timeout)
+        try:
+            self._wait_ready(timeout)
+        except RuntimeError:
+            with self.log_path.open("rb") as log:
+                log.seek(logged)
+                said = log.read()
+                if any(marker in said for marker in _PORT_TAKEN):
+                    raise PortTaken(f"a port of SeaweedFS was taken before it bound it; see {self.log_path}") from None
+            raise
 
     def _bucket_answers(self, client: Any) -> bool:
         """True once the S3 gateway answers a signed HEAD of the bucket: the credentials work and the bucket

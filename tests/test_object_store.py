@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 import uuid
+from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
 
+from devstack.seaweedfs import SeaweedServer
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
 
@@ -36,3 +39,18 @@ async def test_wrong_credentials_are_refused(settings: Settings) -> None:
         )
     finally:
         await store.close()
+
+
+def test_a_port_taken_before_weed_binds_it_is_chosen_again(tmp_path: Path) -> None:
+    """Another process may take a port found free before weed binds it: a first start picks fresh ones."""
+    server = SeaweedServer(tmp_path / "seaweedfs")
+    taken = server.ports.s3
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        server.start()
+        try:
+            assert server.ports.s3 != taken
+            assert f"port {taken} for S3" in server.log_path.read_text()
+        finally:
+            server.stop()
