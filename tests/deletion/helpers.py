@@ -107,3 +107,12 @@ async def receipt_of(api: httpx.AsyncClient, bot_id: str, account: ApiAccount) -
     answer = await api.get(f"/bots/{bot_id}/deletion/receipt", headers=account.headers)
     assert answer.status_code == 200, answer.text
     return dict(answer.json()["receipt"])
+
+
+async def waiting_on_the_hold(handle: WorkflowHandle[Any, Any]) -> bool:
+    """The run stopped: nothing in flight, and it waits on the hold's timer."""
+    if (await handle.describe()).raw_description.pending_activities:
+        return False
+    events = [event async for event in handle.fetch_history_events()]
+    timers = [e for e in events if e.HasField("timer_started_event_attributes")]
+    return bool(timers) and b"legal hold on account" in timers[-1].user_metadata.summary.data

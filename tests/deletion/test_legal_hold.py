@@ -26,7 +26,7 @@ from lifecycle.settings import Settings
 from lifecycle.start_options import bot_deletion_options
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from tests.conftest import ADMIN_HEADERS, ApiAccount
-from tests.deletion.helpers import remaining_rows
+from tests.deletion.helpers import remaining_rows, waiting_on_the_hold
 from tests.eventually import eventually
 from tests.temporal_cli import TemporalCli
 from tests.workers import own_queue, own_worker
@@ -65,15 +65,6 @@ async def _recorded_status(settings: Settings, workflow_id: str) -> str | None:
         return await conn.fetchval("SELECT status FROM deletion_requests WHERE workflow_id = $1", workflow_id)
     finally:
         await conn.close()
-
-
-async def _waiting_on_the_hold(handle: WorkflowHandle[Any, Any]) -> bool:
-    """The run stopped: nothing in flight, and it waits on the hold's timer."""
-    if (await handle.describe()).raw_description.pending_activities:
-        return False
-    events = [event async for event in handle.fetch_history_events()]
-    timers = [e for e in events if e.HasField("timer_started_event_attributes")]
-    return bool(timers) and b"legal hold on account" in timers[-1].user_metadata.summary.data
 
 
 async def _history_text(handle: WorkflowHandle[Any, Any]) -> str:
@@ -131,7 +122,7 @@ async def test_a_deletion_requested_during_a_hold_waits_then_finishes_on_release
     handle = temporal_client.get_workflow_handle(
         account_deletion_id(seeded.account_id), result_type=AccountDeletionResult
     )
-    await eventually(lambda: _waiting_on_the_hold(handle), "the account deletion waits on the hold")
+    await eventually(lambda: waiting_on_the_hold(handle), "the account deletion waits on the hold")
     assert await _status(api, seeded.account_id) == "held"
     assert await remaining_rows(settings.database_url, seeded.bot_ids[0]) == rows_per_service(ROWS)
     # Ids only: the reason is in PostgreSQL, never in the run's history.
@@ -184,13 +175,13 @@ async def test_a_hold_during_a_deletion_stops_it_at_a_batch_boundary_until_relea
         await eventually(deleting, "the deletion commits its first batches")
         await _hold(api, seeded.account_id)
     # The slices in flight finish at the slow budget; the ones after the release go at the default.
-    await eventually(lambda: _waiting_on_the_hold(bot), "the bot deletion stops at a batch boundary")
+    await eventually(lambda: waiting_on_the_hold(bot), "the bot deletion stops at a batch boundary")
     left = sum((await remaining_rows(settings.database_url, bot_id)).values())
     assert 0 < left < before
     assert await _status(api, seeded.account_id) == "held"
     assert await _recorded_status(settings, bot_deletion_id(bot_id)) == "held"
     # Stopped: nothing in flight, and nothing more went.
-    assert await _waiting_on_the_hold(bot)
+    assert await waiting_on_the_hold(bot)
     assert sum((await remaining_rows(settings.database_url, bot_id)).values()) == left
     await _release(api, seeded.account_id)
     result = await account.result()
@@ -220,7 +211,7 @@ async def test_a_bot_deletion_of_a_held_account_waits_through_a_reset(
     assert accepted.status_code == 202, accepted.text
     assert accepted.json()["status"] == "held"
     handle = temporal_client.get_workflow_handle(bot_deletion_id(bot_id), result_type=BotDeletionResult)
-    await eventually(lambda: _waiting_on_the_hold(handle), "the bot deletion waits on the hold")
+    await eventually(lambda: waiting_on_the_hold(handle), "the bot deletion waits on the hold")
     first_run = (await handle.describe()).run_id
 
     # The operator's reset to the first task: the new run asks PostgreSQL again, and waits again.
@@ -230,7 +221,7 @@ async def test_a_bot_deletion_of_a_held_account_waits_through_a_reset(
     )
     latest = temporal_client.get_workflow_handle(handle.id, result_type=BotDeletionResult)
     assert (await latest.describe()).run_id != first_run
-    await eventually(lambda: _waiting_on_the_hold(latest), "the reset run waits on the hold")
+    await eventually(lambda: waiting_on_the_hold(latest), "the reset run waits on the hold")
     assert await _recorded_status(settings, handle.id) == "held"
 
     # The runbook's list of held deletions names it.
@@ -262,7 +253,7 @@ async def test_a_held_deletion_survives_its_worker_stopping_and_ends_after_relea
             account_deletion_id(seeded.account_id), result_type=AccountDeletionResult
         )
         async with own_worker(own, temporal_client):
-            await eventually(lambda: _waiting_on_the_hold(handle), "the account deletion waits on the hold")
+            await eventually(lambda: waiting_on_the_hold(handle), "the account deletion waits on the hold")
         # No worker now: the release's signal waits in the run's history for the next one.
         await _release(api, seeded.account_id)
         assert await remaining_rows(settings.database_url, seeded.bot_ids[0]) == rows_per_service(ROWS)
@@ -279,7 +270,7 @@ async def test_a_lost_release_signal_is_caught_by_the_timer(
     seeded = await seed(settings, bots=1, rows=ROWS)
     await _hold(api, seeded.account_id)
     handle = await _start_bot_deletion(temporal_client, settings, seeded, legal_hold_recheck_seconds=1)
-    await eventually(lambda: _waiting_on_the_hold(handle), "the bot deletion waits on the hold")
+    await eventually(lambda: waiting_on_the_hold(handle), "the bot deletion waits on the hold")
     conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
     try:
         await conn.execute("UPDATE legal_holds SET released_at = now() WHERE account_id = $1::uuid", seeded.account_id)
@@ -302,7 +293,7 @@ async def test_a_long_hold_continues_as_new_and_still_waits(
     latest = temporal_client.get_workflow_handle(handle.id, result_type=BotDeletionResult)
 
     async def a_later_run_waits() -> bool:
-        return (await latest.describe()).run_id != first_run and await _waiting_on_the_hold(latest)
+        return (await latest.describe()).run_id != first_run and await waiting_on_the_hold(latest)
 
     await eventually(a_later_run_waits, "a later run of the held deletion waits on the hold")
     assert await remaining_rows(settings.database_url, seeded.bot_ids[0]) == rows_per_service(ROWS)

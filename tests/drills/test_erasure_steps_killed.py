@@ -1,10 +1,12 @@
-"""kill -9 the worker inside each step an account deletion runs once its data is gone, then reset the finished runs
-to their first workflow task: the same end state as an untroubled deletion, nothing done twice.
+"""kill -9 the worker inside each step an account deletion added for erasure that reaches everyone, then reset the
+finished runs to their first workflow task: the same end state as an untroubled deletion, nothing done twice.
 
-The steps, in the order the deletion reaches them: the earlier exports removed, the processors recorded, the
-receipt signed (and copied to the object store), the processor told, the follow-up receipt signed. A new worker
-carries on after each kill (the steps heartbeat, so the loss is noticed within seconds); a worker whose first try
-of a step is held by a `delay` fault is the one killed, so the kill lands inside that step.
+The steps, in the order the deletion reaches them: the legal hold asked about (the account is held, and the worker
+is killed again while the deletion waits on the hold, which is then released), the earlier exports removed, the
+processors recorded, the receipt signed (and copied to the object store), the processor told, the follow-up
+receipt signed. A new worker carries on after each kill (the steps heartbeat, so the loss is noticed within
+seconds); a worker whose first try of a step is held by a `delay` fault is the one killed, so the kill lands inside
+that step.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from lifecycle.object_keys import receipt_copies_prefix
 from lifecycle.object_store import ObjectStore
 from lifecycle.workflow_ids import account_deletion_id, processor_erasure_id
 from tests.conftest import ADMIN_TOKEN
+from tests.deletion.helpers import waiting_on_the_hold
 from tests.deletion.processor_servers import ProcessorServer, requests_for
 from tests.drills.conftest import DrillStack
 from tests.drills.probes import fetchval, mail_to
@@ -34,6 +37,7 @@ from tests.processes import ChildProcess
 HELD = "delay:60:1"
 # (workflow that runs the step, step) in the order the deletion reaches them.
 STEPS = [
+    ("deletion", "legal_hold_in_force"),
     ("deletion", "remove_account_exports"),
     ("deletion", "begin_processor_erasure"),
     ("deletion", "issue_deletion_receipt"),
@@ -74,11 +78,22 @@ async def test_a_kill_inside_every_erasure_step_and_a_reset_after_leave_one_end_
             await wait_for_status(settings, export_id, "ready")
             assert await stored_archive(settings, export_id) is not None
 
+            held = await http.put(f"/accounts/{seeded.account_id}/legal-hold", json={"reason": "drill"}, headers=ADMIN)
+            assert held.status_code == 201, held.text
             accepted = await http.delete("/account", headers=headers_of(seeded))
             assert accepted.status_code == 202, accepted.text
             for index, (runs_it, step) in enumerate(STEPS):
                 if index:
                     workers.append(_held_worker(drill_stack, step))
+                if step == "remove_account_exports":
+                    # The hold was found in force: the deletion waits on it, nothing in flight. Killed there too.
+                    await eventually(
+                        partial(waiting_on_the_hold, client.get_workflow_handle(deletion_id)), "it is held"
+                    )
+                    workers[-1].kill()
+                    workers.append(_held_worker(drill_stack, step))
+                    released = await http.delete(f"/accounts/{seeded.account_id}/legal-hold", headers=ADMIN)
+                    assert released.status_code == 200, released.text
                 await eventually(
                     partial(_inside, drill_stack, ids[runs_it], step),
                     f"the worker is inside {step}",
@@ -110,6 +125,8 @@ async def test_a_kill_inside_every_erasure_step_and_a_reset_after_leave_one_end_
     assert first["processors"][name]["status"] == "pending" and first["complete"] is False
     assert follow_up["processors"][name]["status"] == "acknowledged" and follow_up["complete"] is True
     assert follow_up["completes"]["receipt_id"] == first["id"]
+    [hold] = first["legal_holds"]
+    assert hold["placed_at"] is not None and hold["released_at"] is not None
     # Told at least once, always under one idempotency key, and acknowledged under it.
     asked = set(requests_for(processor, seeded.account_id))
     assert len(asked) == 1 and asked <= processor.distinct_acknowledged
