@@ -11,6 +11,7 @@ that step.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from functools import partial
@@ -18,7 +19,7 @@ from typing import Any
 
 import httpx
 from temporalio.api.enums.v1 import PendingActivityState
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateStage
 
 from lifecycle.object_keys import receipt_copies_prefix
 from lifecycle.object_store import ObjectStore
@@ -29,7 +30,15 @@ from tests.deletion.processor_servers import ProcessorServer, requests_for
 from tests.drills.conftest import DrillStack
 from tests.drills.probes import fetchval, mail_to
 from tests.eventually import eventually
-from tests.exports.helpers import headers_of, seeded_account, stored_archive, wait_for_status
+from tests.exports.helpers import (
+    account_email,
+    headers_of,
+    link_in,
+    ready_mails,
+    seeded_account,
+    stored_archive,
+    wait_for_status,
+)
 from tests.operators.cli import AsyncCli
 from tests.processes import ChildProcess
 
@@ -175,12 +184,7 @@ async def _settled(stack: DrillStack, http: httpx.AsyncClient, account_id: str) 
         return answer.json() if answer.status_code == 200 and answer.json()["receipt"]["complete"] else None
 
     await eventually(final, "the final receipt is signed", within=120)
-    bodies = await fetchval(
-        stack.settings.database_url,
-        "SELECT array_agg(canonical ORDER BY seq) FROM deletion_receipts WHERE account_id = $1::uuid"
-        " AND subject_kind = 'account'",
-        account_id,
-    )
+    receipts = await _account_receipts(stack, account_id)
     chain = await fetchval(stack.settings.database_url, "SELECT id::text FROM deletion_receipt_chain")
     store = ObjectStore(stack.settings)
     try:
@@ -189,6 +193,75 @@ async def _settled(stack: DrillStack, http: httpx.AsyncClient, account_id: str) 
         await store.close()
     receipts_total = await fetchval(stack.settings.database_url, "SELECT count(*) FROM deletion_receipts")
     return {
-        "receipts": [json.loads(body) for body in bodies],
+        "receipts": receipts,
         "every_receipt_copied": copies == receipts_total,
     }
+
+
+async def test_a_kill_inside_the_kept_archives_destruction_follows_it_up_once(drill_stack: DrillStack) -> None:
+    """`export_first` keeps the archive, listed on the receipt; its destruction (an operator's `expire_now`) is
+    killed in the middle, its next attempt loses its answer after the work, and the export's finished run is then
+    reset: one follow-up receipt, the archive gone."""
+    settings, client = drill_stack.settings, drill_stack.client
+    seeded = await seeded_account(settings, bots=1, rows=20)
+    address = await account_email(settings, seeded.account_id)
+    step = "expire_account_export"
+    api = drill_stack.api()
+    workers = [_held_worker(drill_stack, step)]
+    try:
+        async with httpx.AsyncClient(base_url=api.url) as http:
+            deleting = await http.request("DELETE", "/account", json={"export_first": True}, headers=headers_of(seeded))
+            assert deleting.status_code == 202, deleting.text
+            await client.get_workflow_handle(account_deletion_id(seeded.account_id)).result()
+            first = await _account_receipts(drill_stack, seeded.account_id)
+            [kept] = first[0]["retained"]
+            export_id = kept["export_id"]
+            export_run = await fetchval(
+                settings.database_url, "SELECT workflow_id FROM account_exports WHERE id = $1::uuid", export_id
+            )
+            # Accepted, not awaited: the update answers once the archive is gone, which the kill delays.
+            await client.get_workflow_handle(export_run).start_update(
+                "expire_now", wait_for_stage=WorkflowUpdateStage.ACCEPTED, result_type=str
+            )
+            await eventually(partial(_inside, drill_stack, export_run, step), f"the worker is inside {step}")
+            workers[-1].kill()
+            # The next attempt destroys the archive and signs the follow-up, then its answer is lost, as if its
+            # worker died right after: the attempt after it must find the follow-up signed.
+            workers.append(drill_stack.worker("archive-successor", FAULT_INJECTION=f"{step}=lose:2"))
+
+            async def followed_up() -> list[dict[str, Any]] | None:
+                receipts = await _account_receipts(drill_stack, seeded.account_id)
+                return receipts if len(receipts) >= 2 else None
+
+            untroubled = await eventually(followed_up, "the archive's destruction is followed up")
+            await asyncio.wait_for(client.get_workflow_handle(export_run).result(), timeout=120)
+            cli = AsyncCli(drill_stack.temporal.address)
+            before = (await client.get_workflow_handle(export_run).describe()).run_id
+            await cli.run("workflow", "reset", "--workflow-id", export_run, "--type", "FirstWorkflowTask",
+                          "--reason", "drill: the export runs again")  # fmt: skip
+            await _completed_again(drill_stack, export_run, before)
+            after_reset = await _account_receipts(drill_stack, seeded.account_id)
+            gone = await http.get(link_in(ready_mails(drill_stack.smtp, address)[0]))
+    finally:
+        for worker in workers:
+            worker.kill()
+        api.terminate()
+
+    assert len(untroubled) == 2, untroubled
+    assert after_reset == untroubled
+    follow_up = untroubled[1]
+    assert follow_up["completes"]["receipt_id"] == untroubled[0]["id"]
+    assert follow_up["reason"] == "retained_copy_destroyed" and follow_up["retained"] == []
+    assert [copy["export_id"] for copy in follow_up["destroyed"]] == [export_id]
+    assert await stored_archive(settings, export_id) is None
+    assert gone.status_code == 410, gone.text
+
+
+async def _account_receipts(stack: DrillStack, account_id: str) -> list[dict[str, Any]]:
+    bodies = await fetchval(
+        stack.settings.database_url,
+        "SELECT array_agg(canonical ORDER BY seq) FROM deletion_receipts WHERE account_id = $1::uuid"
+        " AND subject_kind = 'account'",
+        account_id,
+    )
+    return [json.loads(body) for body in bodies or []]
