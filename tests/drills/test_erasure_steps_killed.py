@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateStage
+from temporalio.service import RPCError, RPCStatusCode
 
 from lifecycle.object_keys import receipt_copies_prefix
 from lifecycle.object_store import ObjectStore
@@ -159,8 +160,10 @@ def _held_worker(stack: DrillStack, step: str) -> ChildProcess:
 async def _inside(stack: DrillStack, workflow_id: str, step: str) -> bool:
     try:
         described = await stack.client.get_workflow_handle(workflow_id).describe()
-    except Exception:  # the erasure run starts once the deletion's receipt is signed
-        return False
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:  # the erasure run starts once the deletion's receipt is signed
+            return False
+        raise
     return any(
         activity.activity_type.name == step and activity.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
         for activity in described.raw_description.pending_activities
