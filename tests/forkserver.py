@@ -3,8 +3,9 @@ that has already imported the third-party libraries they all load, as multiproce
 
 Each child is still a process of its own, with its own pid, memory and event loop, killed with real signals; it
 runs its module as `python -m` or `python script.py` would (`__main__`, argv, environment, working directory,
-stdout and stderr to its log). What it skips is the interpreter's start and about 1.4 s of CPU importing
-temporalio, SQLAlchemy, FastAPI and botocore, which the suite's hundred-odd child processes paid each time.
+stdout and stderr to its log, or to two files for a one-shot command whose output a test reads). What it skips
+is the interpreter's start and about 1.4 s of CPU importing temporalio, SQLAlchemy, FastAPI and botocore, which
+the suite's hundred-odd child processes paid each time.
 The project's own modules are imported by each child, never by the fork server, so nothing of the project is
 shared or read from the environment before the child's own environment is in place. `make run` and the Procfile
 start the same commands the ordinary way (tests/test_devstack.py).
@@ -98,8 +99,11 @@ class ForkServer:
         self._lock = threading.Lock()
         threading.Thread(target=self._read, name="forkserver-reader", daemon=True).start()
 
-    def start(self, args: list[str], env: dict[str, str], cwd: Path, log: Path) -> ForkedProcess:
-        request = {"args": args[1:], "env": env, "cwd": str(cwd), "log": str(log)}
+    def start(
+        self, args: list[str], env: dict[str, str], cwd: Path, log: Path, stderr: Path | None = None
+    ) -> ForkedProcess:
+        """Forks `args`, its stdout to `log` and its stderr to `stderr` (to `log` too by default)."""
+        request = {"args": args[1:], "env": env, "cwd": str(cwd), "stdout": str(log), "stderr": str(stderr or log)}
         assert self._server.stdin is not None
         with self._lock:
             self._server.stdin.write(json.dumps(request).encode() + b"\n")
@@ -194,10 +198,10 @@ def _child(request: dict[str, Any], server_fds: tuple[int, ...]) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     for fd in server_fds:
         os.close(fd)
-    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(log)
+    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+        output = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(output, fd)
+        os.close(output)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)

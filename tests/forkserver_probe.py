@@ -1,5 +1,5 @@
-"""A child for tests/test_forkserver.py: prints what it was started with, then exits with the code it was given,
-or waits to be killed."""
+"""A child for tests/test_forkserver.py: prints what it was started with (and, given `complain`, a line to stderr),
+then exits with the code it was given, or waits to be killed."""
 
 import json
 import os
@@ -9,6 +9,8 @@ import time
 if __name__ == "__main__":
     print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "probe": os.environ.get("PROBE"), "name": __name__}))
     sys.stdout.flush()
+    if "complain" in sys.argv:
+        print("a complaint", file=sys.stderr)
     if sys.argv[1] == "wait":
         time.sleep(600)  # the test kills it
     sys.exit(int(sys.argv[1]))

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import httpx
@@ -30,10 +31,19 @@ def settings_environment(settings: Settings, **overrides: str) -> dict[str, str]
 
 
 class ChildProcess:
-    def __init__(self, args: list[str], env: dict[str, str], log_path: Path, cwd: Path = PROJECT_ROOT) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        env: dict[str, str],
+        log_path: Path,
+        cwd: Path = PROJECT_ROOT,
+        stderr_path: Path | None = None,
+    ) -> None:
+        """`log_path` takes stdout, and stderr too unless `stderr_path` is given."""
         self.args = args
         self.env = env
         self.log_path = log_path
+        self.stderr_path = stderr_path
         self.cwd = cwd
         self.process: subprocess.Popen[bytes] | ForkedProcess | None = None
 
@@ -41,10 +51,10 @@ class ChildProcess:
         if self.cwd == PROJECT_ROOT and forks_alike(self.args):
             server = fork_server(PROJECT_ROOT)
             if starts_alike(self.env, server):
-                self.process = server.start(self.args, self.env, self.cwd, self.log_path)
+                self.process = server.start(self.args, self.env, self.cwd, self.log_path, self.stderr_path)
                 return
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(self.args, env=self.env, cwd=self.cwd, stdout=log, stderr=subprocess.STDOUT)
+        with self.log_path.open("ab") as log, (self.stderr_path or self.log_path).open("ab") as errors:
+            self.process = subprocess.Popen(self.args, env=self.env, cwd=self.cwd, stdout=log, stderr=errors)
 
     @property
     def pid(self) -> int:
@@ -65,6 +75,30 @@ class ChildProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def errors(self) -> str:
+        """What it wrote to stderr, when that has a file of its own."""
+        path = self.stderr_path
+        return path.read_text(errors="replace") if path is not None and path.exists() else ""
+
+
+def run_command(
+    args: list[str], env: dict[str, str], output_dir: Path, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """A one-shot command run to its end, as subprocess.run(capture_output=True, text=True) would, but forked like
+    the other children when it is `python -m ...`: the product's command-line tools import what the worker does,
+    about a second of CPU per run otherwise. Its stdout and stderr go to files of their own in `output_dir`."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    name = uuid.uuid4().hex[:8]
+    command = ChildProcess(args, env, output_dir / f"{name}.out", stderr_path=output_dir / f"{name}.err")
+    command.start()
+    assert command.process is not None
+    try:
+        returncode = command.process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        command.kill()
+        raise
+    return subprocess.CompletedProcess(args, returncode, command.log_path.read_text(errors="replace"), command.errors())
 
 
 def worker_process(settings: Settings, log_path: Path, **overrides: str) -> ChildProcess:

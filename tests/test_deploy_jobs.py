@@ -28,6 +28,7 @@ from lifecycle.settings import Settings
 from services.catalog import SERVICES
 from services.runtime.database import database_url_variable
 from services.runtime.worker import opened
+from tests.processes import PROJECT_ROOT, run_command
 
 JOB_TIMEOUT_SECONDS = 180
 
@@ -154,14 +155,9 @@ def run_migrate_job(project_root: Path, server: PostgresServer, data_dir: Path) 
         "DATABASE_URL": f"postgresql+asyncpg://{OWNER}@127.0.0.1:{server.port}/lifecycle",
         "DATABASE_DML_ROLES": compose["services"]["migrate"]["environment"]["DATABASE_DML_ROLES"],
     }
-    return subprocess.run(
-        [sys.executable, "-m", "lifecycle.migrate"],
-        cwd=project_root,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=JOB_TIMEOUT_SECONDS,
-    )
+    assert project_root == PROJECT_ROOT
+    job = [sys.executable, "-m", "lifecycle.migrate"]
+    return run_command(job, environment, data_dir / "commands", timeout=JOB_TIMEOUT_SECONDS)
 
 
 def not_owned_by_the_owner(server: PostgresServer) -> list[str]:

@@ -1,5 +1,6 @@
 """The fork server starts a child as the interpreter would (tests/forkserver.py): its module as `__main__`, its
-arguments, environment and working directory, its output in its log, its exit code, and death by a real signal."""
+arguments, environment and working directory, its output in its log (or stdout and stderr apart, for a one-shot
+command), its exit code, and death by a real signal."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from tests.eventually import eventually
 from tests.forkserver import ForkedProcess
-from tests.processes import PROJECT_ROOT, ChildProcess
+from tests.processes import PROJECT_ROOT, ChildProcess, run_command
 
 
 def _probe(tmp_path: Path, *args: str) -> ChildProcess:
@@ -35,3 +36,11 @@ async def test_a_forked_child_dies_of_a_real_sigkill(tmp_path: Path) -> None:
     await eventually(lambda: "wait" in child.log(), "the child printed what it was started with")
     child.kill()
     assert child.process is not None and child.process.poll() == -signal.SIGKILL
+
+
+def test_a_one_shot_command_gives_its_stdout_stderr_and_exit_code_apart(tmp_path: Path) -> None:
+    env = {**os.environ, "PROBE": "seen"}
+    done = run_command([sys.executable, "-m", "tests.forkserver_probe", "2", "complain"], env, tmp_path, timeout=30)
+    assert done.returncode == 2
+    assert json.loads(done.stdout)["argv"] == ["2", "complain"]
+    assert done.stderr == "a complaint\n"

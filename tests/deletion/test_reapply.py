@@ -50,7 +50,7 @@ from services.catalog import SERVICES
 from tests.conftest import ADMIN_HEADERS
 from tests.deletion.helpers import remaining_rows
 from tests.eventually import eventually
-from tests.processes import PROJECT_ROOT, ChildProcess, service_processes, settings_environment
+from tests.processes import PROJECT_ROOT, ChildProcess, run_command, service_processes, settings_environment
 from tests.workers import own_worker
 
 # One xdist worker builds the module's stack once for all its tests.
@@ -68,6 +68,7 @@ class Stack:
     client: Client
     dumps: Path
     mail: SmtpSink
+    commands: Path  # the runbook command's output, one pair of files per run
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -112,7 +113,7 @@ async def stack(
                     headers=ADMIN_HEADERS,
                 )
                 assert answer.status_code == 201, answer.text
-            yield Stack(server, own, api, temporal_client, root / "dumps", smtp_sink)
+            yield Stack(server, own, api, temporal_client, root / "dumps", smtp_sink, root / "commands")
     finally:
         for process in processes:
             if process.process is not None and process.process.poll() is None:
@@ -159,50 +160,44 @@ def runbook_command(document: str, section: str) -> list[str]:
     return shlex.split(block.group(1).strip())
 
 
+def _runbook_process(stack: Stack) -> list[str]:
+    command = runbook_command("docs/operations.md", "## Re-applying deletions after a restore")
+    assert command == ["python", "-m", "lifecycle.reapply"]
+    return [sys.executable, *command[1:]]
+
+
 async def _reapply(stack: Stack) -> subprocess.CompletedProcess[str]:
     """The runbook's command, as an operator runs it, with the deployment's settings in its environment. In a
     thread: the worker it needs (for the services' counts) runs on this event loop."""
-    command = runbook_command("docs/operations.md", "## Re-applying deletions after a restore")
-    assert command == ["python", "-m", "lifecycle.reapply"]
     return await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, *command[1:]],
-        env=settings_environment(stack.settings),
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+        run_command, _runbook_process(stack), settings_environment(stack.settings), stack.commands, timeout=60
     )
 
 
 async def _reapply_killed_once_it_says(stack: Stack, marker: str) -> str:
     """The runbook's command, killed with SIGKILL as soon as it printed a line holding `marker`: what it said."""
+    name = uuid.uuid4().hex[:8]
+    stack.commands.mkdir(exist_ok=True)
+    command = ChildProcess(
+        _runbook_process(stack),
+        settings_environment(stack.settings),
+        stack.commands / f"{name}.out",
+        stderr_path=stack.commands / f"{name}.err",
+    )
+    command.start()
+    assert command.process is not None
+    process = command.process
 
-    def run() -> str:
-        command = runbook_command("docs/operations.md", "## Re-applying deletions after a restore")
-        process = subprocess.Popen(
-            [sys.executable, *command[1:]],
-            env=settings_environment(stack.settings),
-            cwd=PROJECT_ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        assert process.stdout is not None
-        said = []
-        try:
-            for line in process.stdout:
-                said.append(line)
-                if marker in line:
-                    break
-        finally:
-            process.kill()
-            process.wait()
-        assert marker in "".join(said), "".join(said)
-        return "".join(said)
+    def said_it_or_ended() -> bool:
+        return marker in command.log() or process.poll() is not None
 
-    return await asyncio.to_thread(run)
+    try:
+        await eventually(said_it_or_ended, f"the command printed {marker!r}", within=60, interval=0.01)
+    finally:
+        command.kill()
+    said = command.log()
+    assert marker in said, said + command.errors()
+    return said
 
 
 def test_the_readme_shows_the_runbooks_command() -> None:

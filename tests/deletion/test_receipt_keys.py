@@ -36,7 +36,7 @@ from lifecycle.settings import RECEIPT_SIGNING_KEY_FILE, Settings
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.deletion.receipt_checks import verifies
 from tests.eventually import eventually
-from tests.processes import PROJECT_ROOT, ChildProcess, settings_environment
+from tests.processes import ChildProcess, run_command, settings_environment
 from worker import build_worker
 
 # A process that refuses its configuration exits within this; one that accepts it keeps running.
@@ -197,15 +197,8 @@ async def _rotate(settings: Settings, **overrides: str) -> subprocess.CompletedP
     env = settings_environment(settings)
     env.pop("RECEIPT_SIGNING_KEY", None)
     env.update(overrides)
-    return await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "lifecycle.deletion.receipt_keys", "rotate"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    command = [sys.executable, "-m", "lifecycle.deletion.receipt_keys", "rotate"]
+    return await asyncio.to_thread(run_command, command, env, settings.data_dir / "commands", timeout=60)
 
 
 async def test_a_rotation_leaves_older_receipts_verifiable_by_their_key_id(
