@@ -62,7 +62,8 @@ class Watch:
     async def wait(self, at_most: float | None) -> None:
         """Until one of its subjects may have changed, or `at_most` seconds (None: no bound)."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.changed.wait(), at_most)
+            async with asyncio.timeout(at_most):  # not wait_for: see EventHub._run
+                await self.changed.wait()
         self.changed.clear()
 
 
@@ -104,8 +105,9 @@ class EventHub:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # asyncio.wait, not awaiting the task inside suppress(CancelledError), which also swallowed a
+            # cancellation of the caller (a shutdown that times out).
+            await asyncio.wait([self._task])
         await self._close_listener()
 
     @contextlib.asynccontextmanager
@@ -135,8 +137,11 @@ class EventHub:
             try:
                 if self._listener is None or self._listener.is_closed():
                     await self._listen()
+                # asyncio.timeout, not wait_for: on Python 3.11, a cancel that comes as the event is set is lost in
+                # wait_for, and this loop then ran on with stop() waiting for it forever.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._notified.wait(), self._poll_interval)
+                    async with asyncio.timeout(self._poll_interval):
+                        await self._notified.wait()
                 self._notified.clear()
                 await self._dispatch_new()
                 if time.monotonic() >= next_prune:
