@@ -125,8 +125,7 @@ class ProcessorErasures:
         headers = signed_headers(row.secret, row.webhook_id, datetime.now(UTC), body)
         timeout = self._resources.settings.processor_request_timeout.total_seconds()
         try:
-            async with httpx.AsyncClient(timeout=timeout) as client:
-                response = await client.post(row.url, content=body, headers=headers)
+            response = await self._resources.http.post(row.url, content=body, headers=headers, timeout=timeout)
         except httpx.HTTPError as err:
             error = f"{type(err).__name__}: {err}"[:500]
         else:
