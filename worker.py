@@ -34,6 +34,7 @@ from lifecycle.settings import Settings, get_settings
 from lifecycle.sites.pool import poke_every_pool
 from lifecycle.tracing import configure_tracing, stop_tracing, temporal_interceptors
 from lifecycle.worker_deployment import deployment_config, deployment_version, make_current
+from lifecycle.workflow_runner import workflow_runner
 from workflows.registry import WORKFLOWS
 
 WORKFLOWS_DIR = Path(__file__).resolve().parent / "workflows"
@@ -159,6 +160,7 @@ def build_worker(
                 client,
                 task_queue=queue,
                 workflows=WORKFLOWS,
+                workflow_runner=workflow_runner(),
                 activities=activities,
                 interceptors=interceptors_for(settings),
                 graceful_shutdown_timeout=graceful_shutdown,

@@ -28,6 +28,7 @@ from lifecycle.worker_deployment import (
     make_current,
     workflow_modules,
 )
+from lifecycle.workflow_runner import workflow_runner
 from tests.eventually import eventually
 from tests.processes import PROJECT_ROOT
 from workflows.registry import WORKFLOWS
@@ -156,7 +157,13 @@ async def test_a_new_version_is_made_current_moments_after_its_worker_first_poll
         # No worker of the version polls yet: the server refuses it, and make_current keeps asking.
         await eventually(lambda: len(_retry_waits(caplog)) >= 6, "make_current retried six times", within=30)
         versioned = deployment_config(version)
-        async with Worker(temporal_client, task_queue=queue, workflows=WORKFLOWS, deployment_config=versioned):
+        async with Worker(
+            temporal_client,
+            task_queue=queue,
+            workflows=WORKFLOWS,
+            workflow_runner=workflow_runner(),
+            deployment_config=versioned,
+        ):
             await asyncio.wait_for(promoting, 60)
     assert _retry_waits(caplog)[:6] == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0]
     described = await temporal_client.workflow_service.describe_worker_deployment(

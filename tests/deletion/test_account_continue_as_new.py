@@ -18,6 +18,7 @@ from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.contracts import DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
+from lifecycle.workflow_runner import workflow_runner
 from tests.conftest import ADMIN_HEADERS
 from tests.deletion.helpers import remaining_rows, start_paused_account_deletion
 from tests.drills.probes import fetchval
@@ -85,6 +86,8 @@ async def test_a_paused_account_deletion_stays_paused_across_continue_as_new(
     assert len(runs) == 2
     # The run that continued as new (after its handlers finished) replays against the code.
     history = await temporal_client.get_workflow_handle(account.id, run_id=first_run).fetch_history()
-    await Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER).replay_workflow(history)
+    await Replayer(
+        workflows=WORKFLOWS, workflow_runner=workflow_runner(), data_converter=DATA_CONVERTER
+    ).replay_workflow(history)
     mails = [message_from_bytes(path.read_bytes()) for path in smtp_sink.messages()]
     assert len([m for m in mails if m["To"] == address]) == 1

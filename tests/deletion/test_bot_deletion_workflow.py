@@ -23,6 +23,7 @@ from temporalio.worker import Worker
 from lifecycle.deletion.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
 from lifecycle.deletion.registry import DELETE_SUBJECT_DATA
 from lifecycle.worker_deployment import deployment_config
+from lifecycle.workflow_runner import workflow_runner
 from tests.conftest import start_time_skipping
 from tests.deletion.fakes import ROWS_PER_SERVICE, SERVICES, FakeBotServices
 from tests.eventually import eventually
@@ -57,6 +58,7 @@ async def _harness(env: WorkflowEnvironment, services: FakeBotServices) -> Async
             env.client,
             task_queue=task_queue,
             workflows=[BotDeletionWorkflow],
+            workflow_runner=workflow_runner(),
             activities=services.activities(),
             # Versioned, as the SDK requires of a type that declares a versioning behaviour; the time-skipping
             # server dispatches to it without a current version.

@@ -16,6 +16,7 @@ from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
 import workflows.sites.creation
 from lifecycle.data_converter import DATA_CONVERTER
+from lifecycle.workflow_runner import workflow_runner
 from workflows.registry import WORKFLOWS
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -36,7 +37,9 @@ def test_every_workflow_type_has_at_least_two_histories() -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=[path.stem for path in FILES])
 async def test_history_replays(path: Path) -> None:
-    await Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER).replay_workflow(_history(path))
+    await Replayer(
+        workflows=WORKFLOWS, workflow_runner=workflow_runner(), data_converter=DATA_CONVERTER
+    ).replay_workflow(_history(path))
 
 
 def _changed_copy_of_site_creation() -> type:
