@@ -7,13 +7,13 @@ from temporalio import workflow
 from temporalio.common import VersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.activity_presets as presets
     from activities.deletion.reconciler import Reconciler
     from activities.exports.reconciler import ExportReconciler
     from activities.sites.reconciler import SiteReconciler
     from lifecycle.contracts import ReconcileResult
     from lifecycle.sites.contracts import SiteReconcileInput
     from lifecycle.workflow_types import RECONCILER_WORKFLOW
-    from workflows import activity_presets as presets
 
 
 # Pinned: a run lasts minutes at most, and the schedule starts each next one on the current version.

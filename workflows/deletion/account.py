@@ -15,6 +15,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.activity_presets as presets
+    import workflows.deletion.policies as policies
     from activities.deletion.account_sites import AccountSites
     from activities.deletion.grace import DeletionGrace
     from activities.deletion.notifications import Notifications
@@ -42,16 +44,13 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.workflow_types import (
         ACCOUNT_DELETION_WORKFLOW,
     )
-    from workflows import activity_presets as presets
-    from workflows.deletion import policies
+    from workflows.deletion.after_erasure import before_receipt, tell_processors
+    from workflows.deletion.bot import BotDeletionWorkflow
     from workflows.deletion.legal_hold import LegalHoldGate
     from workflows.deletion.operator_gate import Decision, OperatorGate
     from workflows.deletion.receipt_step import issue_receipt
     from workflows.deletion.status_recorder import StatusRecorder
-
-from workflows.deletion.after_erasure import before_receipt, tell_processors
-from workflows.deletion.bot import BotDeletionWorkflow
-from workflows.sites.deletion import SiteDeletionWorkflow
+    from workflows.sites.deletion import SiteDeletionWorkflow
 
 
 def _add(totals: dict[str, ServiceProgress], services: dict[str, ServiceProgress], sign: int = 1) -> None:

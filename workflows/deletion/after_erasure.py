@@ -10,13 +10,12 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.activity_presets as presets
     from activities.deletion.processors import ProcessorErasures
     from activities.exports.steps import AccountExportActivities
     from lifecycle.deletion.contracts import BeginErasureInput, ProcessorErasureInput
     from lifecycle.start_options import processor_erasure_options
-    from workflows import activity_presets as presets
-
-from workflows.deletion.processors import ProcessorErasureWorkflow
+    from workflows.deletion.processors import ProcessorErasureWorkflow
 
 
 async def before_receipt(account_id: str) -> ProcessorErasureInput:

@@ -13,6 +13,9 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.activity_presets as presets
+    import workflows.deletion.policies as policies
+    import workflows.deletion.registered_calls as registered_calls
     from activities.deletion.records import DeletionRecords
     from lifecycle.contracts import AlertInput
     from lifecycle.deletion.contracts import (
@@ -35,8 +38,6 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.statuses import DeletionState, strongest_throttle
     from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
-    from workflows import activity_presets as presets
-    from workflows.deletion import policies, registered_calls
     from workflows.deletion.legal_hold import LegalHoldGate
     from workflows.deletion.operator_gate import Decision, OperatorGate
     from workflows.deletion.receipt_step import issue_receipt

@@ -17,8 +17,8 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.activity_presets as presets
     from activities.deletion.legal_holds import LegalHolds
-    from workflows import activity_presets as presets
 
 
 def _never() -> bool:

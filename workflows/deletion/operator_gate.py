@@ -13,9 +13,9 @@ from enum import StrEnum
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.activity_presets as presets
     from activities.alerts import Alerts
     from lifecycle.contracts import AlertInput
-    from workflows import activity_presets as presets
 
 
 class Decision(StrEnum):

@@ -19,6 +19,7 @@ from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.activity_presets as presets
     from activities.alerts import Alerts
     from activities.deletion.follow_up import PROCESSORS_ANSWERED, FollowUpReceipts, follow_up_key
     from activities.deletion.processors import ProcessorErasures
@@ -26,7 +27,6 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.deletion.contracts import ErasureDelivery, FollowUpInput, ProcessorErasureInput
     from lifecycle.statuses import ProcessorAnswer
     from lifecycle.workflow_types import PROCESSOR_ERASURE_WORKFLOW
-    from workflows import activity_presets as presets
 
 
 # Pinned: a run may wait days for a processor; it finishes on the code it started with (docs/versioning.md).

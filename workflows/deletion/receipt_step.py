@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.activity_presets as presets
     from activities.deletion.receipts import DeletionReceipts
     from lifecycle.deletion.contracts import OperatorAction, ReceiptInput, ReceiptSubject, ServiceVerification
-    from workflows import activity_presets as presets
 
 
 async def issue_receipt(

@@ -11,6 +11,7 @@ from temporalio.exceptions import ActivityError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.activity_presets as presets
     from activities.deletion.services import RegisteredServices
     from lifecycle.deletion.budget import budget_share
     from lifecycle.deletion.contracts import (
@@ -23,7 +24,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from lifecycle.deletion.registry import DELETE_SUBJECT_DATA, THROTTLES, VERIFY_SUBJECT_ERASED
     from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse, Subject, VerifyRequest, VerifyResponse
-    from workflows import activity_presets as presets
 
 
 def no_worker_took_it(err: ActivityError) -> bool:

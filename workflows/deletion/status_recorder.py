@@ -13,10 +13,10 @@ import asyncio
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.activity_presets as presets
     from activities.deletion.records import DeletionRecords
     from lifecycle.contracts import DeletionStatusChange
     from lifecycle.statuses import DeletionState
-    from workflows import activity_presets as presets
 
 
 class StatusRecorder:

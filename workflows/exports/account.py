@@ -11,6 +11,7 @@ from temporalio import workflow
 from temporalio.common import VersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.activity_presets as presets
     from activities.exports.steps import AccountExportActivities
     from lifecycle.exports.contracts import (
         AccountExportInput,
@@ -24,7 +25,6 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.statuses import ExportStatus
     from lifecycle.workflow_types import ACCOUNT_EXPORT_WORKFLOW
-    from workflows import activity_presets as presets
     from workflows.exports.service_parts import export_service_parts
 
 

@@ -11,13 +11,13 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.activity_presets as presets
     from activities.exports.steps import AccountExportActivities
     from lifecycle.deletion.contracts import RegisteredService
     from lifecycle.deletion.registry import EXPORT_SUBJECT_DATA
     from lifecycle.deletion.v1.service_pb2 import ExportRequest, ExportResponse, Subject
     from lifecycle.exports.contracts import ServicePart
     from lifecycle.object_keys import export_parts_prefix
-    from workflows import activity_presets as presets
     from workflows.deletion.registered_calls import no_worker_took_it
 
 # Between calls to a service that took none, or failed all of SERVICE_EXPORT's attempts: doubling up to the cap,

@@ -28,6 +28,7 @@ from temporalio.common import VersioningBehavior
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.activity_presets as presets
     from activities.alerts import Alerts
     from activities.sites.steps import SiteActivities
     from lifecycle.contracts import AlertInput
@@ -44,7 +45,6 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.sites.errors import NO_DATABASE_SERVER_ERROR, SERVER_UNREACHABLE_ERROR, SiteErrorCode, step_failed
     from lifecycle.statuses import SiteStatus, StepStatus
     from lifecycle.workflow_types import SITE_CREATION_WORKFLOW
-    from workflows import activity_presets as presets
     from workflows.sites.shield import uninterruptible
     from workflows.sites.steps import ALL_STEPS, BOOTSTRAP, DATABASE, FILESYSTEM, METADATA, SiteStep
 

@@ -15,12 +15,12 @@ from temporalio import workflow
 from temporalio.common import VersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.activity_presets as presets
     from activities.sites.steps import SiteActivities
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.sites.contracts import SiteDeletionInput, SiteProgress, SiteRef
     from lifecycle.statuses import SiteStatus, StepStatus
     from lifecycle.workflow_types import SITE_DELETION_WORKFLOW
-    from workflows import activity_presets as presets
     from workflows.sites.shield import uninterruptible
 
 # Each teardown step and what the operator sees while it runs.

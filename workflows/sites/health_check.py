@@ -8,10 +8,10 @@ from temporalio import workflow
 from temporalio.common import VersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
+    import workflows.activity_presets as presets
     from activities.sites.health_check import SiteServerHealth
     from lifecycle.sites.contracts import SiteServersChecked
     from lifecycle.workflow_types import SITE_SERVER_HEALTH_CHECK_WORKFLOW
-    from workflows import activity_presets as presets
 
 
 # Pinned: a run lasts seconds, and the schedule starts each next one on the current version.
