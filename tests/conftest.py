@@ -165,6 +165,11 @@ def settings(
         # Every test worker is versioned (the SDK requires it of workflow types that declare a versioning
         # behaviour) and makes its version current as it starts, or no run would reach it (docs/versioning.md).
         worker_make_current=True,
+        # One deployment for every worker of the session: they all run this checkout's code, so they are one
+        # version, and a worker on a queue of its own joins it. A deployment per queue cost the dev server about
+        # 0.3 s of CPU for each new worker (its deployment's system workflows), a queue joining the version about
+        # 0.15 s. A test that makes another version current does so on a server of its own (the deploy drill).
+        worker_deployment=f"tests-{uuid.uuid4().hex[:8]}",
         # Processors' erasure requests (tests/deletion/test_processors.py): retried within a second, each attempt
         # given a second, and an operator alerted after a few seconds, so a processor down for a while costs the
         # tests seconds, not the hours the defaults allow.
