@@ -11,7 +11,7 @@ gives that answer without entering the sandbox, and only for such a converter (`
 it asks the sandbox as the SDK does. The workflow code itself runs in the sandbox as before, with its
 restrictions and its fresh modules per run.
 
-Replaying the committed histories (40 runs of each, CPU per run, docs/benchmarks.md): a bot deletion 83 to 99 ms
+Replaying the committed histories (40 runs of each, CPU per run, docs/testing.md): a bot deletion 83 to 99 ms
 with the SDK's runner against 55 ms with this one, an account deletion 94 against 65 to 73 ms, a site creation 36
 against 27 to 29 ms.
 """
