@@ -58,7 +58,7 @@ class Slots:
 # while it runs; site databases are reached over connections of their own. Both queues' activity slots
 # together stay below the pool's capacity, so a backlog of any size waits in Temporal's task queue, where
 # it is visible and fair, rather than in the pool, where a checkout waits 30 s and then fails:
-#   deletions 6 + sites 8 = 14 activity slots  <=  POOL_CAPACITY 30 (pool 10 + overflow 20),
+#   deletions 6 + sites 8 = 14 activity slots  <=  POOL_CAPACITY 30,
 # and the 16 left over cover the reconciler's and the schedules' short checkouts.
 # Workflow tasks touch no database; their slots bound how much of the one event loop a deletion backlog can
 # take from site work in the same process (300 deletions would otherwise run 100 workflow tasks at once).

@@ -36,7 +36,7 @@ from api.streams import router as events
 from api.streams import tokens_router as stream_tokens
 from api.streams.credentials import StreamCredentials
 from api.streams.hub import EventHub
-from lifecycle.db.engine import POOL_CAPACITY, make_engine, make_sessionmaker
+from lifecycle.db.engine import make_engine, make_sessionmaker
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings, get_settings
 from lifecycle.tracing import flush_tracing, instrument_app
@@ -68,10 +68,10 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # The same cap of POOL_CAPACITY connections, all of them kept once opened: overflow connections are
-        # closed on return, and under a burst of DELETE /bots/{id} opening and closing them (TLS probe, auth,
-        # type introspection) took more of the API's CPU than the requests themselves (bench.api --profile).
-        engine = make_engine(settings.database_url, pool_size=POOL_CAPACITY, max_overflow=0)
+        # Under a burst of DELETE /bots/{id}, opening and closing overflow connections (TLS probe, auth, type
+        # introspection) took more of the API's CPU than the requests themselves (bench.api --profile): the
+        # pool keeps every connection it opens (lifecycle/db/engine.py).
+        engine = make_engine(settings.database_url)
         app.state.settings = settings
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)

@@ -439,7 +439,7 @@ def test_connection_budget_fits_max_connections(
     sites = SIZED_FOR_WORKERS * SITE_DATABASE_CONNECTIONS_PER_WORKER
     # Each service's process, with its own pool.
     services = len(procfile_services(project_root))
-    service_connections = services * (service_worker.POOL_SIZE + service_worker.MAX_OVERFLOW)
+    service_connections = services * service_worker.POOL_CAPACITY
     needed = temporal_connections + app_connections + sites + service_connections + JOBS_AND_OPERATOR_CONNECTIONS
     command = " ".join(compose_file["services"]["postgresql"]["command"])
     match = re.search(r"max_connections=\$\{POSTGRES_MAX_CONNECTIONS:-(\d+)\}", command)

@@ -1,13 +1,16 @@
-"""The pool hands out no connection PostgreSQL closed, without a round trip per checkout (lifecycle/db/engine.py)."""
+"""The pool hands out no connection PostgreSQL closed, without a round trip per checkout, and keeps every connection
+it opens (lifecycle/db/engine.py)."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from lifecycle.db.engine import make_engine
+from lifecycle.db.engine import POOL_CAPACITY, make_engine
 from tests.eventually import eventually
 
 
@@ -52,5 +55,31 @@ async def test_the_control_without_the_check_hands_the_closed_connection_out(dat
         await _terminate_pooled_connection(engine, database_url)
         with pytest.raises(DBAPIError):
             await _pid(engine)
+    finally:
+        await engine.dispose()
+
+
+async def _backends_of_busy_checkouts(engine: AsyncEngine, checkouts: int) -> set[int]:
+    """The backends behind `checkouts` connections held at once, as a worker running that many activities holds."""
+    all_held = asyncio.Barrier(checkouts)
+
+    async def held() -> int:
+        async with engine.connect() as connection:
+            pid = int((await connection.execute(text("SELECT pg_backend_pid()"))).scalar_one())
+            await all_held.wait()
+            return pid
+
+    return set(await asyncio.gather(*(held() for _ in range(checkouts))))
+
+
+async def test_a_busy_process_reuses_the_connections_it_opened(database_url: str) -> None:
+    """More checkouts at once than SQLAlchemy's default pool keeps (5): overflow connections used to be closed on
+    return, so every busy moment opened new backends."""
+    engine = make_engine(database_url)
+    try:
+        first = await _backends_of_busy_checkouts(engine, 14)
+        again = await _backends_of_busy_checkouts(engine, 14)
+        assert len(first) == 14 and again == first
+        assert engine.pool.size() == POOL_CAPACITY  # type: ignore[attr-defined]
     finally:
         await engine.dispose()

@@ -39,9 +39,9 @@ from services.runtime.definition import ServiceDefinition
 CONTRACT = DeleteRequest.DESCRIPTOR.file.package
 # How long a worker waits at start-up for the gateway it registers with to listen.
 REGISTER_WITHIN = 60.0
-# Connections one service process holds at most (docker-compose.yml's connection budget counts them).
-POOL_SIZE = 4
-MAX_OVERFLOW = 4
+# Connections one service process holds at most (docker-compose.yml's connection budget counts them), kept once
+# opened: as in lifecycle/db/engine.py, an overflow connection would be closed on return and opened again.
+POOL_CAPACITY = 8
 
 
 def task_queue_variable(name: str) -> str:
@@ -74,7 +74,7 @@ async def opened(
 ) -> AsyncIterator[tuple[ContractService, AsyncEngine]]:
     """The service over its own database at `url` (made and migrated first) and the object store."""
     await ensure_database(url)
-    engine = create_async_engine(url, pool_size=POOL_SIZE, max_overflow=MAX_OVERFLOW, pool_pre_ping=True)
+    engine = create_async_engine(url, pool_size=POOL_CAPACITY, max_overflow=0, pool_pre_ping=True)
     objects = ObjectStore(settings)
     try:
         await apply_schema(engine, definition.full_schema)
