@@ -8,12 +8,12 @@ from collections.abc import Callable
 
 import asyncpg
 
-from devstack.seed import asyncpg_dsn
 from lifecycle.object_keys import DOCUMENTS_PREFIX
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
 from services.knowledge import KNOWLEDGE
 from services.runtime.database import service_database_url
+from tests.db import connection
 
 CANARY = b"another bot's document: never deleted, never exported\n"
 
@@ -37,16 +37,13 @@ async def plant_document(settings: Settings, bot_id: str, kind: str) -> tuple[in
     finally:
         await store.close()
     # The knowledge service's own database, beside the product's.
-    conn = await asyncpg.connect(asyncpg_dsn(service_database_url(KNOWLEDGE.name, beside=settings.database_url)))
-    try:
+    async with connection(service_database_url(KNOWLEDGE.name, beside=settings.database_url)) as conn:
         document_id = await conn.fetchval(
             "INSERT INTO knowledge_documents (bot_id, title, storage_key, size_bytes)"
             " VALUES ($1::uuid, 'planted', $2, 1) RETURNING id",
             bot_id,
             PLANTED[kind](bot_id, canary),
         )
-    finally:
-        await conn.close()
     return int(document_id), DOCUMENTS_PREFIX + canary
 
 
@@ -59,8 +56,5 @@ async def canary_of(settings: Settings, canary_key: str) -> bytes | None:
 
 
 async def alerts(settings: Settings, workflow_id: str) -> list[asyncpg.Record]:
-    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
-    try:
+    async with connection(settings.database_url) as conn:
         return list(await conn.fetch("SELECT subject, reason FROM alerts WHERE workflow_id = $1", workflow_id))
-    finally:
-        await conn.close()

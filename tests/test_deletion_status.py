@@ -28,13 +28,13 @@ with workflow.unsafe.imports_passed_through():
     from activities.resources import ActivityResources
     from api.app import create_app
     from devstack.ports import free_port
-    from devstack.seed import asyncpg_dsn
     from lifecycle.contracts import DeletionStatusChange
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.settings import Settings
     from lifecycle.statuses import DeletionState
     from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
     from tests.conftest import ADMIN_HEADERS, ApiAccount
+    from tests.db import connection
     from tests.deletion.helpers import run_reconciler
     from tests.eventually import eventually
     from tests.operators.starts import start_bot_deletion
@@ -77,20 +77,14 @@ async def _bot_with_deletion_record(database_url: str, account: ApiAccount, api:
 
 
 async def _execute(database_url: str, sql: str, *args: object) -> None:
-    conn = await asyncpg.connect(asyncpg_dsn(database_url))
-    try:
+    async with connection(database_url) as conn:
         await conn.execute(sql, *args)
-    finally:
-        await conn.close()
 
 
 async def _events(database_url: str, workflow_id: str) -> int:
     """How many changes of the deletion the events table holds (each wakes its streams)."""
-    conn = await asyncpg.connect(asyncpg_dsn(database_url))
-    try:
+    async with connection(database_url) as conn:
         return int(await conn.fetchval("SELECT count(*) FROM lifecycle_events WHERE subject_id = $1", workflow_id))
-    finally:
-        await conn.close()
 
 
 async def _progress(database_url: str, workflow_id: str, service: str, deleted: int, total: int, **flags: bool) -> None:

@@ -7,11 +7,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import asyncpg
 import httpx
 from temporalio.client import Client, WorkflowHandle
 
-from devstack.seed import asyncpg_dsn
 from lifecycle.contracts import ReconcileResult
 from lifecycle.deletion.contracts import AccountDeletionInput, AccountDeletionResult
 from lifecycle.object_keys import bot_documents_prefix
@@ -22,6 +20,7 @@ from lifecycle.workflow_types import RECONCILER_WORKFLOW
 from services.catalog import SERVICES
 from services.runtime.database import service_database_url
 from tests.conftest import ApiAccount
+from tests.db import connection
 from tests.eventually import eventually
 
 T = TypeVar("T")
@@ -31,16 +30,13 @@ async def remaining_rows(database_url: str, bot_id: str) -> dict[str, int]:
     """The bot's rows left in each service's own database (beside `database_url`, the product's), by service."""
     found = {}
     for service in SERVICES:
-        conn = await asyncpg.connect(asyncpg_dsn(service_database_url(service.name, beside=database_url)))
-        try:
+        async with connection(service_database_url(service.name, beside=database_url)) as conn:
             found[service.name] = sum(
                 [
                     await conn.fetchval(f"SELECT count(*) FROM {table} WHERE bot_id = $1::uuid", bot_id)
                     for table in service.seeds
                 ]
             )
-        finally:
-            await conn.close()
     return found
 
 

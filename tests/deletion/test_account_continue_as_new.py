@@ -20,8 +20,8 @@ from lifecycle.settings import Settings
 from lifecycle.workflow_ids import bot_deletion_id
 from lifecycle.workflow_runner import workflow_runner
 from tests.conftest import ADMIN_HEADERS
+from tests.db import fetchval
 from tests.deletion.helpers import remaining_rows, start_paused_account_deletion
-from tests.drills.probes import fetchval
 from tests.eventually import eventually
 from worker import LifecycleWorkers
 from workflows.registry import WORKFLOWS

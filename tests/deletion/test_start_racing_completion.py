@@ -30,8 +30,8 @@ from lifecycle.db.engine import make_engine, make_sessionmaker
 from lifecycle.deletion import starts as deletion_starts
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
+from tests.db import fetchval
 from tests.deletion.helpers import start_paused_account_deletion
-from tests.drills.probes import fetchval
 from tests.eventually import eventually
 from tests.operators.starts import start_bot_deletion
 from worker import LifecycleWorkers

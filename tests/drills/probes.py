@@ -5,12 +5,9 @@ from __future__ import annotations
 import asyncio
 from email import message_from_bytes
 from itertools import pairwise
-from typing import Any
 
-import asyncpg
 from temporalio.client import Client
 
-from devstack.seed import asyncpg_dsn
 from devstack.smtp_sink import SmtpSink
 from lifecycle.deletion.contracts import DeletionStatus
 from lifecycle.workflow_ids import bot_deletion_id
@@ -21,14 +18,6 @@ from tests.deletion.helpers import remaining_rows
 async def rows_left(database_url: str, bot_ids: list[str]) -> int:
     """The bots' rows left in every service's own database (beside `database_url`, the product's)."""
     return sum([sum((await remaining_rows(database_url, bot_id)).values()) for bot_id in bot_ids])
-
-
-async def fetchval(database_url: str, sql: str, *args: Any) -> Any:
-    conn = await asyncpg.connect(asyncpg_dsn(database_url))
-    try:
-        return await conn.fetchval(sql, *args)
-    finally:
-        await conn.close()
 
 
 async def bot_progress(client: Client, bot_id: str) -> dict[str, int] | None:

@@ -10,10 +10,10 @@ import httpx
 
 from lifecycle.workflow_ids import bot_deletion_id, site_creation_id
 from tests.conftest import ADMIN_TOKEN
+from tests.db import fetchval
 from tests.drills import figures
 from tests.drills.conftest import DrillStack
 from tests.drills.deletion_run import start_bot_deletion
-from tests.drills.probes import fetchval
 from tests.temporal_cli import TemporalCli
 
 FLOOD = 200

@@ -21,9 +21,9 @@ import httpx
 
 from devstack.seed import Seeded, seed
 from tests.conftest import ADMIN_TOKEN
+from tests.db import fetchval
 from tests.drills import figures
 from tests.drills.conftest import DrillStack
-from tests.drills.probes import fetchval
 from tests.eventually import eventually
 from tests.processes import ChildProcess
 

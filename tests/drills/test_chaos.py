@@ -28,6 +28,7 @@ from lifecycle.statuses import SiteStatus
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id, site_creation_id, site_deletion_id
 from lifecycle.workflow_types import RECONCILER_WORKFLOW
 from tests.conftest import ADMIN_TOKEN, FEW_DOCUMENTS
+from tests.db import fetchval
 from tests.drills import figures
 from tests.drills.chaos import ChaosApi, ChaosWorkers, kill_intervals, retrying
 from tests.drills.chaos_checks import (
@@ -50,7 +51,6 @@ from tests.drills.chaos_evidence import (
     summary,
 )
 from tests.drills.conftest import DrillStack
-from tests.drills.probes import fetchval
 from tests.eventually import eventually
 from tests.operators.starts import start_bot_deletion
 

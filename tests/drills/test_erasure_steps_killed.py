@@ -26,10 +26,11 @@ from lifecycle.object_keys import receipt_copies_prefix
 from lifecycle.object_store import ObjectStore
 from lifecycle.workflow_ids import account_deletion_id, processor_erasure_id
 from tests.conftest import ADMIN_TOKEN
+from tests.db import fetchval
 from tests.deletion.helpers import waiting_on_the_hold
 from tests.deletion.processor_servers import ProcessorServer, requests_for
 from tests.drills.conftest import DrillStack
-from tests.drills.probes import fetchval, mail_to
+from tests.drills.probes import mail_to
 from tests.eventually import eventually
 from tests.exports.helpers import (
     account_email,

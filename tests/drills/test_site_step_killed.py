@@ -14,10 +14,10 @@ from activities.sites.database import site_database_name
 from activities.sites.files import site_directory
 from lifecycle.workflow_ids import site_creation_id
 from tests.conftest import ADMIN_TOKEN
+from tests.db import fetchval
 from tests.drills import figures
 from tests.drills.chaos_evidence import retried_activities
 from tests.drills.conftest import DrillStack
-from tests.drills.probes import fetchval
 from tests.eventually import seconds_until
 
 # The first attempt of the database step works 30 s longer (heartbeating), so the kill lands inside it.

@@ -17,11 +17,12 @@ from devstack.seed import rows_per_service, seed
 from lifecycle.deletion.contracts import AccountDeletionResult
 from lifecycle.workflow_ids import account_deletion_id, site_creation_id
 from tests.conftest import ADMIN_TOKEN, FEW_DOCUMENTS
+from tests.db import fetchval
 from tests.deletion.helpers import remaining_objects
 from tests.deletion.processor_servers import ProcessorServer
 from tests.drills import figures
 from tests.drills.conftest import DrillStack
-from tests.drills.probes import ProgressRecorder, fetchval, mail_to, rows_left
+from tests.drills.probes import ProgressRecorder, mail_to, rows_left
 from tests.eventually import eventually, seconds_until
 from tests.sites.helpers import scheduled_activities
 

@@ -17,13 +17,14 @@ from typing import Any
 import asyncpg
 import httpx
 
-from devstack.seed import Seeded, asyncpg_dsn, rows_per_table, seed, storage_keys
+from devstack.seed import Seeded, rows_per_table, seed, storage_keys
 from devstack.smtp_sink import SmtpSink
 from lifecycle.object_keys import archive_name, document_key, export_archive_key
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
 from services.catalog import SERVICES
 from services.runtime.database import service_database_url
+from tests.db import connection
 from tests.eventually import eventually
 
 READY_SUBJECT = "Your data export is ready"
@@ -63,21 +64,15 @@ def headers_of(seeded: Seeded) -> dict[str, str]:
 
 
 async def account_email(settings: Settings, account_id: str) -> str:
-    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
-    try:
+    async with connection(settings.database_url) as conn:
         return str(await conn.fetchval("SELECT email FROM accounts WHERE id = $1", uuid.UUID(account_id)))
-    finally:
-        await conn.close()
 
 
 async def export_row(settings: Settings, export_id: str) -> asyncpg.Record:
-    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
-    try:
+    async with connection(settings.database_url) as conn:
         row = await conn.fetchrow("SELECT * FROM account_exports WHERE id = $1", uuid.UUID(export_id))
         assert row is not None
         return row
-    finally:
-        await conn.close()
 
 
 async def wait_for_status(settings: Settings, export_id: str, *wanted: str) -> asyncpg.Record:
@@ -109,12 +104,9 @@ SERVICE_TABLES: dict[str, tuple[str, ...]] = {service.name: tuple(service.seeds)
 async def database_rows(settings: Settings, service: str, table: str, bot_id: str) -> list[dict[str, Any]]:
     """The bot's rows of a table, read from the service's own database."""
     url = service_database_url(service, beside=settings.database_url)
-    conn = await asyncpg.connect(asyncpg_dsn(url))
-    try:
+    async with connection(url) as conn:
         records = await conn.fetch(f"SELECT * FROM {table} WHERE bot_id = $1 ORDER BY id", uuid.UUID(bot_id))
         return [dict(record) for record in records]
-    finally:
-        await conn.close()
 
 
 def service_lines(archive: zipfile.ZipFile, service: str) -> list[dict[str, Any]]:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-import asyncpg
 import pytest
 from temporalio.client import Client, WorkflowFailureError
 
-from devstack.seed import asyncpg_dsn
 from lifecycle.deletion.contracts import AccountDeletionResult
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, account_export_id
+from tests.db import connection
 from tests.deletion.helpers import run_reconciler
 from tests.exports.conftest import ApiWith
 from tests.exports.helpers import archive_traces, export_row, headers_of, seeded_account, wait_for_status
@@ -22,11 +21,8 @@ from worker import LifecycleWorkers
 
 
 async def _execute(settings: Settings, sql: str, *args: object) -> None:
-    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
-    try:
+    async with connection(settings.database_url) as conn:
         await conn.execute(sql, *args)
-    finally:
-        await conn.close()
 
 
 async def test_an_archive_whose_run_was_terminated_is_deleted_once_it_expires(
@@ -63,13 +59,10 @@ async def test_an_export_a_deletion_waits_for_is_started_again_after_a_terminate
     async with api_with(task_queue=held.task_queue) as api:
         response = await api.request("DELETE", "/account", json={"export_first": True}, headers=headers_of(seeded))
     assert response.status_code == 202, response.text
-    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
-    try:
+    async with connection(settings.database_url) as conn:
         export = await conn.fetchrow(
             "SELECT id, workflow_id FROM account_exports WHERE account_id = $1", uuid.UUID(seeded.account_id)
         )
-    finally:
-        await conn.close()
     assert export is not None
     # An operator terminates the export before it wrote anything; the account's keys are already revoked.
     await temporal_client.get_workflow_handle(export["workflow_id"]).terminate("operator test")

@@ -8,16 +8,16 @@ import time
 import uuid
 from datetime import timedelta
 
-import asyncpg
 import httpx
 from temporalio.client import Client
 
 from devstack.ports import free_port
-from devstack.seed import asyncpg_dsn, rows_per_table
+from devstack.seed import rows_per_table
 from devstack.smtp_sink import SmtpSink
 from lifecycle.exports.links import download_path
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id
+from tests.db import connection
 from tests.exports.conftest import ApiWith
 from tests.exports.helpers import (
     SERVICE_TABLES,
@@ -161,16 +161,13 @@ async def test_export_first_mails_the_link_before_the_account_goes(
     assert response.status_code == 202, response.text
     await temporal_client.get_workflow_handle(account_deletion_id(seeded.account_id)).result()
 
-    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
-    try:
+    async with connection(settings.database_url) as conn:
         account = uuid.UUID(seeded.account_id)
         assert await conn.fetchval("SELECT count(*) FROM accounts WHERE id = $1", account) == 0
         export = await conn.fetchrow("SELECT * FROM account_exports WHERE account_id = $1", account)
         deleted_at = await conn.fetchval(
             "SELECT completed_at FROM deletion_requests WHERE workflow_id = $1", account_deletion_id(account)
         )
-    finally:
-        await conn.close()
     assert export["status"] == "ready" and export["deletion_waits"]
     assert export["mailed_at"] < deleted_at
 

@@ -15,7 +15,6 @@ from email import message_from_bytes
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -24,7 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.alerts import WEBHOOK_ATTEMPTS
 from api.deletion.requests import request_account_deletion
-from devstack.seed import asyncpg_dsn, seed
+from devstack.seed import seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.contracts import ReconcileResult
 from lifecycle.deletion.contracts import BotDeletionInput, DeletionStatus
@@ -34,6 +33,7 @@ from lifecycle.statuses import AlertDelivery, DeletionState
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from lifecycle.workflow_types import RECONCILER_WORKFLOW
 from tests.conftest import ADMIN_HEADERS
+from tests.db import connection
 from tests.deletion.broken_service import broken_service
 from tests.deletion.helpers import remaining_objects, remaining_rows
 from tests.eventually import eventually
@@ -47,11 +47,8 @@ CONFIRMATION = "Your account has been deleted"
 
 
 async def _fetch(settings: Settings, sql: str, *args: object) -> list[Any]:
-    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
-    try:
+    async with connection(settings.database_url) as conn:
         return list(await conn.fetch(sql, *args))
-    finally:
-        await conn.close()
 
 
 def _confirmations(sink: SmtpSink, address: str) -> list[str]:

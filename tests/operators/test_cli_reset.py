@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
 import httpx
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
-from devstack.seed import asyncpg_dsn, seed
+from devstack.seed import seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, site_creation_id
 from tests.conftest import ApiAccount
+from tests.db import connection
 from tests.deletion.helpers import remaining_rows
 from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
@@ -78,11 +78,8 @@ async def test_reset_bot_deletion_to_last_task_completes_on_deleted_rows(
 
 
 async def _receipts(settings: Settings, workflow_id: str) -> int:
-    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
-    try:
+    async with connection(settings.database_url) as conn:
         return int(await conn.fetchval("SELECT count(*) FROM deletion_receipts WHERE workflow_id = $1", workflow_id))
-    finally:
-        await conn.close()
 
 
 async def test_reset_site_creation_to_an_event_makes_no_second_database(

@@ -19,19 +19,19 @@ from dataclasses import dataclass
 from email import message_from_bytes
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from devstack.seed import asyncpg_dsn, rows_per_service, seed
+from devstack.seed import rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.deletion.contracts import DeletionStatus
 from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from tests.conftest import ADMIN_HEADERS
+from tests.db import connection
 from tests.deletion.helpers import (
     remaining_objects,
     remaining_rows,
@@ -69,11 +69,8 @@ class Subject:
 
 
 async def _fetch(settings: Settings, sql: str, *args: object) -> Any:
-    conn = await asyncpg.connect(asyncpg_dsn(settings.database_url))
-    try:
+    async with connection(settings.database_url) as conn:
         return await conn.fetch(sql, *args)
-    finally:
-        await conn.close()
 
 
 async def _describe(client: Client, workflow_id: str) -> WorkflowExecutionDescription:

@@ -12,7 +12,6 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 
-import asyncpg
 import pytest
 import pytest_asyncio
 from temporalio.exceptions import ApplicationError
@@ -20,7 +19,7 @@ from temporalio.testing import ActivityEnvironment
 
 from devstack.postgres import PostgresServer
 from devstack.seaweedfs import SeaweedServer
-from devstack.seed import asyncpg_dsn, storage_keys
+from devstack.seed import storage_keys
 from lifecycle.deletion.v1.service_pb2 import ExportRequest, ExportResponse, Subject
 from lifecycle.object_keys import document_key
 from lifecycle.object_store import ObjectStore
@@ -31,6 +30,7 @@ from services.runtime.export import FILE_PIECE
 from services.runtime.seeding import seed_rows
 from services.runtime.worker import opened
 from tests.conftest import object_store_settings
+from tests.db import connection
 
 ROWS = 230  # per table and bot: several export batches
 DOCUMENTS = 7
@@ -62,8 +62,7 @@ async def _seed(definition: ServiceDefinition, url: str, store: ObjectStore, bot
 
 async def _ids(url: str, definition: ServiceDefinition, bot_ids: list[str]) -> set[tuple[str, int, str]]:
     """(table, id, bot id) of every row the bots have in the service's tables, read from its database."""
-    conn = await asyncpg.connect(asyncpg_dsn(url))
-    try:
+    async with connection(url) as conn:
         found: set[tuple[str, int, str]] = set()
         for table in definition.seeds:
             records = await conn.fetch(
@@ -71,8 +70,6 @@ async def _ids(url: str, definition: ServiceDefinition, bot_ids: list[str]) -> s
             )
             found |= {(table, record["id"], str(record["bot_id"])) for record in records}
         return found
-    finally:
-        await conn.close()
 
 
 def _request(bot_ids: list[str], prefix: str) -> ExportRequest:

@@ -5,24 +5,21 @@ from __future__ import annotations
 
 import uuid
 
-import asyncpg
 import pytest
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SiteProgress
 from lifecycle.statuses import SiteStatus, StepStatus
+from tests.db import connection
 from tests.eventually import eventually
 from tests.sites.helpers import settings_database, site_state, start_creation, undos_run
 from tests.workers import own_queue, own_worker
 
 
 async def _alerts(settings: Settings, workflow_id: str) -> list[str]:
-    connection = await asyncpg.connect(settings.database_url.replace("+asyncpg", ""))
-    try:
-        rows = await connection.fetch("SELECT reason FROM alerts WHERE workflow_id = $1", workflow_id)
-    finally:
-        await connection.close()
+    async with connection(settings.database_url) as conn:
+        rows = await conn.fetch("SELECT reason FROM alerts WHERE workflow_id = $1", workflow_id)
     return [row["reason"] for row in rows]
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import uuid
 
-import asyncpg
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
@@ -16,6 +15,7 @@ from lifecycle.sites.contracts import SiteCreationInput, SiteReconcileInput
 from lifecycle.start_options import site_creation_options
 from lifecycle.statuses import SiteStatus
 from lifecycle.workflow_ids import site_creation_id
+from tests.db import connection
 from tests.eventually import eventually
 from tests.sites.helpers import site_state
 from tests.workers import own_queue, own_worker
@@ -23,26 +23,20 @@ from tests.workers import own_queue, own_worker
 
 async def _new_site(settings: Settings, account: uuid.UUID) -> str:
     site = uuid.uuid4()
-    connection = await asyncpg.connect(settings.database_url.replace("+asyncpg", ""))
-    try:
-        await connection.execute(
+    async with connection(settings.database_url) as conn:
+        await conn.execute(
             "INSERT INTO sites (id, account_id, name, tagline, domain, status, steps)"
             " VALUES ($1, $2, 'Reconciled', '', $3, 'provisioning', '{}'::jsonb)",
             site,
             account,
             f"rec-{site.hex[:12]}.example.com",
         )
-    finally:
-        await connection.close()
     return str(site)
 
 
 async def _sql(settings: Settings, statement: str, *args: object) -> None:
-    connection = await asyncpg.connect(settings.database_url.replace("+asyncpg", ""))
-    try:
-        await connection.execute(statement, *args)
-    finally:
-        await connection.close()
+    async with connection(settings.database_url) as conn:
+        await conn.execute(statement, *args)
 
 
 async def test_reconcile_sites_settles_what_no_run_will(temporal_client: Client, settings: Settings) -> None:
