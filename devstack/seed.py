@@ -20,7 +20,7 @@ from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
 from services.catalog import SERVICES
 from services.runtime.database import service_database_url
-from services.runtime.seeding import prepare, seed_rows
+from services.runtime.seeding import seed_rows
 
 # Uploads in flight at once. The client's signing and SeaweedFS share the CPU: 8, 32 and 64 in flight all gave about
 # 540 PUTs/s on the 2-core machine, so the fewest that reach it.
@@ -107,10 +107,7 @@ async def seed(settings: Settings, *, bots: int, rows: int, documents: int | Non
     finally:
         await conn.close()
     for service in SERVICES:
-        url = service_database_url(service.name, beside=settings.database_url)
-        # The service makes its database and schema as it starts; the seed may come first (make run's order).
-        await prepare(service, url)
-        await seed_rows(service, url, bot_ids, counts)
+        await seed_rows(service, service_database_url(service.name, beside=settings.database_url), bot_ids, counts)
     store = ObjectStore(settings)
     try:
         for bot_id in bot_ids:

@@ -26,7 +26,20 @@ async def prepare(definition: ServiceDefinition, url: str) -> None:
 
 
 async def seed_rows(definition: ServiceDefinition, url: str, bot_ids: Sequence[str], counts: Mapping[str, int]) -> None:
-    """`counts[table]` rows of each of the service's tables for every bot, in one transaction."""
+    """`counts[table]` rows of each of the service's tables for every bot, in one transaction. The database and
+    its schema are made first only when they are missing: the service's worker makes them as it starts, and the
+    seed may come first (make run's order). Making them every time cost three connections and the whole schema's
+    statements per service and seed."""
+    try:
+        await _insert_rows(definition, url, bot_ids, counts)
+    except (asyncpg.InvalidCatalogNameError, asyncpg.UndefinedTableError):
+        await prepare(definition, url)
+        await _insert_rows(definition, url, bot_ids, counts)
+
+
+async def _insert_rows(
+    definition: ServiceDefinition, url: str, bot_ids: Sequence[str], counts: Mapping[str, int]
+) -> None:
     conn = await asyncpg.connect(asyncpg_dsn(url))
     try:
         async with conn.transaction():

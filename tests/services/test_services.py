@@ -221,3 +221,18 @@ async def test_starters_racing_to_make_the_database_all_get_it(postgres_server: 
         await asyncio.gather(*(ensure_database(url) for _ in range(4)))
         conn = await asyncpg.connect(asyncpg_dsn(url))
         await conn.close()
+
+
+async def test_the_seed_makes_a_missing_database_and_schema_then_fills_them(postgres_server: PostgresServer) -> None:
+    """make run seeds before the services start; later seeds find both and only insert."""
+    url = postgres_server.url(f"seeded_first_{uuid.uuid4().hex[:8]}")
+    bot_id = str(uuid.uuid4())
+    counts = dict.fromkeys(CHAT.seeds, 3)
+    await seed_rows(CHAT, url, [bot_id], counts)
+    await seed_rows(CHAT, url, [bot_id], counts)
+    conn = await asyncpg.connect(asyncpg_dsn(url))
+    try:
+        for table in CHAT.seeds:
+            assert await conn.fetchval(f"SELECT count(*) FROM {table} WHERE bot_id = $1::uuid", bot_id) == 6
+    finally:
+        await conn.close()
