@@ -38,23 +38,22 @@ _DELIVERY = text(
 )
 
 
-async def _post(url: str, body: dict[str, str]) -> tuple[AlertDelivery, int, str | None]:
+async def _post(http: httpx.AsyncClient, url: str, body: dict[str, str]) -> tuple[AlertDelivery, int, str | None]:
     """(outcome, attempts made, last error). A 4xx is the webhook refusing this alert: not retried."""
     error: str | None = None
-    async with httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_SECONDS) as client:
-        for attempt in range(1, WEBHOOK_ATTEMPTS + 1):
-            try:
-                response = await client.post(url, json=body)
-            except httpx.HTTPError as exc:
-                error = f"{type(exc).__name__}: {exc}"
-            else:
-                if response.is_success:
-                    return AlertDelivery.DELIVERED, attempt, None
-                error = f"HTTP {response.status_code}: {response.text[:200]}"
-                if response.is_client_error:
-                    return AlertDelivery.FAILED, attempt, error
-            if attempt < WEBHOOK_ATTEMPTS:
-                await asyncio.sleep(WEBHOOK_BACKOFF_SECONDS * 2 ** (attempt - 1))
+    for attempt in range(1, WEBHOOK_ATTEMPTS + 1):
+        try:
+            response = await http.post(url, json=body, timeout=WEBHOOK_TIMEOUT_SECONDS)
+        except httpx.HTTPError as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        else:
+            if response.is_success:
+                return AlertDelivery.DELIVERED, attempt, None
+            error = f"HTTP {response.status_code}: {response.text[:200]}"
+            if response.is_client_error:
+                return AlertDelivery.FAILED, attempt, error
+        if attempt < WEBHOOK_ATTEMPTS:
+            await asyncio.sleep(WEBHOOK_BACKOFF_SECONDS * 2 ** (attempt - 1))
     return AlertDelivery.FAILED, WEBHOOK_ATTEMPTS, error
 
 
@@ -80,7 +79,7 @@ async def record_alert(resources: ActivityResources, alert: AlertInput) -> None:
     logger.error("ALERT %s [%s]: %s", alert.workflow_id, alert.subject, alert.reason)
     if not url or delivered:
         return
-    delivery, attempts, error = await _post(url, body)
+    delivery, attempts, error = await _post(resources.http, url, body)
     if error is not None:
         logger.warning("alert webhook for %s: %s (%s)", alert.workflow_id, error, delivery)
     async with resources.engine.begin() as conn:

@@ -4,6 +4,7 @@ store, an HTTP client."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -21,9 +22,6 @@ class ActivityResources:
     sessionmaker: async_sessionmaker[AsyncSession]
     client: Client
     objects: ObjectStore
-    # One pool of connections for the processors' erasure requests: a client per request built an SSL context each
-    # time (about 20 ms of CPU) and kept no connection for the next attempt. Timeouts are set per request.
-    http: httpx.AsyncClient
 
     @classmethod
     def create(cls, settings: Settings, client: Client) -> ActivityResources:
@@ -34,10 +32,17 @@ class ActivityResources:
             sessionmaker=make_sessionmaker(engine),
             client=client,
             objects=ObjectStore(settings),
-            http=httpx.AsyncClient(),
         )
 
+    @cached_property
+    def http(self) -> httpx.AsyncClient:
+        """One pool of connections for the processors' erasure requests and the alerts' webhook: a client per
+        request built an SSL context each time (about 20 ms of CPU) and kept no connection for the next attempt.
+        Made at its first use, as most workers (every test's) never send one. Timeouts are set per request."""
+        return httpx.AsyncClient()
+
     async def close(self) -> None:
-        await self.http.aclose()
+        if "http" in self.__dict__:
+            await self.http.aclose()
         await self.objects.close()
         await self.engine.dispose()
