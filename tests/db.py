@@ -66,13 +66,3 @@ async def connection(database_url: str) -> AsyncIterator[asyncpg.Connection]:
 async def fetchval(database_url: str, sql: str, *args: Any) -> Any:
     async with connection(database_url) as conn:
         return await conn.fetchval(sql, *args)
-
-
-async def fetch(database_url: str, sql: str, *args: Any) -> list[asyncpg.Record]:
-    async with connection(database_url) as conn:
-        return list(await conn.fetch(sql, *args))
-
-
-async def execute(database_url: str, sql: str, *args: Any) -> str:
-    async with connection(database_url) as conn:
-        return str(await conn.execute(sql, *args))
