@@ -49,6 +49,7 @@ def workflow_modules(root: Path = PROJECT_ROOT) -> set[Path]:
     third-party and standard modules are not files under `root` and are left out.
     """
     found: set[Path] = set()
+    files_of: dict[str, list[Path]] = {}  # the same names (temporalio, lifecycle.contracts) recur in most modules
     pending = list((root / WORKFLOW_PACKAGE).rglob("*.py"))
     while pending:
         path = pending.pop()
@@ -56,7 +57,9 @@ def workflow_modules(root: Path = PROJECT_ROOT) -> set[Path]:
             continue
         found.add(path)
         for name in _imported_names(path, root):
-            pending.extend(_module_files(name, root))
+            if name not in files_of:
+                files_of[name] = list(_module_files(name, root))
+            pending.extend(files_of[name])
     return found
 
 
@@ -73,7 +76,11 @@ def _names_imported_by(package: tuple[str, ...], source: bytes) -> tuple[str, ..
 
 
 def _parsed_import_names(package: tuple[str, ...], source: bytes) -> Iterator[str]:
-    for node in ast.walk(ast.parse(source)):
+    # Only statements are visited: an import is one, at any depth of bodies (a `with` block, a function, a `try`),
+    # and never part of an expression. Walking every node of the tree took as long as parsing it.
+    pending: list[ast.AST] = [ast.parse(source)]
+    while pending:
+        node = pending.pop()
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -82,6 +89,9 @@ def _parsed_import_names(package: tuple[str, ...], source: bytes) -> Iterator[st
             yield module
             # `from package import name` loads package.name when that is a module.
             yield from (f"{module}.{alias.name}" for alias in node.names if alias.name != "*")
+        else:
+            for block in ("body", "orelse", "finalbody", "handlers", "cases"):
+                pending.extend(getattr(node, block, ()))
 
 
 def _module_files(name: str, root: Path) -> Iterator[Path]:
@@ -99,7 +109,7 @@ def _module_files(name: str, root: Path) -> Iterator[Path]:
 
 
 @functools.cache
-def _running_build_id() -> str:
+def running_build_id() -> str:
     """The build id of the code this process runs, which cannot change under it: hashed once per process. Also
     parsed once: CPython 3.11's `ast.parse` can fail with "AST constructor recursion depth mismatch" when threads
     parse at the same time, which a process starting several workers at once did."""
@@ -114,7 +124,7 @@ def deployment_version(settings: Settings) -> WorkerDeploymentVersion:
     """This process's version: WORKER_DEPLOYMENT (else the name of the deletions' task queue) and its build id."""
     return WorkerDeploymentVersion(
         deployment_name=settings.worker_deployment or settings.task_queue,
-        build_id=settings.worker_build_id or _running_build_id(),
+        build_id=settings.worker_build_id or running_build_id(),
     )
 
 
