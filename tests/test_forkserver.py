@@ -1,6 +1,7 @@
 """The fork server starts a child as the interpreter would (tests/forkserver.py): its module as `__main__`, its
 arguments, environment and working directory, its output in its log (or stdout and stderr apart, for a one-shot
-command), its exit code, and death by a real signal."""
+command), its exit code, and death by a real signal; and a child of another tree runs that tree's code, not the
+modules the fork server imported from the checkout."""
 
 from __future__ import annotations
 
@@ -28,7 +29,13 @@ def test_a_forked_child_runs_its_module_with_its_arguments_environment_and_exit_
     assert child.process.pid != os.getpid()
     assert child.process.wait(30) == 3
     started_with = json.loads(child.log())
-    assert started_with == {"argv": ["3", "more"], "cwd": str(PROJECT_ROOT), "probe": "seen", "name": "__main__"}
+    assert started_with == {
+        "argv": ["3", "more"],
+        "cwd": str(PROJECT_ROOT),
+        "probe": "seen",
+        "name": "__main__",
+        "app_imported": True,
+    }
 
 
 async def test_a_forked_child_dies_of_a_real_sigkill(tmp_path: Path) -> None:
@@ -44,3 +51,16 @@ def test_a_one_shot_command_gives_its_stdout_stderr_and_exit_code_apart(tmp_path
     assert done.returncode == 2
     assert json.loads(done.stdout)["argv"] == ["2", "complain"]
     assert done.stderr == "a complaint\n"
+
+
+def test_a_child_running_another_trees_script_imports_that_trees_modules(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "lifecycle").mkdir(parents=True)
+    (tree / "lifecycle" / "__init__.py").write_text("")
+    (tree / "probe.py").write_text(
+        "import json, sys\nimport lifecycle\n"
+        "print(json.dumps({'lifecycle': lifecycle.__file__, 'app_imported': 'api.app' in sys.modules}))\n"
+    )
+    done = run_command([sys.executable, str(tree / "probe.py")], dict(os.environ), tmp_path, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"lifecycle": str(tree / "lifecycle" / "__init__.py"), "app_imported": False}
