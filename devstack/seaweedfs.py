@@ -120,6 +120,9 @@ class SeaweedServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         command = [
             weed(),
+            # Its log goes to its stdout, the server's log file, and nowhere else: by default glog also writes
+            # files of its own to /tmp, which outlive the server.
+            "-logtostderr",
             "mini",
             f"-dir={data}",
             "-ip=127.0.0.1",
