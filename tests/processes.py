@@ -38,17 +38,21 @@ class ChildProcess:
         log_path: Path,
         cwd: Path = PROJECT_ROOT,
         stderr_path: Path | None = None,
+        forked: bool = True,
     ) -> None:
-        """`log_path` takes stdout, and stderr too unless `stderr_path` is given."""
+        """`log_path` takes stdout, and stderr too unless `stderr_path` is given. `forked=False` gives the child an
+        interpreter of its own, without what the fork server imported (the current contract's messages among
+        them): for a stand-in built from another version of the project's code."""
         self.args = args
         self.env = env
         self.log_path = log_path
         self.stderr_path = stderr_path
         self.cwd = cwd
+        self.forked = forked
         self.process: subprocess.Popen[bytes] | ForkedProcess | None = None
 
     def start(self) -> None:
-        if self.cwd == PROJECT_ROOT and forks_alike(self.args):
+        if self.forked and self.cwd == PROJECT_ROOT and forks_alike(self.args):
             server = fork_server(PROJECT_ROOT)
             if starts_alike(self.env, server):
                 self.process = server.start(self.args, self.env, self.cwd, self.log_path, self.stderr_path)

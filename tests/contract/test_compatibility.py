@@ -58,6 +58,7 @@ def service(
         [sys.executable, "-m", "tests.contract.versioned_service", address, queue, str(generated), module],
         env=dict(os.environ),
         log_path=generated / "service.log",
+        forked=False,
     )
     process.start()
     yield Service(queue, process)
