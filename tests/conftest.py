@@ -46,12 +46,6 @@ from worker import LifecycleWorkers
 
 pytest_plugins = ["tests.hangs"]
 
-# The Go servers the tests start (Temporal's dev servers, SeaweedFS) inherit this: their collector then runs when
-# the heap has grown fivefold over what is live, not twofold. A dev server running 600 four-activity workflows
-# spent 25 and 29 s of CPU against 31 and 32 s (two paired runs), and the dev servers take about a fifth of the
-# suite's CPU. A value set in the environment wins.
-os.environ.setdefault("GOGC", "400")
-
 _OWN_BASETEMP = pytest.StashKey[str]()
 # Documents per bot for the tests that delete many rows to exercise something else than documents (devstack.seed).
 FEW_DOCUMENTS = 50
