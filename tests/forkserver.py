@@ -9,8 +9,9 @@ the suite's hundred-odd child processes paid each time.
 The project's entry modules (the API's app, the worker, the services' runtime, the migrations) are imported by the
 fork server too, and the build id of its checkout worked out once: none of them reads the environment, starts a
 thread or configures anything when imported, so a child whose own environment is put in place afterwards starts
-as one that imported them itself. A child that runs another tree's code (the deploy drill's copies of the
-checkout) drops them first and imports its own. What they register for the whole process stays registered,
+as one that imported them itself. A child that runs another tree's code (a script outside the checkout; the
+deploy drill's copies run with a working directory of their own, which is never forked) drops them first and
+imports its own. What they register for the whole process stays registered,
 though (the deletion contract's messages): a stand-in built from another version of the contract starts an
 interpreter of its own (`ChildProcess(forked=False)`, tests/contract/test_compatibility.py). Everything imported
 is then frozen out of the cyclic collector's sight (`gc.freeze`), so a child's full collections neither walk it
