@@ -54,7 +54,9 @@ async def send_once(
     `compose` reads what it needs (address, counts) and returns the message, or None if there is nothing
     to send (no address recorded). It runs only when the key is not yet `sent`.
     """
-    async with engine.begin() as conn:
+    # Each of the two statements is a transaction of its own: autocommit spares a BEGIN and a COMMIT round trip.
+    autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+    async with autocommit.connect() as conn:
         state = (
             await conn.execute(
                 _CLAIM, {"key": key, "message_id": message_id(key, settings), "sending": NotificationState.SENDING}
@@ -75,6 +77,6 @@ async def send_once(
         attributes={"server.address": settings.smtp_host, "server.port": settings.smtp_port},
     ):
         await asyncio.to_thread(_send, settings, message)
-    async with engine.begin() as conn:
+    async with autocommit.connect() as conn:
         await conn.execute(_MARK_SENT, {"key": key, "sent": NotificationState.SENT})
     return True

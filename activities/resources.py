@@ -10,6 +10,7 @@ import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from temporalio.client import Client
 
+from activities.sites.database import AdminConnections
 from lifecycle.db.engine import make_engine, make_sessionmaker
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
@@ -41,8 +42,15 @@ class ActivityResources:
         Made at its first use, as most workers (every test's) never send one. Timeouts are set per request."""
         return httpx.AsyncClient()
 
+    @cached_property
+    def site_admin_connections(self) -> AdminConnections:
+        """The administrative connections the site steps keep to each site-database server."""
+        return AdminConnections()
+
     async def close(self) -> None:
         if "http" in self.__dict__:
             await self.http.aclose()
+        if "site_admin_connections" in self.__dict__:
+            await self.site_admin_connections.close()
         await self.objects.close()
         await self.engine.dispose()

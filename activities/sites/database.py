@@ -6,10 +6,11 @@ Every operation checks the catalogue first, so a retried or reset step changes n
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import asyncpg
 from sqlalchemy.engine import make_url
@@ -51,11 +52,55 @@ def site_database_name(site_id: str) -> str:
     return checked_site_identifier(f"site_{site_key(site_id)}")
 
 
+# Administrative connections a worker keeps open to each site-database server. A claim holds one for a few
+# statements, so a handful serve a burst of creations; each saves a site creation a new backend on the server
+# (its fork and sign-in) and the driver's handshake (bench.sites, docs/benchmarks.md).
+ADMIN_CONNECTIONS_PER_SERVER = 4
+
+
+class AdminConnections:
+    """One worker's pools of administrative connections, one pool per site-database server (by its URL)."""
+
+    def __init__(self) -> None:
+        self._pools: dict[str, asyncpg.Pool] = {}
+        self._lock = asyncio.Lock()
+
+    async def pool(self, dsn: str) -> asyncpg.Pool:
+        async with self._lock:
+            pool = self._pools.get(dsn)
+            if pool is None:
+                # Opened as needed: a worker that never creates a site holds none.
+                pool = await asyncpg.create_pool(
+                    dsn,
+                    min_size=0,
+                    max_size=ADMIN_CONNECTIONS_PER_SERVER,
+                    timeout=CONNECT_TIMEOUT_SECONDS,
+                    reset=_rollback_if_in_transaction,
+                )
+                self._pools[dsn] = pool
+            return pool
+
+    async def close(self) -> None:
+        pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            await pool.close()
+
+
+async def _rollback_if_in_transaction(connection: asyncpg.Connection) -> None:
+    """The reset between two users of an administrative connection. The work done on one sets no session state
+    (no SET, LISTEN, cursor or advisory lock), so the driver's own reset, a round trip at every release, would
+    undo nothing; a transaction an error interrupted is all that can be left."""
+    if connection.is_in_transaction():
+        await connection.execute("ROLLBACK")
+
+
 @dataclass(frozen=True)
 class SiteDatabaseServer:
-    """The server that hosts site databases, from an SQLAlchemy URL with an administrative user."""
+    """The server that hosts site databases, from an SQLAlchemy URL with an administrative user; with
+    `admin_connections`, its administrative connections are taken from the worker's pool of them."""
 
     admin_url: str
+    admin_connections: AdminConnections | None = field(default=None, compare=False)
 
     def _dsn(self, database: str | None = None) -> str:
         url = make_url(self.admin_url).set(drivername="postgresql")
@@ -76,6 +121,11 @@ class SiteDatabaseServer:
         """A connection to the server; a server that does not answer, or goes away while it is used, raises
         SiteDatabaseServerUnreachable (activities/sites/reachability.py)."""
         try:
+            if database is None and self.admin_connections is not None:
+                pool = await self.admin_connections.pool(self._dsn())
+                async with pool.acquire() as pooled:
+                    yield pooled
+                return
             connection = await asyncpg.connect(self._dsn(database), timeout=CONNECT_TIMEOUT_SECONDS)
             try:
                 yield connection
@@ -149,19 +199,26 @@ async def _adopt(admin: asyncpg.Connection, pool_name: str, site_name: str, pass
         pool_name,
         site_name,
     )
+    # On the claim's path every statement is transactional, so they go as one message: one round trip, and one
+    # transaction, in which the role and the database change together.
+    statements = []
     if not site_role:
         if pool_role:
-            await admin.execute(f"ALTER ROLE {pool_name} RENAME TO {site_name}")
+            statements.append(f"ALTER ROLE {pool_name} RENAME TO {site_name}")
         else:
-            await admin.execute(f"CREATE ROLE {site_name}")
-            await admin.execute(f"GRANT {site_name} TO CURRENT_USER WITH INHERIT TRUE, SET TRUE")
+            statements.append(f"CREATE ROLE {site_name}")
+            statements.append(f"GRANT {site_name} TO CURRENT_USER WITH INHERIT TRUE, SET TRUE")
     # The verifier, never the password, reaches the server.
-    await admin.execute(f"ALTER ROLE {site_name} LOGIN CONNECTION LIMIT {limit} PASSWORD '{scram_verifier(password)}'")
-    if not site_database:
-        if pool_database:
-            # The pool's REVOKE CONNECT FROM PUBLIC comes with it.
-            await admin.execute(f"ALTER DATABASE {pool_name} RENAME TO {site_name}")
-        else:
-            await admin.execute(f"CREATE DATABASE {site_name} OWNER {site_name}")
-            await admin.execute(f"REVOKE CONNECT ON DATABASE {site_name} FROM PUBLIC")
-    await admin.execute(f"GRANT CONNECT ON DATABASE {site_name} TO {site_name}")
+    statements.append(f"ALTER ROLE {site_name} LOGIN CONNECTION LIMIT {limit} PASSWORD '{scram_verifier(password)}'")
+    if not site_database and pool_database:
+        # The pool's REVOKE CONNECT FROM PUBLIC comes with it.
+        statements.append(f"ALTER DATABASE {pool_name} RENAME TO {site_name}")
+    grant_connect = f"GRANT CONNECT ON DATABASE {site_name} TO {site_name}"
+    if site_database or pool_database:
+        await admin.execute(";\n".join([*statements, grant_connect]))
+        return
+    # The pool database is missing: made the slow way. CREATE DATABASE runs in no transaction, so alone.
+    await admin.execute(";\n".join(statements))
+    await admin.execute(f"CREATE DATABASE {site_name} OWNER {site_name}")
+    await admin.execute(f"REVOKE CONNECT ON DATABASE {site_name} FROM PUBLIC")
+    await admin.execute(grant_connect)

@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from temporalio.exceptions import ApplicationError
 
-from activities.sites.database import SiteDatabaseServer
+from activities.sites.database import AdminConnections, SiteDatabaseServer
 from lifecycle.sites.errors import NO_DATABASE_SERVER_ERROR
 from lifecycle.sites.servers import CHOOSE_SERVER
 
@@ -37,8 +37,13 @@ class NoDatabaseServerError(ApplicationError):
 
 
 class SitePlacement:
-    def __init__(self, engine: AsyncEngine, default_admin_url: str) -> None:
+    def __init__(
+        self, engine: AsyncEngine, default_admin_url: str, admin_connections: AdminConnections | None = None
+    ) -> None:
         self._engine = engine
+        self._admin_connections = admin_connections
+        # A read of the record is one statement: autocommit spares it a BEGIN and a ROLLBACK.
+        self._reads = engine.execution_options(isolation_level="AUTOCOMMIT")
         # The `default` server's URL when the catalog stores none: SITE_DATABASE_URL, else the product's own.
         self._default_admin_url = default_admin_url
 
@@ -62,11 +67,11 @@ class SitePlacement:
 
     async def placed_server(self, site_id: str) -> SiteDatabaseServer | None:
         """The server the site was placed on, or None if it never was (then it holds no database anywhere)."""
-        async with self._engine.connect() as connection:
+        async with self._reads.connect() as connection:
             row = (await connection.execute(_SERVER_OF_SITE, {"id": uuid.UUID(site_id)})).one_or_none()
         if row is None:
             return None
-        return SiteDatabaseServer(row.admin_url or self._default_admin_url)
+        return SiteDatabaseServer(row.admin_url or self._default_admin_url, self._admin_connections)
 
     async def server(self, site_id: str) -> SiteDatabaseServer:
         """For a forward step: the site's server, placing the site first if no step has yet."""

@@ -28,16 +28,22 @@ from lifecycle.sites.contracts import SiteDbPoolInput, SiteDbPoolPass
 from lifecycle.sites.pool import HALF_MADE_AFTER, POKE_EVERY, REFILL_BATCH, poke_pool, pool_database_name
 from lifecycle.statuses import SiteDbServerState, SitePoolState
 
-_CLAIMED_BY = text("SELECT id, server FROM site_db_pool WHERE site_id = :site")
-# From the server the site was placed on (placement recorded it before any database step runs).
+_CLAIMED_BY = text("SELECT id, server, false AS new FROM site_db_pool WHERE site_id = :site")
+# The site's claim in one statement: the pool database it holds, else the oldest ready one of the server the site
+# was placed on (placement recorded it before any database step runs), taken under FOR UPDATE SKIP LOCKED so that
+# concurrent claims take different ones. `new` says which; `remaining` and `target` come with a new one: what is left
+# ready, and the target (a claim pokes the pool only once it is down to half, see PoolClaim.low).
 _CLAIM = text(
-    "UPDATE site_db_pool SET state = :claimed, site_id = :site, claimed_at = now() WHERE id = ("
+    "WITH held AS (SELECT id, server FROM site_db_pool WHERE site_id = :site),"
+    " taken AS (UPDATE site_db_pool SET state = :claimed, site_id = :site, claimed_at = now()"
+    " WHERE NOT EXISTS (SELECT 1 FROM held) AND id = ("
     " SELECT id FROM site_db_pool WHERE state = :ready"
     " AND server = (SELECT database_server FROM sites WHERE id = :site) ORDER BY created_at LIMIT 1"
     " FOR UPDATE SKIP LOCKED) RETURNING id, server,"
-    # What is left ready, and the target: a claim pokes the pool only once it is down to half (see PoolClaim.low).
-    " (SELECT count(*) FROM site_db_pool r WHERE r.server = site_db_pool.server AND r.state = :ready) - 1 AS left,"
-    " (SELECT pool_target FROM site_db_servers s WHERE s.name = site_db_pool.server) AS target"
+    " (SELECT count(*) FROM site_db_pool r WHERE r.server = site_db_pool.server AND r.state = :ready) - 1 AS remaining,"
+    " (SELECT pool_target FROM site_db_servers s WHERE s.name = site_db_pool.server) AS target)"
+    " SELECT id, server, false AS new, 0 AS remaining, 0 AS target FROM held"
+    " UNION ALL SELECT id, server, true, remaining, target FROM taken"
 )
 _SERVER = text("SELECT admin_url, state, pool_target FROM site_db_servers WHERE name = :server")
 _COUNT_READY = text("SELECT count(*) FROM site_db_pool WHERE server = :server AND state = :ready")
@@ -74,7 +80,8 @@ class SiteDbPool:
     """The pool's records, for the database step, its undo and the pool workflow's pass."""
 
     def __init__(self, engine: AsyncEngine) -> None:
-        self._engine = engine
+        # Every statement here is one statement, a transaction of its own: autocommit spares a BEGIN and a COMMIT.
+        self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     async def claimed_by(self, site_id: str) -> str | None:
         """The pool database the site claimed, by its pool name (which it keeps on the server until renamed)."""
@@ -86,20 +93,17 @@ class SiteDbPool:
         """The site's claim: the one it made before, else (if `take_new`) a ready database of its server, else
         None (none made and none ready: the slow way)."""
         site = uuid.UUID(site_id)
-        async with self._engine.begin() as connection:
-            found = (await connection.execute(_CLAIMED_BY, {"site": site})).one_or_none()
-            if found is not None:
-                return PoolClaim(pool_database_name(found.id), found.server, new=False)
-            if not take_new:
-                return None
-            taken = (
-                await connection.execute(
-                    _CLAIM, {"site": site, "claimed": SitePoolState.CLAIMED, "ready": SitePoolState.READY}
-                )
-            ).one_or_none()
-        if taken is None:
+        async with self._engine.connect() as connection:
+            if take_new:
+                params = {"site": site, "claimed": SitePoolState.CLAIMED, "ready": SitePoolState.READY}
+                found = (await connection.execute(_CLAIM, params)).one_or_none()
+            else:
+                found = (await connection.execute(_CLAIMED_BY, {"site": site})).one_or_none()
+        if found is None:
             return None
-        return PoolClaim(pool_database_name(taken.id), taken.server, new=True, low=taken.left * 2 <= taken.target)
+        if not found.new:
+            return PoolClaim(pool_database_name(found.id), found.server, new=False)
+        return PoolClaim(pool_database_name(found.id), found.server, new=True, low=found.remaining * 2 <= found.target)
 
 
 class SitePoolActivities:
