@@ -13,6 +13,7 @@ timeout instead of the start-to-close timeout.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import uuid
 from collections.abc import Awaitable, Callable
@@ -37,6 +38,9 @@ from lifecycle.sites.contracts import SiteDeletionInput, SiteRef, SiteRollbackFa
 from lifecycle.sites.errors import SERVER_UNREACHABLE_ERROR, SiteErrorCode
 from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteStatus, StepStatus
 from lifecycle.workflow_ids import site_creation_id
+
+# The statements are a handful of constant strings: each is parsed into a clause once per process, not per call.
+_statement = functools.cache(text)
 
 # The files and the database go while the creation undoes them or the teardown removes them, never otherwise.
 _TEARDOWN_STATUSES = (SiteStatus.ROLLING_BACK, SiteStatus.DELETING)
@@ -84,7 +88,7 @@ class SiteActivities:
 
     async def _execute(self, sql: str, **params: Any) -> int:
         async with self._autocommit.connect() as connection:
-            result = await connection.execute(text(sql), params)
+            result = await connection.execute(_statement(sql), params)
             return int(result.rowcount)
 
     async def _set_step(self, site_id: str, step: SiteStep, status: StepStatus) -> None:
@@ -103,7 +107,7 @@ class SiteActivities:
         async with self._autocommit.connect() as connection:
             row = (
                 await connection.execute(
-                    text(
+                    _statement(
                         "SELECT s.name, s.tagline, s.domain, s.status, a.email FROM sites s"
                         " LEFT JOIN accounts a ON a.id = s.account_id WHERE s.id = :id"
                     ),

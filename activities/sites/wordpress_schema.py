@@ -100,6 +100,19 @@ async def give_tables_to(connection: asyncpg.Connection, owner: str) -> None:
             await connection.execute(f"ALTER TABLE {table} OWNER TO {owner}")
 
 
+_INSTALL_ROWS = """
+WITH options AS (
+    INSERT INTO wp_options (option_name, option_value)
+    SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING),
+admin AS (
+    INSERT INTO wp_users (user_login, user_pass, user_nicename, user_email, display_name)
+    VALUES ('admin', $3, 'admin', $4, 'admin')
+    ON CONFLICT (user_login) DO UPDATE SET user_login = EXCLUDED.user_login RETURNING id)
+INSERT INTO wp_usermeta (user_id, meta_key, meta_value)
+SELECT id, 'wp_capabilities', 'a:1:{s:13:"administrator";b:1;}' FROM admin ON CONFLICT DO NOTHING
+"""
+
+
 async def install(connection: asyncpg.Connection, owner: str, site: Install) -> None:
     """Create the schema as `owner`, unless the database came with it (a warm pool's), and write the install
     rows, all in one transaction: all or nothing."""
@@ -116,21 +129,8 @@ async def install(connection: asyncpg.Connection, owner: str, site: Install) -> 
         # The schema is made in one transaction, here or in the template, so its last table says it is whole.
         if await connection.fetchval(f"SELECT to_regclass('{CORE_TABLES[-1]}') IS NULL"):
             await connection.execute(_SCHEMA)
-        await connection.executemany(
-            "INSERT INTO wp_options (option_name, option_value) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            list(options.items()),
-        )
         # Nobody knows this password: the owner sets one through WordPress's reset flow.
         unusable = sha256(secrets.token_bytes(32)).hexdigest()
-        user_id = await connection.fetchval(
-            "INSERT INTO wp_users (user_login, user_pass, user_nicename, user_email, display_name)"
-            " VALUES ('admin', $1, 'admin', $2, 'admin') ON CONFLICT (user_login) DO UPDATE"
-            " SET user_login = EXCLUDED.user_login RETURNING id",
-            unusable,
-            site.admin_email,
-        )
-        await connection.execute(
-            "INSERT INTO wp_usermeta (user_id, meta_key, meta_value)"
-            " VALUES ($1, 'wp_capabilities', 'a:1:{s:13:\"administrator\";b:1;}') ON CONFLICT DO NOTHING",
-            user_id,
-        )
+        # The options, the admin user and its capabilities in one statement: on this new connection, each
+        # statement of its own would cost a round trip to prepare it and another to run it.
+        await connection.execute(_INSTALL_ROWS, list(options), list(options.values()), unusable, site.admin_email)
