@@ -316,8 +316,12 @@ DRILL_GROUPS = dict.fromkeys(
     ["test_backlog.py", "test_chaos.py", "test_postgres_outage_api.py", "test_worker_killed.py"], "drills-a"
 )
 OTHER_DRILLS = "drills-b"
-# A drill's own limit: the backlog drill takes about 100 s in a full run, against about 40 s for any other test.
-DRILL_TIMEOUT = 300
+# The limits are hang bounds, some 3x the slowest full runs seen (docs/testing.md): on the slower machines a full
+# run took the backlog drill 123-162 s (and over 300 s once in CI), `make run`'s restart 102-132 s and schemathesis
+# 74-127 s, against 40 s for most tests; the default, 150 s (pyproject.toml), holds for the rest. An explicit
+# `pytest.mark.timeout` on a test wins.
+DRILL_TIMEOUT = 600
+LONG_TIMEOUT = 400
 
 
 def drill_group(nodeid: str) -> str | None:
@@ -367,7 +371,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         group = drill_group(item.nodeid)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-            item.add_marker(pytest.mark.timeout(DRILL_TIMEOUT))
+        if item.get_closest_marker("timeout") is None:
+            if group is not None:
+                item.add_marker(pytest.mark.timeout(DRILL_TIMEOUT))
+            elif item.get_closest_marker("long") is not None:
+                item.add_marker(pytest.mark.timeout(LONG_TIMEOUT))
     # xdist hands the tests out in this order: a long test begun last would leave one worker busy while the
     # others have finished, so the long ones go first.
     items.sort(key=lambda item: item.get_closest_marker("long") is None)

@@ -25,6 +25,7 @@ from lifecycle.settings import Settings
 from lifecycle.workflow_ids import account_export_id
 from tests.temporal_cli import TemporalCli
 
+REQUEST_TIMEOUT_SECONDS = 60.0
 REQUIRED_KEYS = {
     "S3_ENDPOINT_URL",
     "S3_BUCKET",
@@ -63,6 +64,9 @@ def test_env_prints_the_worker_and_api_environment(tmp_path: Path, project_root:
 class RunningStack:
     def __init__(self, project_root: Path, data_dir: Path) -> None:
         self.api_port = free_port()
+        # One client for every call to the stack; its timeout is a hang's bound, not a latency target: with the
+        # suite's other long tests starting beside it, a call once took more than httpx's default 5 s.
+        self.http = httpx.Client(base_url=self.api_url, timeout=REQUEST_TIMEOUT_SECONDS)
         self.ui_port = free_port()
         self.env = {
             **os.environ,
@@ -94,22 +98,21 @@ class RunningStack:
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
-        with httpx.Client(timeout=2) as http:  # one client: each new one builds an SSL context
-            while time.monotonic() < deadline:
-                assert self.process is not None and self.process.poll() is None, self.log.read_text()[-3000:]
-                try:
-                    if http.get(f"{self.api_url}/readyz").status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.5)  # the polling interval of this synchronous wait (the stack runs outside any loop)
+        while time.monotonic() < deadline:
+            assert self.process is not None and self.process.poll() is None, self.log.read_text()[-3000:]
+            try:
+                if self.http.get("/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)  # the polling interval of this synchronous wait (the stack runs outside any loop)
         raise AssertionError(f"stack not ready in {timeout}s:\n{self.log.read_text()[-3000:]}")
 
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.api_port}"
 
-    def wait_pinned_to_current_version(self, workflow_id: str, timeout: float = 60.0) -> None:
+    def wait_pinned_to_current_version(self, workflow_id: str, timeout: float = 120.0) -> None:
         cli = TemporalCli(f"127.0.0.1:{self.env['DEVSTACK_TEMPORAL_PORT']}")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -166,19 +169,19 @@ class RunningStack:
 
         return asyncio.run(count())
 
-    def wait_export_ready(self, status_url: str, key: str, timeout: float = 60.0) -> str:
+    def wait_export_ready(self, status_url: str, key: str, timeout: float = 120.0) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            status = httpx.get(f"{self.api_url}{status_url}", headers={"Authorization": f"Bearer {key}"}).json()
+            status = self.http.get(status_url, headers={"Authorization": f"Bearer {key}"}).json()
             if status["download_url"]:
                 return str(status["download_url"])
             time.sleep(0.2)  # the polling interval of this synchronous wait, as in wait_ready above
         raise AssertionError(f"{status_url} never became ready")
 
-    def wait_registered(self, admin: dict[str, str], names: set[str], timeout: float = 60.0) -> None:
+    def wait_registered(self, admin: dict[str, str], names: set[str], timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            listed = httpx.get(f"{self.api_url}/deletion-services", headers=admin).json()
+            listed = self.http.get("/deletion-services", headers=admin).json()
             if names <= {service["name"] for service in listed["services"]}:
                 return
             time.sleep(0.2)  # the polling interval of this synchronous wait, as in wait_ready above
@@ -187,20 +190,16 @@ class RunningStack:
     def wait_deletion_completed(self, status_url: str, key: str, timeout: float = 120.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            status: dict[str, Any] = httpx.get(
-                f"{self.api_url}{status_url}", headers={"Authorization": f"Bearer {key}"}
-            ).json()
+            status: dict[str, Any] = self.http.get(status_url, headers={"Authorization": f"Bearer {key}"}).json()
             if status["status"] == "completed":
                 return status
             time.sleep(0.2)  # the polling interval of this synchronous wait, as in wait_ready above
         raise AssertionError(f"{status_url} never completed")
 
-    def wait_site_active(self, status_url: str, key: str, timeout: float = 60.0) -> dict[str, Any]:
+    def wait_site_active(self, status_url: str, key: str, timeout: float = 120.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            site: dict[str, Any] = httpx.get(
-                f"{self.api_url}{status_url}", headers={"Authorization": f"Bearer {key}"}
-            ).json()
+            site: dict[str, Any] = self.http.get(status_url, headers={"Authorization": f"Bearer {key}"}).json()
             if site["status"] == "active":
                 return site
             time.sleep(0.2)  # the polling interval of this synchronous wait, as in wait_ready above
@@ -216,6 +215,7 @@ class RunningStack:
 def stack(tmp_path: Path, project_root: Path) -> Iterator[RunningStack]:
     running = RunningStack(project_root, tmp_path / "data")
     yield running
+    running.http.close()
     if running.process is not None and running.process.poll() is None:
         # Ctrl-C, as a person would: the stack stops its servers and apps (a SIGKILL would orphan them all).
         try:
@@ -227,20 +227,20 @@ def stack(tmp_path: Path, project_root: Path) -> Iterator[RunningStack]:
 @pytest.mark.long
 def test_make_run_serves_and_keeps_data_across_restart(stack: RunningStack, tmp_path: Path) -> None:
     stack.start()
-    assert httpx.get(f"{stack.api_url}/docs").status_code == 200
-    assert "EventSource" in httpx.get(f"{stack.api_url}/demo/demo.js").text  # make run turns the demo page on
-    assert httpx.get(f"http://127.0.0.1:{stack.ui_port}/").status_code == 200
+    assert stack.http.get("/docs").status_code == 200
+    assert "EventSource" in stack.http.get("/demo/demo.js").text  # make run turns the demo page on
+    assert stack.http.get(f"http://127.0.0.1:{stack.ui_port}/").status_code == 200
     token = (tmp_path / "data" / "admin_token").read_text().strip()
     assert token in stack.log.read_text(), "the banner prints the admin token"
-    created = httpx.post(
-        f"{stack.api_url}/accounts",
+    created = stack.http.post(
+        "/accounts",
         json={"name": "Persisted", "email": "persisted@example.com"},
         headers={"Authorization": f"Bearer {token}"},
     )
     assert created.status_code == 201, created.text
     key = created.json()["api_key"]
     # `make run` registers its workers' version and makes it current; a new run is pinned to it.
-    exported = httpx.post(f"{stack.api_url}/account/exports", headers={"Authorization": f"Bearer {key}"})
+    exported = stack.http.post("/account/exports", headers={"Authorization": f"Bearer {key}"})
     assert exported.status_code == 202, exported.text
     stack.wait_pinned_to_current_version(account_export_id(created.json()["id"], 1))
     link = stack.wait_export_ready(exported.json()["status_url"], key)
@@ -257,21 +257,21 @@ def test_make_run_serves_and_keeps_data_across_restart(stack: RunningStack, tmp_
     admin = {"Authorization": f"Bearer {token}"}
     stack.wait_registered(admin, {"chat", "analytics", "knowledge", "integrations"})
     deleted = seeded["bot_ids"][1]
-    deleting = httpx.delete(f"{stack.api_url}/bots/{deleted}", headers={"Authorization": f"Bearer {seeded['api_key']}"})
+    deleting = stack.http.delete(f"/bots/{deleted}", headers={"Authorization": f"Bearer {seeded['api_key']}"})
     assert deleting.status_code in (200, 202), deleting.text
     status = stack.wait_deletion_completed(deleting.json()["status_url"], seeded["api_key"])
     assert {name: p["deleted"] for name, p in status["progress"].items()} == rows_per_service(100)
     assert stack.objects_under(bot_documents_prefix(deleted)) == 0
     assert stack.objects_under(documents) == rows_per_service(100)["knowledge"]
     # Two servers of their own hold the sites' databases; the product's own (`default`) takes none.
-    servers = httpx.get(f"{stack.api_url}/site-db-servers", headers=admin).json()["servers"]
+    servers = stack.http.get("/site-db-servers", headers=admin).json()["servers"]
     assert {server["name"]: server["state"] for server in servers} == {
         "default": "draining",
         "sites-a": "active",
         "sites-b": "active",
     }
-    site = httpx.post(
-        f"{stack.api_url}/sites",
+    site = stack.http.post(
+        "/sites",
         json={"name": "Placed", "domain": "placed.example.com"},
         headers={"Authorization": f"Bearer {key}"},
     )
@@ -282,11 +282,11 @@ def test_make_run_serves_and_keeps_data_across_restart(stack: RunningStack, tmp_
     assert "[stack] stopped" in stack.log.read_text()
 
     stack.start()
-    again = httpx.get(f"{stack.api_url}/account", headers={"Authorization": f"Bearer {key}"})
+    again = stack.http.get("/account", headers={"Authorization": f"Bearer {key}"})
     assert again.status_code == 200
     assert again.json()["name"] == "Persisted"
     # SeaweedFS kept its objects: the archive downloads, the documents are there.
-    archive = httpx.get(link if link.startswith("http") else f"{stack.api_url}{link}")
+    archive = stack.http.get(link)
     assert archive.status_code == 200 and archive.headers["content-type"] == "application/zip"
     assert stack.objects_under(documents) == rows_per_service(100)["knowledge"]
     assert stack.stop() == 0

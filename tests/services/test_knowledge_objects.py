@@ -135,7 +135,6 @@ async def test_documents_go_in_delete_objects_requests_of_at_most_1000_keys(
     assert await _left(knowledge, bot_id) == (0, 0)
 
 
-@pytest.mark.timeout(240)
 @pytest.mark.long
 async def test_a_kill_of_the_object_store_mid_slice_loses_nothing(
     knowledge_url: str, killable_store: SeaweedServer
