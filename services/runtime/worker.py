@@ -42,6 +42,10 @@ REGISTER_WITHIN = 60.0
 # Connections one service process holds at most (docker-compose.yml's connection budget counts them), kept once
 # opened: as in lifecycle/db/engine.py, an overflow connection would be closed on return and opened again.
 POOL_CAPACITY = 8
+# Each call holds at most one of those connections, so the worker takes no more calls than it has connections: a
+# backlog waits in Temporal's task queue, where the deletions' fairness keys order it (another account's small
+# deletion goes ahead of a mass deletion's calls), not on the pool, in arrival order, until a checkout times out.
+ACTIVITY_SLOTS = POOL_CAPACITY
 
 
 def task_queue_variable(name: str) -> str:
@@ -107,6 +111,7 @@ async def serve(definition: ServiceDefinition, task_queue: str, gateway: str | N
             client,
             task_queue=task_queue,
             activities=service.activities,
+            max_concurrent_activities=ACTIVITY_SLOTS,
             # A failure reaches history as one line, as the gateway's do: a raw driver error (the store down)
             # would otherwise arrive as the server's stand-in "Failure exceeds size limit".
             interceptors=interceptors_for(settings),
