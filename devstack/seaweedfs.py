@@ -34,6 +34,10 @@ STOP_TIMEOUT = 10.0
 PORT_ATTEMPTS = 3
 
 
+# A unix socket's path holds at most 107 bytes (sun_path); a longer directory keeps weed's default, in /tmp.
+_SOCKET_PATH_MAX = 107
+
+
 # How weed says so: its own check of the ports it is given, or the bind that lost the race after that check.
 _PORT_TAKEN = (b"is not available on", b"address already in use")
 
@@ -136,6 +140,7 @@ class SeaweedServer:
             # Stop at once: the 1 s default pause lets a cluster's clients move away, and there is none here.
             "-volume.preStopSeconds=0",
             f"-s3.config={self._write_identities()}",
+            *self._local_socket_flags(),
             f"-bucket={self.bucket}",
         ]
         logged = self.log_path.stat().st_size if self.log_path.exists() else 0
@@ -150,6 +155,14 @@ class SeaweedServer:
                 if any(marker in said for marker in _PORT_TAKEN):
                     raise PortTaken(f"a port of SeaweedFS was taken before it bound it; see {self.log_path}") from None
             raise
+
+    def _local_socket_flags(self) -> list[str]:
+        """The filer's and the S3 gateway's unix sockets in the store's own directory: by default weed leaves them
+        in /tmp, named by port, after every stop (some hundred there after a day of test runs)."""
+        sockets = {"filer": self.directory / "filer.sock", "s3": self.directory / "s3.sock"}
+        if any(len(bytes(path)) > _SOCKET_PATH_MAX for path in sockets.values()):
+            return []
+        return [f"-{name}.localSocket={path}" for name, path in sockets.items()]
 
     def _bucket_answers(self, client: Any) -> bool:
         """True once the S3 gateway answers a signed HEAD of the bucket: the credentials work and the bucket

@@ -54,3 +54,15 @@ def test_a_port_taken_before_weed_binds_it_is_chosen_again(tmp_path: Path) -> No
             assert f"port {taken} for S3" in server.log_path.read_text()
         finally:
             server.stop()
+
+
+def test_its_unix_sockets_stay_in_its_own_directory(tmp_path: Path) -> None:
+    """weed's default puts them in /tmp, named by port, and leaves them there after every stop."""
+    server = SeaweedServer(tmp_path / "seaweedfs")
+    server.start()
+    try:
+        assert {path.name for path in server.directory.iterdir() if path.is_socket()} == {"filer.sock", "s3.sock"}
+    finally:
+        server.stop()
+    assert not Path(f"/tmp/seaweedfs-s3-{server.ports.s3}.sock").exists()
+    assert not Path(f"/tmp/seaweedfs-filer-{server.ports.others['filer.port']}.sock").exists()
