@@ -37,7 +37,7 @@ import sys
 import threading
 import traceback
 from pathlib import Path
-from queue import Queue
+from queue import Empty, Queue
 from typing import Any
 
 # What the product's processes import; none of them starts a thread or reads the environment when imported.
@@ -66,6 +66,10 @@ PRELOAD = (
 # The project's modules those processes start from: an API took 0.33 s of CPU importing `api.app` after PRELOAD,
 # a worker 0.08 s its registries, and one without WORKER_BUILD_ID another 0.27 s hashing its code.
 PROJECT_PRELOAD = ("api.app", "worker", "services.runtime.worker", "lifecycle.migrate")
+# The first answer waits for the fork server's own imports: over 30 s once, as a full run's four workers, their
+# servers and mypy all started at once. A wait that runs out all the same leaves no request answered by another's
+# child: each answer names its request, and a child whose request was given up is killed.
+START_TIMEOUT = 120.0
 _ROOT = Path.cwd().resolve()
 
 
@@ -114,7 +118,8 @@ class ForkServer:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
-        self._pids: Queue[int] = Queue()
+        self._requests = 0
+        self._waiting: dict[int, tuple[list[str], Queue[ForkedProcess]]] = {}
         self._children: dict[int, ForkedProcess] = {}
         self._lock = threading.Lock()
         threading.Thread(target=self._read, name="forkserver-reader", daemon=True).start()
@@ -123,25 +128,51 @@ class ForkServer:
         self, args: list[str], env: dict[str, str], cwd: Path, log: Path, stderr: Path | None = None
     ) -> ForkedProcess:
         """Forks `args`, its stdout to `log` and its stderr to `stderr` (to `log` too by default)."""
-        request = {"args": args[1:], "env": env, "cwd": str(cwd), "stdout": str(log), "stderr": str(stderr or log)}
+        answered: Queue[ForkedProcess] = Queue(maxsize=1)
         assert self._server.stdin is not None
         with self._lock:
+            self._requests += 1
+            request_id = self._requests
+            request = {
+                "id": request_id,
+                "args": args[1:],
+                "env": env,
+                "cwd": str(cwd),
+                "stdout": str(log),
+                "stderr": str(stderr or log),
+            }
+            self._waiting[request_id] = (args, answered)
             self._server.stdin.write(json.dumps(request).encode() + b"\n")
             self._server.stdin.flush()
-            child = ForkedProcess(args, self._pids.get(timeout=30))
-            self._children[child.pid] = child
-        return child
+        try:
+            return answered.get(timeout=START_TIMEOUT)
+        except Empty:
+            with self._lock:
+                given_up = self._waiting.pop(request_id, None)
+            if given_up is None:  # answered as the wait ran out
+                return answered.get_nowait()
+            raise
 
     def _read(self) -> None:
         assert self._server.stdout is not None
         for line in self._server.stdout:
             answer = json.loads(line)
-            if "pid" in answer:
-                self._pids.put(answer["pid"])
-            else:
-                with self._lock:
-                    child = self._children.pop(answer["exited"])
-                child._exit(answer["code"])
+            # Under the lock: a child is known before its exit can be reported.
+            with self._lock:
+                if "pid" in answer:
+                    waiting = self._waiting.pop(answer["id"], None)
+                    if waiting is None:  # its request was given up: nobody would ever stop it
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(answer["pid"], signal.SIGKILL)
+                        continue
+                    args, answered = waiting
+                    child = ForkedProcess(args, answer["pid"])
+                    self._children[child.pid] = child
+                    answered.put(child)
+                else:
+                    exited = self._children.pop(answer["exited"], None)
+                    if exited is not None:
+                        exited._exit(answer["code"])
 
 
 def forks_alike(args: list[str]) -> bool:
@@ -198,10 +229,11 @@ def _serve() -> None:
             pending += data
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
+                request = json.loads(line)
                 pid = os.fork()
                 if pid == 0:
-                    _child(json.loads(line), (wake_read, wake_write), project_modules)
-                _answer({"pid": pid})
+                    _child(request, (wake_read, wake_write), project_modules)
+                _answer({"id": request["id"], "pid": pid})
 
 
 def _reap() -> None:

@@ -1,18 +1,24 @@
 """The fork server starts a child as the interpreter would (tests/forkserver.py): its module as `__main__`, its
 arguments, environment and working directory, its output in its log (or stdout and stderr apart, for a one-shot
 command), its exit code, and death by a real signal; and a child of another tree runs that tree's code, not the
-modules the fork server imported from the checkout."""
+modules the fork server imported from the checkout; a start given up (the fork server still importing) neither
+leaves its child running nor hands it to the next start."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sys
 from pathlib import Path
+from queue import Empty
 
+import pytest
+
+from tests import forkserver
 from tests.eventually import eventually
-from tests.forkserver import ForkedProcess
+from tests.forkserver import ForkedProcess, ForkServer
 from tests.processes import PROJECT_ROOT, ChildProcess, run_command
 
 
@@ -64,3 +70,36 @@ def test_a_child_running_another_trees_script_imports_that_trees_modules(tmp_pat
     done = run_command([sys.executable, str(tree / "probe.py")], dict(os.environ), tmp_path, timeout=30)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"lifecycle": str(tree / "lifecycle" / "__init__.py"), "app_imported": False}
+
+
+def _writers_to(log: Path) -> list[int]:
+    """The processes whose stdout is `log`."""
+    found = []
+    for process in Path("/proc").iterdir():
+        if process.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(process / "fd" / "1") == str(log):
+                    found.append(int(process.name))
+    return found
+
+
+async def test_a_start_given_up_leaves_no_child_and_the_next_start_gets_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = ForkServer(PROJECT_ROOT)  # a new one: its first answer waits for its imports
+    try:
+        given_up, own = tmp_path / "given-up.log", tmp_path / "own.log"
+        probe = [sys.executable, "-m", "tests.forkserver_probe", "wait"]
+        monkeypatch.setattr(forkserver, "START_TIMEOUT", 0.001)
+        with pytest.raises(Empty):
+            server.start(probe, dict(os.environ), PROJECT_ROOT, given_up)
+        monkeypatch.undo()
+        child = server.start(probe, dict(os.environ), PROJECT_ROOT, own)
+        assert _writers_to(own) == [child.pid]
+        await eventually(lambda: not _writers_to(given_up), "the child of the start given up is gone")
+        child.kill()
+        assert child.wait(30) == -signal.SIGKILL
+    finally:
+        assert server._server.stdin is not None
+        server._server.stdin.close()
+        server._server.wait(30)
