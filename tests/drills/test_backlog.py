@@ -43,8 +43,8 @@ SMALL_DELETION_ROWS = 300
 SITE_FACTOR, SITE_SLACK_SECONDS = 2.0, 3.0
 # The small deletion behind the backlog (its key) against the same deletion beside it (a key of its own): without
 # fairness both wait alike (about 1x). In the deletion queue, where the keys act, its tasks waited 13 to 16.5
-# times as long in runs of the drill alone; end to end, where both also wait in the sticky queue (above), it took 2.1 to
-# 2.5 times as long in runs of the drill alone, at least 2.5 times in a fresh clone's full suite.
+# times as long in runs of the drill alone; end to end, where both also wait in the sticky queue (above), it took
+# 2.1 to 2.5 times as long in runs of the drill alone, at least 2.5 times in a fresh clone's full suite.
 QUEUE_WAIT_RATIO_FLOOR = 4.0
 END_TO_END_RATIO_FLOOR = 1.5
 # The control is followed this many times as long as the deletion beside the backlog took, then left: behind a
