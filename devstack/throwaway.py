@@ -56,6 +56,7 @@ async def throwaway_stack(
             mail.start()
             objects.start()
             env = await WorkflowEnvironment.start_local(
+                port=free_port(),  # below the ephemeral ports, where the SDK's own pick would be
                 dev_server_existing_path=temporal_cli(),
                 search_attributes=search_attributes.ALL,
                 dev_server_extra_args=["--ui-disable-news-fetch", *DEV_SERVER_TUNING],

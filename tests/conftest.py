@@ -72,6 +72,7 @@ async def database_url(postgres_server: PostgresServer) -> str:
 @pytest_asyncio.fixture(scope="session")
 async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_local(
+        port=free_port(),  # the SDK's own pick is an ephemeral port, which a client's connection may take first
         dev_server_existing_path=temporal_cli(),
         search_attributes=search_attributes.ALL,
         dev_server_extra_args=["--ui-disable-news-fetch", *DEV_SERVER_TUNING],
@@ -85,7 +86,7 @@ async def start_time_skipping() -> WorkflowEnvironment:
     """The time-skipping test server, with the custom search attributes the workflows upsert added directly: it
     lacks ListSearchAttributes, so `search_attributes.register` cannot run there."""
     env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=temporal_test_server(), data_converter=DATA_CONVERTER
+        port=free_port(), test_server_existing_path=temporal_test_server(), data_converter=DATA_CONVERTER
     )
     await env.client.operator_service.add_search_attributes(
         AddSearchAttributesRequest(
