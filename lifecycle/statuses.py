@@ -16,10 +16,16 @@ class DeletionState(StrEnum):
     show it. A new state is a member here, in OPEN_DELETION_STATES if a run still works on it, and a
     migration that widens the CHECK constraint `ck_deletion_requests_status`."""
 
+    # Recorded by the API, its run not begun yet: the run records `running` as it begins, and the reconciler starts
+    # any run left `accepted`.
+    ACCEPTED = "accepted"
     # In its grace period (ACCOUNT_DELETION_GRACE): signed out, nothing deleted yet, restorable until `deletes_at`.
     SCHEDULED = "scheduled"
     RUNNING = "running"
     PAUSED = "paused"
+    # Nobody to reach yet (no deletion service is registered, say): nothing is deleted, nothing is claimed, and the
+    # deletion goes on by itself once the cause is gone; `deletion_requests.status_reason` says why.
+    WAITING = "waiting"
     WAITING_FOR_OPERATOR = "waiting_for_operator"
     # A legal hold is in force on the account (PUT /accounts/{id}/legal-hold): nothing is deleted until it is
     # released, and then the deletion goes on from where it stopped (workflows/deletion/legal_hold.py).
@@ -39,9 +45,11 @@ class DeletionState(StrEnum):
 # publishes it in its LifecycleStatus search attribute; the reconciler looks at the deletions recorded as open.
 OPEN_DELETION_STATES = frozenset(
     {
+        DeletionState.ACCEPTED,
         DeletionState.SCHEDULED,
         DeletionState.RUNNING,
         DeletionState.PAUSED,
+        DeletionState.WAITING,
         DeletionState.WAITING_FOR_OPERATOR,
         DeletionState.HELD,
     }

@@ -111,6 +111,14 @@ class DeletionRequest(Base):
     # The run that recorded `status`; null while it is the API's. A run that records nothing after a reset
     # leaves the old run's id here, which is how the reconciler knows the row may be stale.
     status_run_id: Mapped[str | None] = mapped_column(String(64))
+    # Why an open deletion does not move (`waiting`: "no deletion service is registered"); null otherwise.
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    # When the erasure is due: the request plus ERASURE_DUE_WITHIN (GDPR Art. 12(3)), moved later by the time a legal
+    # hold stopped the clock.
+    due_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # When `status` was last known true: written with every status, and by the reconciler each time it finds the run
+    # still open. A run that closed without recording it (a terminate) shows its last status as of this time.
+    status_confirmed_at: Mapped[datetime] = _now_column()
 
 
 class LegalHold(Base):
