@@ -317,7 +317,7 @@ DRILL_GROUPS = dict.fromkeys(
     ["test_backlog.py", "test_chaos.py", "test_postgres_outage_api.py", "test_worker_killed.py"], "drills-a"
 )
 OTHER_DRILLS = "drills-b"
-# The limits are hang bounds, some 3x the slowest full runs seen (docs/testing.md): on the slower machines a full
+# The limits are hang bounds, some 3x the slowest full runs seen: on the slower machines a full
 # run took the backlog drill 123-162 s (and over 300 s once in CI), `make run`'s restart 102-132 s and schemathesis
 # 74-127 s, against 40 s for most tests; the default, 150 s (pyproject.toml), holds for the rest. An explicit
 # `pytest.mark.timeout` on a test wins.

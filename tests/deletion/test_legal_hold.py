@@ -313,10 +313,10 @@ async def _start_bot_deletion(
     )
 
 
-def readme_hold_commands(project_root: Path) -> list[tuple[str, str, str, dict[str, Any] | None, int]]:
-    """The README's hold commands, as written there: (method, path, credential, body, status it shows)."""
-    readme = (project_root / "README.md").read_text()
-    section = readme[readme.index("## Legal holds") :]
+def page_hold_commands(project_root: Path) -> list[tuple[str, str, str, dict[str, Any] | None, int]]:
+    """docs/deletion.md's hold commands, as written there: (method, path, credential, body, status it shows)."""
+    page = (project_root / "docs" / "deletion.md").read_text()
+    section = page[page.index("## Legal holds") :]
     block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
     assert block is not None
     text = block.group(1).replace("\\\n", " ")
@@ -330,11 +330,11 @@ def readme_hold_commands(project_root: Path) -> list[tuple[str, str, str, dict[s
     ]
 
 
-async def test_the_readmes_hold_commands_answer_as_shown(
+async def test_the_deletion_pages_hold_commands_answer_as_shown(
     api: httpx.AsyncClient, settings: Settings, worker: LifecycleWorkers, temporal_client: Client, project_root: Path
 ) -> None:
     seeded = await seed(settings, bots=1, rows=ROWS)
-    commands = readme_hold_commands(project_root)
+    commands = page_hold_commands(project_root)
     assert [(method, path) for method, path, *_ in commands] == [
         ("PUT", "/accounts/<account id>/legal-hold"),
         ("DELETE", "/account"),

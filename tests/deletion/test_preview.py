@@ -1,6 +1,6 @@
 """Deletion previews against the real stack: the services' own counts, equal to what the deletion then removes;
 nothing changed by asking; a registered service counted, then shown as unknown once its worker stopped; another
-account's bot not found; and the README's commands."""
+account's bot not found; and the commands of docs/deletion.md."""
 
 from __future__ import annotations
 
@@ -193,20 +193,20 @@ async def seed_account(api: httpx.AsyncClient) -> dict[str, str]:
     return {"Authorization": f"Bearer {created.json()['api_key']}"}
 
 
-def readme_preview_paths(project_root: Path) -> list[str]:
-    """The paths of the README's preview commands, as written there."""
-    readme = (project_root / "README.md").read_text()
-    section = readme[readme.index("## Previewing a deletion") :]
+def page_preview_paths(project_root: Path) -> list[str]:
+    """The paths of docs/deletion.md's preview commands, as written there."""
+    page = (project_root / "docs" / "deletion.md").read_text()
+    section = page[page.index("## Previewing a deletion") :]
     block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
     assert block is not None
     return re.findall(r"curl -s localhost:8000(.+?) -H \"Authorization: Bearer \$KEY\"", block.group(1))
 
 
-async def test_the_readmes_preview_commands_answer(
+async def test_the_deletion_pages_preview_commands_answer(
     api: httpx.AsyncClient, account: ApiAccount, project_root: Path, worker: LifecycleWorkers
 ) -> None:
     bot = (await api.post("/bots", json={"name": "readme"}, headers=account.headers)).json()["id"]
-    paths = readme_preview_paths(project_root)
+    paths = page_preview_paths(project_root)
     assert paths == ["/account/deletion/preview", "/bots/<bot id>/deletion/preview"]
     for path in paths:
         answer = await api.get(path.replace("<bot id>", bot), headers=account.headers)

@@ -171,16 +171,18 @@ def runbook_skip_command(project_root: Path, account_id: str, processor: str) ->
     return command[1:]
 
 
-async def test_the_readmes_processor_commands_register_list_and_retire(
+async def test_the_deletion_pages_processor_commands_register_list_and_retire(
     api: httpx.AsyncClient, project_root: Path, processors_http: ProcessorServer
 ) -> None:
-    lines = [line for line in _section(project_root / "README.md", "## Telling processors").splitlines() if line]
+    lines = [
+        line for line in _section(project_root / "docs" / "deletion.md", "## Telling processors").splitlines() if line
+    ]
     methods, answers = [], []
     for line in lines:
         args = shlex.split(line)
         methods.append(args[args.index("-X") + 1] if "-X" in args else "GET")
         path = next(arg for arg in args if arg.startswith("localhost:8000"))[len("localhost:8000") :]
-        # A processor that answers, and a real secret, in place of the README's examples.
+        # A processor that answers, and a real secret, in place of the page's examples.
         body = (
             {"url": processors_http.url("crm"), "secret": processors_http.add("crm").secret} if "-d" in args else None
         )

@@ -200,9 +200,9 @@ async def _reapply_killed_once_it_says(stack: Stack, marker: str) -> str:
     return said
 
 
-def test_the_readme_shows_the_runbooks_command() -> None:
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    assert re.search(r"```sh\npython -m lifecycle.reapply\n```", readme)
+def test_the_deletion_page_shows_the_runbooks_command() -> None:
+    page = (PROJECT_ROOT / "docs" / "deletion.md").read_text()
+    assert re.search(r"```sh\npython -m lifecycle.reapply\n```", page)
 
 
 async def _receipts(stack: Stack) -> list[dict[str, Any]]:

@@ -238,12 +238,12 @@ async def test_a_rotation_leaves_older_receipts_verifiable_by_their_key_id(
     # Each verifies with its own key only.
     assert not _verifies(before, published[second["key_id"]])
     assert not _verifies(after, published[first["key_id"]])
-    # The README's snippet, as it stands, verifies both and rejects a tampered one.
+    # docs/deletion.md's snippet, as it stands, verifies both and rejects a tampered one.
     for signed in (before, after):
-        assert (await _readme_verifies(project_root, tmp_path, signed, answer)).returncode == 0
+        assert (await _page_snippet_verifies(project_root, tmp_path, signed, answer)).returncode == 0
     tampered = json.loads(json.dumps(before))
     tampered["receipt"]["checks"][0]["found"] += 1
-    assert (await _readme_verifies(project_root, tmp_path, tampered, answer)).returncode != 0
+    assert (await _page_snippet_verifies(project_root, tmp_path, tampered, answer)).returncode != 0
 
     # A worker given the retired key refuses to start, before it signs anything.
     with pytest.raises(ReceiptKeyError, match=f"receipt signing key {first['key_id']} was retired"):
@@ -251,12 +251,12 @@ async def test_a_rotation_leaves_older_receipts_verifiable_by_their_key_id(
             pass
 
 
-async def _readme_verifies(
+async def _page_snippet_verifies(
     project_root: Path, directory: Path, signed: Any, public_keys: Any
 ) -> subprocess.CompletedProcess[str]:
-    """Run the README's verification snippet on these files, in a Python of its own."""
-    readme = (project_root / "README.md").read_text()
-    section = readme[readme.index("## The deletion budget and receipts") :]
+    """Run docs/deletion.md's verification snippet on these files, in a Python of its own."""
+    page = (project_root / "docs" / "deletion.md").read_text()
+    section = page[page.index("## The deletion budget and receipts") :]
     snippet = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert snippet is not None
     (directory / "receipt.json").write_text(json.dumps(signed))
