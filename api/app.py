@@ -76,6 +76,7 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
         app.state.temporal = TemporalConnection(settings, temporal_client)
+        await app.state.temporal.check_at_start()
         # Export downloads stream from the object store through this process's one client.
         app.state.objects = ObjectStore(settings)
         # The one LISTEN connection that wakes every event stream of this process.

@@ -19,9 +19,10 @@ from temporalio.service import RPCError
 from api.accounts.keys import account_of_key_sql
 from api.problems import ProblemError
 from api.security import hash_api_key, tokens_equal
-from api.temporal_client import TemporalUnavailable, connect
+from api.temporal_client import TemporalUnavailable
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
+from lifecycle.temporal_client import TemporalMisconfigured, TemporalUnreachable, connect
 
 _bearer = HTTPBearer(auto_error=False, description="An account API key, or the admin token for admin endpoints.")
 
@@ -65,13 +66,23 @@ class TemporalConnection:
             self._attempt = attempt
         return attempt
 
+    async def check_at_start(self) -> None:
+        """The first attempt, as the API starts: a configuration that can never connect (a missing certificate
+        file, TLS against a plaintext server, a refused credential) stops the API with its cause, while a Temporal
+        that is only down is tried again on later requests."""
+        if self._client is not None:
+            return
+        try:
+            self._client = await asyncio.wait_for(connect(self._settings), self.CONNECT_TIMEOUT)
+        except (TemporalUnreachable, OSError, TimeoutError, RPCError):
+            self._failed_at = time.monotonic()
+
     async def _connect(self) -> Client:
         try:
             client = await asyncio.wait_for(connect(self._settings), self.CONNECT_TIMEOUT)
-        except (RuntimeError, OSError, TimeoutError, RPCError) as err:
-            # Client.connect reports a refused or failed connection as a RuntimeError.
+        except (TemporalUnreachable, TemporalMisconfigured, OSError, TimeoutError, RPCError) as err:
             self._failed_at = time.monotonic()
-            raise TemporalUnavailable(f"cannot connect to Temporal at {self._settings.temporal_address}") from err
+            raise TemporalUnavailable(f"cannot connect to Temporal: {err}") from err
         self._client = client
         return client
 

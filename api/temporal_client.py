@@ -1,9 +1,4 @@
-"""Reaching Temporal from the API: the connection (lifecycle/temporal_client.py) and what the API answers when it
-cannot."""
-
-from lifecycle.temporal_client import connect
-
-__all__ = ["TemporalUnavailable", "connect"]
+"""What the API answers when it cannot reach Temporal (the connection itself: lifecycle/temporal_client.py)."""
 
 
 class TemporalUnavailable(Exception):

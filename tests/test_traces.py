@@ -22,9 +22,9 @@ from opentelemetry.trace import SpanKind
 from temporalio.client import Client
 
 from api.app import create_app
-from api.temporal_client import connect
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SITE_STEPS
+from lifecycle.temporal_client import connect
 from lifecycle.tracing import stop_tracing, use_tracer_provider
 from tests.conftest import ADMIN_HEADERS
 from tests.in_process_api import served_in_process

@@ -4,7 +4,8 @@ At start-up it makes its own database if missing and applies its schema, connect
 converter (protobuf JSON read ignoring unknown fields, as the contract asks of every reader), optionally registers
 itself with the gateway (`PUT /deletion-services/<name>`, admin token), and then polls ONLY its own task queue.
 
-Its settings come from the environment: TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE, `<NAME>_DATABASE_URL`
+Its settings come from the environment: Temporal's as the `temporal` CLI reads them (TEMPORAL_ADDRESS,
+TEMPORAL_API_KEY, TEMPORAL_TLS_*, profiles: lifecycle/temporal_client.py), `<NAME>_DATABASE_URL`
 (services/runtime/database.py), `<NAME>_TASK_QUEUE` (the service's name by default), DELETION_GATEWAY_URL to
 register with, ADMIN_TOKEN (or DATA_DIR's admin_token file), the S3_* variables (where its export parts go, and
 a service's own objects), EXPORT_BATCH_ROWS, and FAULT_INJECTION for drills and tests
@@ -23,15 +24,14 @@ from collections.abc import AsyncIterator
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.interceptors import interceptors_for
-from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.v1.service_pb2 import DeleteRequest
 from lifecycle.logging_setup import configure_logging
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings, get_settings
+from lifecycle.temporal_client import TemporalMisconfigured, connect_when_up
 from services.runtime.contract import ContractService
 from services.runtime.database import apply_schema, ensure_database, service_database_url
 from services.runtime.definition import ServiceDefinition
@@ -99,9 +99,7 @@ async def opened(
 
 async def serve(definition: ServiceDefinition, task_queue: str, gateway: str | None) -> None:
     settings = get_settings()
-    client = await Client.connect(
-        settings.temporal_address, namespace=settings.temporal_namespace, data_converter=DATA_CONVERTER
-    )
+    client = await connect_when_up(settings)
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(signum, stop.set)
@@ -141,4 +139,7 @@ def main(definition: ServiceDefinition) -> None:
     arguments = parser.parse_args()
     settings = get_settings()
     configure_logging(definition.name, level=settings.log_level, form=settings.log_format)
-    asyncio.run(serve(definition, arguments.task_queue, arguments.register_with))
+    try:
+        asyncio.run(serve(definition, arguments.task_queue, arguments.register_with))
+    except TemporalMisconfigured as err:
+        raise SystemExit(f"{definition.name} cannot start: {err}") from None

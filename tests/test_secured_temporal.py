@@ -1,0 +1,187 @@
+"""Every process on a secured Temporal, configured only through temporalio.envconfig's variables: the API, a
+worker and a service run a bot deletion and a site creation through a TLS proxy that requires a client
+certificate, and through one that requires an API key; a process without the credential stops at start-up with
+a message that names the cause (lifecycle/temporal_client.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+from temporalio.client import Client
+
+from devstack.postgres import PostgresServer
+from lifecycle.migrate import upgrade_async
+from lifecycle.settings import Settings
+from tests.conftest import ADMIN_HEADERS
+from tests.eventually import eventually
+from tests.grpc_proxies import GrpcProxies, make_certificates
+from tests.processes import ApiProcess, ChildProcess, settings_environment, worker_process
+
+pytestmark = pytest.mark.long
+
+SERVICE = "chat"
+
+
+@pytest.fixture(scope="module")
+def proxies(temporal_client: Client, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcProxies]:
+    directory = tmp_path_factory.mktemp("grpc-proxies")
+    proxies = GrpcProxies(
+        directory, temporal_client.service_client.config.target_host, make_certificates(directory / "certs")
+    )
+    proxies.start()
+    yield proxies
+    proxies.stop()
+
+
+@pytest_asyncio.fixture
+async def own_settings(postgres_server: PostgresServer, settings: Settings, tmp_path: Path) -> Settings:
+    """A database, queues and data directory of the test's own, so the service registered here is nobody else's;
+    no warm pool, whose refill would only add work."""
+    name = f"secured_{uuid.uuid4().hex[:8]}"
+    await asyncio.to_thread(postgres_server.create_database, name)
+    url = postgres_server.url(name)
+    await upgrade_async(url)
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text("UPDATE site_db_servers SET pool_target = 0"))
+    finally:
+        await engine.dispose()
+    queue = f"secured-{uuid.uuid4().hex[:8]}"
+    return settings.model_copy(
+        update={
+            "database_url": url,
+            "data_dir": tmp_path / "data",
+            "exports_dir": tmp_path / "data" / "exports",
+            "sites_root": tmp_path / "data" / "sites",
+            "task_queue": queue,
+            "site_task_queue": f"{queue}-sites",
+        }
+    )
+
+
+@pytest_asyncio.fixture
+async def started(tmp_path: Path) -> AsyncIterator[list[ChildProcess]]:
+    """The processes a test starts, killed at its end whatever happened."""
+    processes: list[ChildProcess] = []
+    yield processes
+    for process in processes:
+        process.kill()
+
+
+def _service(settings: Settings, log: Path, **env: str) -> ChildProcess:
+    return ChildProcess(
+        [sys.executable, "-m", f"services.{SERVICE}"],
+        settings_environment(settings, **{f"{SERVICE.upper()}_TASK_QUEUE": f"{settings.task_queue}-{SERVICE}"}, **env),
+        log,
+    )
+
+
+@pytest.mark.parametrize("credential", ["mutual TLS", "API key"])
+async def test_a_deletion_and_a_site_run_through_a_proxy_that_requires_a_credential(
+    credential: str, proxies: GrpcProxies, own_settings: Settings, started: list[ChildProcess], tmp_path: Path
+) -> None:
+    secured = proxies.mtls_environment() if credential == "mutual TLS" else proxies.api_key_environment()
+    api = ApiProcess(own_settings, tmp_path / "api.log", **secured)
+    started.append(api)
+    api.start()
+    worker = worker_process(own_settings, tmp_path / "worker.log", **secured)
+    service = _service(own_settings, tmp_path / "service.log", DELETION_GATEWAY_URL=api.url, **secured)
+    started.extend([worker, service])
+    worker.start()
+    service.start()
+    async with httpx.AsyncClient(base_url=api.url, timeout=30) as http:
+
+        async def registered() -> bool:
+            listed = (await http.get("/deletion-services", headers=ADMIN_HEADERS)).json()["services"]
+            return SERVICE in {entry["name"] for entry in listed}
+
+        await eventually(registered, f"{SERVICE} registers through the gateway", within=60)
+        created = await http.post("/accounts", json={"name": "Ada", "email": "ada@example.com"}, headers=ADMIN_HEADERS)
+        assert created.status_code == 201, created.text
+        account = {"Authorization": f"Bearer {created.json()['api_key']}"}
+        bot = (await http.post("/bots", json={"name": "secured"}, headers=account)).json()["id"]
+        site = await http.post(
+            "/sites",
+            json={"name": "Blog", "tagline": "Hi", "domain": f"{uuid.uuid4().hex[:8]}.example"},
+            headers=account,
+        )
+        assert site.status_code == 202, site.text
+        assert (await http.delete(f"/bots/{bot}", headers=account)).status_code in (200, 202)
+
+        async def receipt() -> Any:
+            answer = await http.get(f"/bots/{bot}/deletion/receipt", headers=account)
+            return answer.json() if answer.status_code == 200 else None
+
+        signed = await eventually(receipt, "the bot's deletion is done and signed", within=90)
+        assert SERVICE in signed["receipt"]["services"], signed
+        assert signed["receipt"]["complete"] is True, signed
+
+        async def active() -> bool:
+            return (await http.get(f"/sites/{site.json()['id']}", headers=account)).json()["status"] == "active"
+
+        await eventually(active, "the site is active", within=90)
+    assert "refused" not in worker.log() + service.log() + api.log()
+
+
+@pytest.mark.parametrize("credential", ["mutual TLS", "API key"])
+def test_a_process_without_the_credential_stops_at_start_up_naming_the_cause(
+    credential: str, proxies: GrpcProxies, own_settings: Settings, started: list[ChildProcess], tmp_path: Path
+) -> None:
+    bare = (
+        proxies.mtls_environment(with_certificate=False)
+        if credential == "mutual TLS"
+        else proxies.api_key_environment(with_key=False)
+    )
+    processes = {
+        "worker": worker_process(own_settings, tmp_path / "worker.log", **bare),
+        "API": ChildProcess(
+            [sys.executable, "-m", "api"], settings_environment(own_settings, **bare), tmp_path / "api.log"
+        ),
+        "service": _service(own_settings, tmp_path / "service.log", **bare),
+    }
+    started.extend(processes.values())
+    for process in processes.values():
+        process.start()
+    for name, process in processes.items():
+        assert process.process is not None
+        code = process.process.wait(60)
+        assert code != 0, f"the {name} started without the credential:\n{process.log()[-2000:]}"
+        assert "refused this process's credentials (none was sent" in process.log(), process.log()[-3000:]
+
+
+def test_a_certificate_file_that_does_not_exist_is_named_at_start_up(
+    proxies: GrpcProxies, own_settings: Settings, started: list[ChildProcess], tmp_path: Path
+) -> None:
+    missing = tmp_path / "no-such-client.pem"
+    worker = worker_process(
+        own_settings,
+        tmp_path / "worker.log",
+        **(proxies.mtls_environment() | {"TEMPORAL_TLS_CLIENT_CERT_PATH": str(missing)}),
+    )
+    started.append(worker)
+    worker.start()
+    assert worker.process is not None
+    assert worker.process.wait(60) != 0
+    assert f"names the file {missing}, which does not exist" in worker.log(), worker.log()[-3000:]
+
+
+def test_tls_against_a_plaintext_server_is_named_at_start_up(
+    temporal_client: Client, own_settings: Settings, started: list[ChildProcess], tmp_path: Path
+) -> None:
+    worker = worker_process(own_settings, tmp_path / "worker.log", TEMPORAL_TLS="true")
+    started.append(worker)
+    worker.start()
+    assert worker.process is not None
+    assert worker.process.wait(60) != 0
+    assert "TLS is on, but Temporal at" in worker.log() and "answers in plaintext" in worker.log(), worker.log()
