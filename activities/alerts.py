@@ -16,6 +16,7 @@ from temporalio import activity
 from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
 from lifecycle.contracts import AlertInput
+from lifecycle.outbound import OutboundRefused
 from lifecycle.statuses import AlertDelivery
 
 logger = logging.getLogger("alerts")
@@ -79,7 +80,14 @@ async def record_alert(resources: ActivityResources, alert: AlertInput) -> None:
     logger.error("ALERT %s [%s]: %s", alert.workflow_id, alert.subject, alert.reason)
     if not url or delivered:
         return
-    delivery, attempts, error = await _post(resources.http, url, body)
+    error: str | None
+    try:
+        # Checked at each alert: what the webhook's name resolves to may have changed since the worker started.
+        await resources.settings.outbound.check_url(url)
+    except OutboundRefused as refused:
+        delivery, attempts, error = AlertDelivery.FAILED, 0, str(refused)
+    else:
+        delivery, attempts, error = await _post(resources.http, url, body)
     if error is not None:
         logger.warning("alert webhook for %s: %s (%s)", alert.workflow_id, error, delivery)
     async with resources.engine.begin() as conn:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+from collections.abc import Awaitable
 from http import HTTPStatus
 from typing import Any
 
@@ -20,6 +21,7 @@ from starlette.routing import compile_path
 from temporalio.service import RPCError, RPCStatusCode
 
 from api.temporal_client import TemporalUnavailable
+from lifecycle.outbound import OutboundRefused
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 logger = logging.getLogger(__name__)
@@ -43,6 +45,14 @@ class ProblemError(Exception):
         self.detail = detail
         self.title = title or HTTPStatus(status).phrase
         self.headers = headers
+
+
+async def checked_outbound(check: Awaitable[object]) -> None:
+    """An address an admin registers, held to the outbound rule (lifecycle/outbound.py): refused, a 422."""
+    try:
+        await check
+    except OutboundRefused as refused:
+        raise ProblemError(422, f"This address may not be called: {refused}.") from None
 
 
 def problem_response(

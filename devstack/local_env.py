@@ -108,6 +108,8 @@ def stack_environment(settings: Settings, ports: StackPorts) -> dict[str, str]:
         "S3_ACCESS_KEY_ID": LOCAL_ACCESS_KEY_ID,
         "S3_SECRET_ACCESS_KEY": LOCAL_SECRET_ACCESS_KEY,
         "SITES_ROOT": str(Path(settings.sites_path).resolve()),
+        # Development only: the local stack's site-database servers, processors and webhooks are on loopback.
+        "OUTBOUND_ALLOW_LOOPBACK": "true",
         "ADMIN_TOKEN": admin_token(settings),
         "EXPORT_SIGNING_KEY": export_signing_key(settings),
         "API_PORT": str(settings.api_port),

@@ -74,6 +74,8 @@ async def throwaway_stack(
                 mail_dir=mail.directory,
                 # One developer's stack: its workers make their version current as they start.
                 worker_make_current=True,
+                # Development only: its site-database servers and processors listen on loopback.
+                outbound_allow_loopback=True,
                 s3_endpoint_url=objects.endpoint_url,
                 s3_bucket=objects.bucket,
                 s3_access_key_id=objects.access_key_id,

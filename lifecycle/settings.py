@@ -10,6 +10,8 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from lifecycle.outbound import OutboundRule
+
 ADMIN_TOKEN_FILE = "admin_token"
 # The local stack keeps its export signing key here, next to the admin token (devstack/local_env.py).
 EXPORT_SIGNING_KEY_FILE = "export_signing_key"
@@ -84,6 +86,11 @@ class Settings(BaseSettings):
     sites_root: Path | None = None
     admin_token: str | None = Field(default=None, repr=False)
     alert_webhook_url: str | None = None
+    # Where the service may send requests an admin configures (processors, site-database servers, the alert
+    # webhook): public https addresses only, but for these hosts, addresses or networks (comma-separated) and, with
+    # the development setting, loopback (lifecycle/outbound.py).
+    outbound_allowed_hosts: str = ""
+    outbound_allow_loopback: bool = False
     fault_injection: str | None = None
     api_host: str = "127.0.0.1"
     api_port: int = LOCAL_API_PORT
@@ -215,6 +222,10 @@ class Settings(BaseSettings):
     @property
     def site_admin_database_url(self) -> str:
         return self.site_database_url or self.database_url
+
+    @property
+    def outbound(self) -> OutboundRule:
+        return OutboundRule.of(self.outbound_allowed_hosts, self.outbound_allow_loopback)
 
 
 @lru_cache(maxsize=1)

@@ -185,6 +185,8 @@ def settings(
         processor_retry_max=timedelta(seconds=1),
         processor_request_timeout=timedelta(seconds=1),
         processor_alert_after=timedelta(seconds=3),
+        # The tests' processors, webhooks and site-database servers listen on loopback (lifecycle/outbound.py).
+        outbound_allow_loopback=True,
         **object_store_settings(seaweedfs),
     )
 

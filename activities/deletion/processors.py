@@ -27,6 +27,7 @@ from lifecycle.deletion.processors import (
     signed_headers,
     webhook_id,
 )
+from lifecycle.outbound import OutboundRefused
 from lifecycle.statuses import ProcessorAnswer
 
 PROCESSOR_NOT_ACKNOWLEDGED = "ProcessorNotAcknowledged"
@@ -123,9 +124,19 @@ class ProcessorErasures:
             return await self._skip(key)
         body = erasure_body(uuid.UUID(delivery.erasure_id), row.account_id, row.requested_at)
         headers = signed_headers(row.secret, row.webhook_id, datetime.now(UTC), body)
-        timeout = self._resources.settings.processor_request_timeout.total_seconds()
+        settings = self._resources.settings
         try:
-            response = await self._resources.http.post(row.url, content=body, headers=headers, timeout=timeout)
+            # Again at each attempt: what the name resolves to may have changed since it was registered.
+            await settings.outbound.check_url(row.url)
+            response = await self._resources.http.post(
+                row.url,
+                content=body,
+                headers=headers,
+                timeout=settings.processor_request_timeout.total_seconds(),
+                follow_redirects=False,
+            )
+        except OutboundRefused as refused:
+            error = f"refused: {refused}"[:500]
         except httpx.HTTPError as err:
             error = f"{type(err).__name__}: {err}"[:500]
         else:

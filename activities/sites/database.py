@@ -18,6 +18,7 @@ from sqlalchemy.engine import make_url
 from activities.sites.files import site_key
 from activities.sites.reachability import CONNECT_TIMEOUT_SECONDS, SiteDatabaseServerUnreachable, is_unreachable
 from activities.sites.scram import scram_verifier
+from lifecycle.outbound import OutboundRule
 
 _IDENTIFIER = re.compile(r"^site_[0-9a-f]{32}$")
 # A site's database, or a warm pool's not yet claimed (lifecycle/sites/pool.py): what drop may remove.
@@ -101,6 +102,9 @@ class SiteDatabaseServer:
 
     admin_url: str
     admin_connections: AdminConnections | None = field(default=None, compare=False)
+    # For a URL an admin registered in the catalog: its host is checked before each connection (lifecycle/
+    # outbound.py). None for the operator's own SITE_DATABASE_URL.
+    outbound: OutboundRule | None = field(default=None, compare=False)
 
     def _dsn(self, database: str | None = None) -> str:
         url = make_url(self.admin_url).set(drivername="postgresql")
@@ -119,7 +123,10 @@ class SiteDatabaseServer:
     @asynccontextmanager
     async def connect(self, database: str | None = None) -> AsyncIterator[asyncpg.Connection]:
         """A connection to the server; a server that does not answer, or goes away while it is used, raises
-        SiteDatabaseServerUnreachable (activities/sites/reachability.py)."""
+        SiteDatabaseServerUnreachable (activities/sites/reachability.py); a registered host that resolves to an
+        address the outbound rule refuses raises OutboundRefused."""
+        if self.outbound is not None:
+            await self.outbound.check_host(self.host, self.port)
         try:
             if database is None and self.admin_connections is not None:
                 pool = await self.admin_connections.pool(self._dsn())

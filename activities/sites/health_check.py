@@ -87,7 +87,7 @@ class SiteServerHealth:
             async with self._resources.engine.connect() as connection:
                 servers = (await connection.execute(_SERVERS)).all()
             answers = await asyncio.gather(
-                *(self._answers(server.name, server.admin_url or self._default_admin_url) for server in servers)
+                *(self._answers(server.name, self._server(server.admin_url)) for server in servers)
             )
             result = SiteServersChecked(checked=len(servers))
             for server, answered in zip(servers, answers, strict=True):
@@ -147,9 +147,15 @@ class SiteServerHealth:
 
         await asyncio.gather(*(wake(site_id) for site_id in sites))
 
-    async def _answers(self, name: str, admin_url: str) -> bool:
+    def _server(self, admin_url: str | None) -> SiteDatabaseServer:
+        """A registered URL's host is held to the outbound rule: one it refuses is a server that does not answer."""
+        if admin_url is None:
+            return SiteDatabaseServer(self._default_admin_url)
+        return SiteDatabaseServer(admin_url, outbound=self._resources.settings.outbound)
+
+    async def _answers(self, name: str, server: SiteDatabaseServer) -> bool:
         try:
-            async with asyncio.timeout(CHECK_TIMEOUT_SECONDS), SiteDatabaseServer(admin_url).connect() as admin:
+            async with asyncio.timeout(CHECK_TIMEOUT_SECONDS), server.connect() as admin:
                 await admin.fetchval("SELECT 1")
         except Exception as err:
             # Any failure: a server this worker cannot open cannot take a site either.

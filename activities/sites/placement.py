@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from temporalio.exceptions import ApplicationError
 
 from activities.sites.database import AdminConnections, SiteDatabaseServer
+from lifecycle.outbound import OutboundRule
 from lifecycle.sites.errors import NO_DATABASE_SERVER_ERROR
 from lifecycle.sites.servers import CHOOSE_SERVER
 
@@ -38,7 +39,11 @@ class NoDatabaseServerError(ApplicationError):
 
 class SitePlacement:
     def __init__(
-        self, engine: AsyncEngine, default_admin_url: str, admin_connections: AdminConnections | None = None
+        self,
+        engine: AsyncEngine,
+        default_admin_url: str,
+        admin_connections: AdminConnections | None = None,
+        outbound: OutboundRule | None = None,
     ) -> None:
         self._engine = engine
         self._admin_connections = admin_connections
@@ -46,6 +51,7 @@ class SitePlacement:
         self._reads = engine.execution_options(isolation_level="AUTOCOMMIT")
         # The `default` server's URL when the catalog stores none: SITE_DATABASE_URL, else the product's own.
         self._default_admin_url = default_admin_url
+        self._outbound = outbound
 
     async def place(self, site_id: str) -> str:
         """The site's server: the one recorded, else the one chosen now and recorded."""
@@ -71,7 +77,9 @@ class SitePlacement:
             row = (await connection.execute(_SERVER_OF_SITE, {"id": uuid.UUID(site_id)})).one_or_none()
         if row is None:
             return None
-        return SiteDatabaseServer(row.admin_url or self._default_admin_url, self._admin_connections)
+        if row.admin_url is None:
+            return SiteDatabaseServer(self._default_admin_url, self._admin_connections)
+        return SiteDatabaseServer(row.admin_url, self._admin_connections, self._outbound)
 
     async def server(self, site_id: str) -> SiteDatabaseServer:
         """For a forward step: the site's server, placing the site first if no step has yet."""

@@ -127,7 +127,12 @@ class SitePoolActivities:
                 row = (await connection.execute(_SERVER, {"server": pool.server})).one_or_none()
             if row is None or row.state == SiteDbServerState.DOWN:
                 return SiteDbPoolPass()
-            server = SiteDatabaseServer(row.admin_url or self._resources.settings.site_admin_database_url)
+            settings = self._resources.settings
+            server = (
+                SiteDatabaseServer(row.admin_url, outbound=settings.outbound)
+                if row.admin_url is not None
+                else SiteDatabaseServer(settings.site_admin_database_url)
+            )
             half_made = await self._remove_half_made(pool.server, server)
             ready = int((await self._execute(_COUNT_READY, server=pool.server, ready=SitePoolState.READY))[0])
             target = row.pool_target if row.state == SiteDbServerState.ACTIVE else 0

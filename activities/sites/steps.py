@@ -59,7 +59,10 @@ class SiteActivities:
         self._autocommit = resources.engine.execution_options(isolation_level="AUTOCOMMIT")
         self._sites_root = resources.settings.sites_path
         self._placement = SitePlacement(
-            resources.engine, resources.settings.site_admin_database_url, resources.site_admin_connections
+            resources.engine,
+            resources.settings.site_admin_database_url,
+            resources.site_admin_connections,
+            resources.settings.outbound,
         )
         self._pool = SiteDbPool(resources.engine)
         # The servers whose pool workflow a poke is on its way to (activities/sites/pool.py coalesces them).

@@ -11,8 +11,8 @@ from fastapi import APIRouter, Path, Response
 from sqlalchemy import select
 
 from api.deletion.processors_schemas import ProcessorBody, ProcessorOut, ProcessorsOut
-from api.dependencies import AdminDep, SessionDep
-from api.problems import problem_responses
+from api.dependencies import AdminDep, SessionDep, SettingsDep
+from api.problems import checked_outbound, problem_responses
 from api.registries import register, retire
 from lifecycle.db.models import Processor
 from lifecycle.deletion.registry import SERVICE_NAME_MAX_LENGTH, SERVICE_NAME_PATTERN
@@ -42,10 +42,16 @@ def _out(processor: Processor) -> ProcessorOut:
     responses={201: {"description": "Registered", "model": ProcessorOut}, **problem_responses(401, 403, 422)},
 )
 async def put_processor(
-    name: ProcessorName, body: ProcessorBody, _admin: AdminDep, session: SessionDep, response: Response
+    name: ProcessorName,
+    body: ProcessorBody,
+    _admin: AdminDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    response: Response,
 ) -> ProcessorOut:
     # Registering a retired processor again brings it back: deletions from now on tell it.
     url = str(body.url)
+    await checked_outbound(settings.outbound.check_url(url))
     entry, inserted = await register(session, Processor, name, {"url": url, "secret": body.secret})
     response.status_code = 201 if inserted else 200
     return _out(entry)

@@ -14,7 +14,9 @@ class ProcessorBody(BaseModel):
 
     url: AnyHttpUrl = Field(
         max_length=URL_MAX_LENGTH,
-        description="Where each account deletion POSTs its erasure request: an http or https URL.",
+        description="Where each account deletion POSTs its erasure request: an https URL whose host resolves to "
+        "public addresses only (loopback, private, link-local and multicast ones are refused unless "
+        "OUTBOUND_ALLOWED_HOSTS names them). Redirects are not followed.",
         examples=["https://crm.example.com/webhooks/erasure"],
     )
     secret: str = Field(

@@ -13,11 +13,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Response
 from sqlalchemy import func, literal_column, update
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.dml import ReturningInsert
 
 from api.dependencies import AdminDep, SessionDep, SettingsDep, TemporalDep
-from api.problems import ProblemError, problem_responses
+from api.problems import ProblemError, checked_outbound, problem_responses
 from api.sites.servers_schemas import SiteDbServerOut, SiteDbServerPatch, SiteDbServerPut, SiteDbServersOut
 from lifecycle.db.models import SiteDbServer
 from lifecycle.sites.pool import poke_pool
@@ -79,6 +80,8 @@ async def put_site_db_server(
     temporal: TemporalDep,
     response: Response,
 ) -> SiteDbServerOut:
+    url = make_url(body.url)
+    await checked_outbound(settings.outbound.check_host(url.host or "localhost", url.port or 5432))
     # A new server is active; replacing one keeps its state (a drained server stays drained).
     values: dict[str, Any] = {"admin_url": body.url, "capacity": body.capacity, "pool_target": body.pool_target}
     upsert: ReturningInsert[bool] = (

@@ -137,6 +137,8 @@ async def drill_stack(
         deletion_inline_wait=0,
         # Every worker of the drills makes its version current as it starts (docs/versioning.md).
         worker_make_current=True,
+        # Its site-database servers and webhooks listen on loopback (lifecycle/outbound.py).
+        outbound_allow_loopback=True,
         **object_store_settings(drill_objects),
     )
     client = await Client.connect(drill_temporal.address, data_converter=DATA_CONVERTER)
