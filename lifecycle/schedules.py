@@ -1,10 +1,12 @@
-"""The Temporal Schedules the workers keep, created or updated on every worker start: the deletion reconciler on
-the background queue, the site-database servers' health check on the sites queue."""
+"""The Temporal Schedules the workers keep, created at a worker's start or brought up to date with its code: the
+deletion reconciler on the background queue, the site-database servers' health check on the sites queue."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
+from temporalio.api.common.v1 import Payload
 from temporalio.client import (
     Client,
     Schedule,
@@ -39,15 +41,36 @@ def _schedule(workflow: str, run_id: str, task_queue: str, every: timedelta, sum
     )
 
 
+def _settings(schedule: Schedule, client: Client) -> tuple[object, ...]:
+    """What a worker's start sets on a schedule: the workflow it starts and where, its summary, when, and the
+    overlap policy. A schedule read back from the server carries its summary as a payload."""
+    action = schedule.action
+    if not isinstance(action, ScheduleActionStartWorkflow):
+        return (action,)
+    summary = action.static_summary
+    if isinstance(summary, Payload):
+        summary = client.data_converter.payload_converter.from_payload(summary, str)
+    intervals = [(interval.every, interval.offset or timedelta(0)) for interval in schedule.spec.intervals]
+    return action.workflow, action.id, action.task_queue, summary, intervals, schedule.policy.overlap
+
+
 async def _ensure(client: Client, schedule_id: str, schedule: Schedule) -> None:
+    """Create the schedule, or bring an existing one's action, spec and policy to this code's, if they differ.
+
+    Its state stays as it is: a schedule an operator paused (`temporal schedule toggle --pause`) stays paused,
+    with its note, across every worker's start; an unchanged one is not written at all.
+    """
     try:
         await client.create_schedule(schedule_id, schedule)
     except ScheduleAlreadyRunningError:
 
-        def replace_schedule(_: ScheduleUpdateInput) -> ScheduleUpdate:
-            return ScheduleUpdate(schedule=schedule)
+        def bring_up_to_date(current: ScheduleUpdateInput) -> ScheduleUpdate | None:
+            existing = current.description.schedule
+            if _settings(existing, client) == _settings(schedule, client):
+                return None
+            return ScheduleUpdate(schedule=dataclasses.replace(schedule, state=existing.state))
 
-        await client.get_schedule_handle(schedule_id).update(replace_schedule)
+        await client.get_schedule_handle(schedule_id).update(bring_up_to_date)
 
 
 async def ensure_reconciler_schedule(client: Client, task_queue: str) -> None:
