@@ -4,9 +4,16 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
-from temporalio.client import Client, ScheduleDescription, ScheduleOverlapPolicy
+from temporalio.client import (
+    Client,
+    ScheduleActionExecution,
+    ScheduleActionExecutionStartWorkflow,
+    ScheduleDescription,
+    ScheduleOverlapPolicy,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from lifecycle.contracts import ReconcileResult
@@ -30,6 +37,12 @@ async def _description(client: Client) -> ScheduleDescription | None:
         if err.status is RPCStatusCode.NOT_FOUND:
             return None
         raise
+
+
+def _runs(actions: Sequence[ScheduleActionExecution]) -> list[ScheduleActionExecutionStartWorkflow]:
+    started = [action for action in actions if isinstance(action, ScheduleActionExecutionStartWorkflow)]
+    assert len(started) == len(actions), actions
+    return started
 
 
 async def _schedule_ids(cli: AsyncCli) -> list[str]:
@@ -73,15 +86,13 @@ async def test_the_schedule_is_made_fires_skips_an_overlap_and_survives_a_second
     )
     assert skipped.info.num_actions_skipped_overlap == before.num_actions_skipped_overlap + 1
     assert skipped.info.num_actions == before.num_actions + 1
-    assert [run.workflow_id for run in skipped.info.running_actions] == [
-        run.workflow_id for run in running.info.running_actions
-    ]
+    (run,) = _runs(running.info.running_actions)
+    assert _runs(skipped.info.running_actions) == [run]
 
     # A second worker's start leaves the schedule as the operator set it, and runs the waiting run to its end.
     second = _worker(settings, queue, tmp_path / "second.log")
     second.start()
     try:
-        (run,) = running.info.running_actions
         result = await temporal_client.get_workflow_handle(
             run.workflow_id, run_id=run.first_execution_run_id, result_type=ReconcileResult
         ).result()
@@ -94,7 +105,7 @@ async def test_the_schedule_is_made_fires_skips_an_overlap_and_survives_a_second
     assert after.info.last_updated_at == skipped.info.last_updated_at
     assert after.info.num_actions == before.num_actions + 1
     assert after.info.running_actions == []
-    assert [action.action.workflow_id for action in after.info.recent_actions][-1:] == [run.workflow_id]
+    assert _runs([action.action for action in after.info.recent_actions])[-1:] == [run]
     assert (await _schedule_ids(cli)).count(RECONCILER_SCHEDULE_ID) == 1
 
     # A start with other settings (a new queue) changes the action, and still keeps the operator's pause.
