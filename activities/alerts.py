@@ -15,6 +15,7 @@ from temporalio import activity
 
 from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
+from activities.step_log import step_skipped
 from lifecycle.contracts import AlertInput
 from lifecycle.outbound import OutboundRefused
 from lifecycle.statuses import AlertDelivery
@@ -58,8 +59,9 @@ async def _post(http: httpx.AsyncClient, url: str, body: dict[str, str]) -> tupl
     return AlertDelivery.FAILED, WEBHOOK_ATTEMPTS, error
 
 
-async def record_alert(resources: ActivityResources, alert: AlertInput) -> None:
+async def record_alert(resources: ActivityResources, alert: AlertInput) -> bool:
     """Record the alert once per raising activity, log it, then try the webhook; only the database can fail it.
+    False when an earlier attempt of the activity had it delivered already.
 
     Called by raise_alert, and by an activity that alerts about what it found itself (activities/exports/steps.py).
     """
@@ -79,7 +81,7 @@ async def record_alert(resources: ActivityResources, alert: AlertInput) -> None:
         delivered = recorded.scalar_one() == AlertDelivery.DELIVERED
     logger.error("ALERT %s [%s]: %s", alert.workflow_id, alert.subject, alert.reason)
     if not url or delivered:
-        return
+        return not delivered
     error: str | None
     try:
         # Checked at each alert: what the webhook's name resolves to may have changed since the worker started.
@@ -94,6 +96,7 @@ async def record_alert(resources: ActivityResources, alert: AlertInput) -> None:
         await conn.execute(
             _DELIVERY, {"delivery": delivery, "attempts": attempts, "error": error, "raised_by": raised_by}
         )
+    return True
 
 
 class Alerts:
@@ -103,4 +106,5 @@ class Alerts:
     @activity.defn(name="raise_alert")
     @heartbeats
     async def raise_alert(self, alert: AlertInput) -> None:
-        await record_alert(self._resources, alert)
+        if not await record_alert(self._resources, alert):
+            step_skipped("the webhook already took it")

@@ -20,6 +20,7 @@ from opentelemetry.trace import SpanKind
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from activities.step_log import step_skipped
 from lifecycle.settings import Settings
 from lifecycle.statuses import NotificationState
 from lifecycle.tracing import tracer
@@ -63,6 +64,7 @@ async def send_once(
             )
         ).scalar_one()
     if state == NotificationState.SENT:
+        step_skipped("already sent")
         return False
     message = await compose()
     if message is None:

@@ -49,6 +49,14 @@ def _temporal_ids(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
     return event
 
 
+def _own_fields(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
+    """A record's own fields, `extra={"fields": {...}}`: a step's outcome and counts (activities/step_log.py)."""
+    fields = getattr(event["_record"], "fields", None)
+    if isinstance(fields, dict):
+        event.update(fields)
+    return event
+
+
 # Query-string parameters whose values are credentials: never written to a log. A stream token travels as
 # `access_token` (a browser's EventSource cannot send a header), an export link's signature as `signature`; the
 # other two are what a client might put in a URL by mistake. Keys and the admin token belong in `Authorization`,
@@ -150,6 +158,7 @@ def configure_logging(
                 _component(component),
                 structlog.stdlib.add_logger_name,
                 _temporal_ids,
+                _own_fields,
                 _access_fields,
             ],
             processors=[ProcessorFormatter.remove_processors_meta, *_renderer(LogFormat(form), stream)],

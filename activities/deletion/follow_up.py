@@ -29,6 +29,7 @@ from activities.deletion.receipts import (
 )
 from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
+from activities.step_log import step_skipped
 from lifecycle.deletion.contracts import FollowUpInput, ReceiptSubject
 from lifecycle.deletion.processors import erasure_id
 from lifecycle.deletion.receipt_copies import ReceiptCopies, ReceiptRecord, chain_id
@@ -81,6 +82,7 @@ async def _issue_locked(
 ) -> ReceiptRecord:
     """Through append_receipt, as every receipt: chained after the true head, and copied once committed."""
     if (existing := (await conn.execute(EXISTING_RECEIPT, {"key": request.key})).first()) is not None:
+        step_skipped("already issued")
         return ReceiptRecord(*existing)
     canonical, sha256, account_id = (await conn.execute(_FIRST, {"id": request.receipt_id})).one()
     first = json.loads(canonical)

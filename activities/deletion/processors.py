@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
+from activities.step_log import step_skipped
 from lifecycle.deletion.contracts import BeginErasureInput, ErasureDelivery, ProcessorErasureInput
 from lifecycle.deletion.processors import (
     REFERENCE_MAX_LENGTH,
@@ -118,6 +119,7 @@ class ProcessorErasures:
         async with self._resources.engine.connect() as conn:
             row = (await conn.execute(_REQUEST, key)).one()
         if row.status != ProcessorAnswer.PENDING:
+            step_skipped(f"already {row.status}")
             return ProcessorAnswer(row.status)
         if row.retired_at is not None:
             # Retired while pending: nobody is left to tell; the receipt shows it skipped.

@@ -28,6 +28,7 @@ from temporalio import activity
 
 from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
+from activities.step_log import step_skipped
 from lifecycle.deletion.contracts import ReceiptInput, ReceiptSubject
 from lifecycle.deletion.processors import erasure_id
 from lifecycle.deletion.receipt_copies import RECORD_COLUMNS, ReceiptCopies, ReceiptRecord, chain_id
@@ -124,12 +125,14 @@ class DeletionReceipts:
         async with self._resources.engine.connect() as conn:
             copies = ReceiptCopies(self._resources.objects, await chain_id(conn))
             if (existing := (await conn.execute(EXISTING_RECEIPT, {"key": key})).first()) is not None:
+                step_skipped("already issued")
                 return await copied(copies, ReceiptRecord(*existing))
             body = await self._body(conn, request)
         async with self._resources.engine.begin() as conn:
             # Serialises the chain (each receipt names the hash of the one before it) and rotations.
             await conn.execute(CHAIN_LOCK)
             if (existing := (await conn.execute(EXISTING_RECEIPT, {"key": key})).first()) is not None:
+                step_skipped("already issued")
                 return await copied(copies, ReceiptRecord(*existing))
             if request.subject_kind == ReceiptSubject.ACCOUNT:
                 # Read under the lock: an archive destroyed from now on finds this receipt and follows it up

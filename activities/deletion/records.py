@@ -11,6 +11,7 @@ from temporalio.exceptions import ApplicationError
 from activities.heartbeat import heartbeats
 from activities.polling import raise_if_running
 from activities.resources import ActivityResources
+from activities.step_log import step_skipped
 from lifecycle.contracts import DeletionStatusChange
 from lifecycle.deletion.contracts import (
     AwaitBotDeletionInput,
@@ -74,7 +75,7 @@ class DeletionRecords:
         """
         async with self._resources.engine.connect() as conn:
             autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await autocommit.execute(
+            recorded = await autocommit.execute(
                 _RECORD_STATUS,
                 {
                     "workflow_id": change.workflow_id,
@@ -82,6 +83,8 @@ class DeletionRecords:
                     "run_id": activity.info().workflow_run_id,
                 },
             )
+        if not recorded.rowcount:
+            step_skipped("already recorded")
 
     @activity.defn(name="finish_bot_deletion")
     @heartbeats
@@ -98,8 +101,10 @@ class DeletionRecords:
         if not request.delete_bot_row:
             return FinishBotDeletionResult()
         async with self._resources.engine.begin() as conn:
-            await conn.execute(text("DELETE FROM bots WHERE id = :bot"), {"bot": request.bot_id})
+            deleted = await conn.execute(text("DELETE FROM bots WHERE id = :bot"), {"bot": request.bot_id})
             await conn.execute(_MARK_COMPLETED, {"workflow_id": request.workflow_id})
+        if not deleted.rowcount:
+            step_skipped("the bot row is already deleted")
         return FinishBotDeletionResult(bot_row_deleted=True)
 
     @activity.defn(name="finish_account_deletion")

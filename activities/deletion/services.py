@@ -8,6 +8,7 @@ from temporalio import activity
 
 from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
+from activities.step_log import step_counts
 from lifecycle.deletion.budget import read_deletion_budget
 from lifecycle.deletion.contracts import (
     DeletionBudget,
@@ -75,6 +76,7 @@ class RegisteredServices:
         """Record the service's progress (idempotent); returns the deletion budget as it stands now, overrides
         included, for the run to take the service's rows/s from it (budget_share) in its next call."""
         progress = record.progress
+        step_counts(rows_deleted=progress.deleted, files_deleted=progress.files_deleted, done=progress.done)
         async with self._resources.engine.begin() as conn:
             await conn.execute(
                 _RECORD,

@@ -34,6 +34,7 @@ from activities.sites.database import site_database_name
 from activities.sites.placement import SitePlacement
 from activities.sites.pool import SiteDbPool, poke_in_background
 from activities.sites.reachability import SiteDatabaseServerUnreachable
+from activities.step_log import step_skipped
 from lifecycle.sites.contracts import SiteDeletionInput, SiteRef, SiteRollbackFailure, SiteRollbackInput, SiteStep
 from lifecycle.sites.errors import SERVER_UNREACHABLE_ERROR, SiteErrorCode
 from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteStatus, StepStatus
@@ -146,7 +147,7 @@ class SiteActivities:
                 if status == SiteStatus.PROVISIONING:
                     # Refused, yet provisioning when read: it changed in between; a retry looks again.
                     raise ApplicationError(f"site {site_id} changed while {step} started", type="SiteChanged")
-                activity.logger.info("site %s is %s: %s step does nothing", site_id, status, step)
+                step_skipped(f"the site is {status}")
                 return status
             try:
                 await work()
@@ -163,7 +164,7 @@ class SiteActivities:
         async with heartbeating():
             status = await self._status(site_id)
             if status not in allowed:
-                activity.logger.info("site %s is %s: %s undo does nothing", site_id, status, step)
+                step_skipped(f"the site is {status}")
                 return False
             await self._set_step(site_id, step, StepStatus.COMPENSATING)
             await work()
@@ -310,14 +311,17 @@ class SiteActivities:
     async def activate_site(self, site: SiteRef) -> SiteStatus:
         """Provisioning becomes active; an active site stays so. Answers the status the site ends in."""
         async with heartbeating():
-            await self._execute(
+            activated = await self._execute(
                 "UPDATE sites SET status = :active, error = NULL, updated_at = now()"
                 " WHERE id = :id AND status = :provisioning",
                 id=uuid.UUID(site.site_id),
                 active=SiteStatus.ACTIVE,
                 provisioning=SiteStatus.PROVISIONING,
             )
-            return await self._status(site.site_id)
+            status = await self._status(site.site_id)
+            if not activated:
+                step_skipped(f"the site is {status}")
+            return status
 
     @activity.defn(name="send_site_ready_email")
     async def send_site_ready_email(self, site: SiteRef) -> bool:

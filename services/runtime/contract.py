@@ -18,6 +18,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.errors import as_transient, is_transient
 from activities.heartbeat import heartbeats
+from activities.step_log import step_counts, step_skipped
 from lifecycle.deletion.contracts import DEFAULT_BATCH_SIZE, DELETER_SLICE
 from lifecycle.deletion.v1.service_pb2 import (
     THROTTLE_AUTOVACUUM,
@@ -114,6 +115,9 @@ class ContractService:
             async with self._engine.connect() as conn:
                 current = await ledger.open_slice(conn, request.deletion_id, bot_id, answered)
                 await conn.commit()
+                if current.done:
+                    # The slice an earlier attempt finished, whose answer was lost: answered again from the ledger.
+                    step_skipped("already deleted")
                 deleted_here = 0
                 done = current.done
                 while not done and deleted_here < allowance and time.monotonic() < deadline:
@@ -139,6 +143,7 @@ class ContractService:
                 raise as_transient(exc) from exc
             raise
         elapsed = time.monotonic() - started
+        step_counts(rows_deleted=deleted_here, rows_answered=rows, files_answered=files, done=done)
         return DeleteResponse(
             rows_deleted=rows,
             files_deleted=files,
@@ -213,6 +218,7 @@ class ContractService:
             if is_transient(exc):
                 raise as_transient(exc) from exc
             raise
+        step_counts(remaining_rows=rows, remaining_files=files, estimated=estimated)
         return VerifyResponse(remaining_rows=rows, remaining_files=files, estimated=estimated)
 
     @activity.defn(name="ExportSubjectData")
@@ -227,6 +233,7 @@ class ContractService:
             with tempfile.TemporaryFile() as handle:
                 out = PartFile(handle)
                 counts = await self._export.write(bot_ids, out)
+                step_counts(rows=counts.rows, files=counts.files)
                 if not counts.rows:
                     return ExportResponse()  # nothing of the account here: no object
                 await asyncio.to_thread(handle.flush)

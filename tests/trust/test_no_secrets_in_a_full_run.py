@@ -1,8 +1,10 @@
-"""No secret reaches a log line or a span in a full run: the API (`python -m api`), a worker (`worker.py`) and a
-service (`python -m services.integrations`, registering itself with the admin token) as child processes at the
-default level, tracing to their output, through a day's work: an account, a bot whose deletion hits a poison pill
-(the service's) and alerts a webhook whose URL holds a secret, a site built while a browser follows it with a
-stream token. Every secret the run used is then looked for in every line any process wrote."""
+"""No secret and no personal data reaches a log line or a span in a full run, and every step says what it did: the
+API (`python -m api`), a worker (`worker.py`) and a service (`python -m services.integrations`, registering itself
+with the admin token) as child processes at the default level, tracing to their output, through a day's work: an
+account, a bot whose deletion deletes the service's rows, then hits a poison pill (the service's) and alerts a
+webhook whose URL holds a secret, a site built while a browser follows it with a stream token. Steps whose answer
+is lost once (injected) find their work done when tried again. Every secret the run used, and the account's email
+and name, are then looked for in every line any process wrote; the steps' lines are read (tests/trust/step_lines.py)."""
 
 from __future__ import annotations
 
@@ -25,13 +27,19 @@ from devstack.postgres import PostgresServer
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
 from lifecycle.statuses import SiteStatus
-from lifecycle.workflow_ids import bot_deletion_id
+from lifecycle.workflow_ids import bot_deletion_id, site_creation_id
+from services.integrations import INTEGRATIONS
+from services.runtime.seeding import seed_rows
 from tests.deletion.test_alerts import Webhook, webhook  # noqa: F401 (a fixture)
 from tests.eventually import eventually
 from tests.processes import ApiProcess, ChildProcess, settings_environment, worker_process
+from tests.trust.step_lines import check_step_lines, skipped_step
 from tests.workers import own_queue
 
 SITE_BUILT_WITHIN_SECONDS = 120
+WORKER_FAULTS = "activate_site=lose:1,raise_alert=lose:1"
+SERVICE_FAULTS = "DeleteSubjectData=lose:1,VerifySubjectErased=permanent"
+INTEGRATION_ROWS = 7
 
 
 def _with_password(url: str, password: str) -> str:
@@ -46,6 +54,7 @@ class Run:
     service: ChildProcess
     settings: Settings
     webhook: Webhook
+    integrations_url: str
     secrets: dict[str, str]  # what it is -> its value; the run adds the ones it is handed
 
     def logs(self) -> dict[str, str]:
@@ -93,18 +102,21 @@ async def run(
         # Every span of both processes, printed among their log lines.
         "OTEL_TRACES_EXPORTER": "console",
     }
-    worker = worker_process(own, tmp_path / "worker.log", **environment)
+    # A step of each run loses its first answer, after its work is done: the one a site creation's activation did,
+    # and the alert's. The service's deletion does the same, and its count of what is left is a poison pill; it
+    # registers itself with the admin token.
+    worker = worker_process(own, tmp_path / "worker.log", **environment, FAULT_INJECTION=WORKER_FAULTS)
     worker.start()
     api = ApiProcess(own, tmp_path / "api.log", **environment)
-    # The bot's deletion meets a poison pill in a service, which registers itself with the admin token.
+    integrations_url = postgres_server.url(f"{database}_integrations")
     service = ChildProcess(
         [sys.executable, "-m", "services.integrations", "--register-with", api.url],
         settings_environment(
             own,
             **environment,
-            FAULT_INJECTION="DeleteSubjectData=permanent",
+            FAULT_INJECTION=SERVICE_FAULTS,
             INTEGRATIONS_TASK_QUEUE=f"integrations-{database}",
-            INTEGRATIONS_DATABASE_URL=postgres_server.url(f"{database}_integrations"),
+            INTEGRATIONS_DATABASE_URL=integrations_url,
         ),
         tmp_path / "service.log",
     )
@@ -112,7 +124,7 @@ async def run(
         api.start()
         service.start()
         await eventually(lambda: _serving(service), "the service registered and serves its queue")
-        yield Run(api, worker, service, own, webhook, known)
+        yield Run(api, worker, service, own, webhook, integrations_url, known)
     finally:
         service.kill()
         api.kill()
@@ -137,15 +149,22 @@ async def _follow_site(http: httpx.AsyncClient, site_id: str, token: str) -> str
 async def test_no_secret_of_a_full_run_appears_in_any_log_line_or_span(run: Run, temporal_client: Client) -> None:
     admin = {"Authorization": f"Bearer {run.secrets['admin token']}"}
     async with httpx.AsyncClient(base_url=run.api.url, timeout=SITE_BUILT_WITHIN_SECONDS) as http:
-        created = await http.post("/accounts", json={"name": "Full run", "email": "full@example.com"}, headers=admin)
+        suffix = uuid.uuid4().hex[:8]
+        person = {"account email": f"full-{suffix}@example.com", "account name": f"Full run {suffix}"}
+        created = await http.post(
+            "/accounts", json={"name": person["account name"], "email": person["account email"]}, headers=admin
+        )
         assert created.status_code == 201, created.text
+        run.secrets.update(person)
         key = created.json()["api_key"]
         run.secrets["API key"] = key
         auth = {"Authorization": f"Bearer {key}"}
 
         bot = await http.post("/bots", json={"name": "doomed"}, headers=auth)
         assert bot.status_code == 201, bot.text
-        deleting = await http.delete(f"/bots/{bot.json()['id']}", headers=auth)
+        bot_id = bot.json()["id"]
+        await seed_rows(INTEGRATIONS, run.integrations_url, [bot_id], {"integrations": INTEGRATION_ROWS})
+        deleting = await http.delete(f"/bots/{bot_id}", headers=auth)
         assert deleting.status_code == 202, deleting.text
 
         domain = f"full-{uuid.uuid4().hex[:8]}.example.com"
@@ -164,7 +183,12 @@ async def test_no_secret_of_a_full_run_appears_in_any_log_line_or_span(run: Run,
         await eventually(lambda: run.webhook.received, "the poison pill's alert reaches the webhook")
         assert (await http.get("/metrics", headers=admin)).status_code == 200
         assert (await http.get("/readyz")).status_code == 200
-    await temporal_client.get_workflow_handle(bot_deletion_id(bot.json()["id"])).terminate("the test is over")
+    await temporal_client.get_workflow_handle(site_creation_id(site_id)).result()
+    deletion = bot_deletion_id(bot_id)
+    await eventually(
+        lambda: skipped_step(run.worker.log(), deletion, "raise_alert"), "the alert's retry finds it delivered"
+    )
+    await temporal_client.get_workflow_handle(deletion).terminate("the test is over")
     run.api.terminate()
     run.worker.terminate()
     run.service.terminate()
@@ -183,3 +207,15 @@ async def test_no_secret_of_a_full_run_appears_in_any_log_line_or_span(run: Run,
         if secret in line
     ]
     assert not leaks, "\n".join(leaks)
+
+    check_step_lines(logs["worker.log"], site_creation_id(site_id), skipped={"activate_site"})
+    gateway = check_step_lines(logs["worker.log"], deletion, skipped={"raise_alert"})
+    deleter = check_step_lines(logs["service.log"], deletion, skipped={"DeleteSubjectData"})
+    # The deleter's first attempt deleted the rows (its answer then lost), the second found them deleted.
+    ends = [line for line in deleter if line["activity_type"] == "DeleteSubjectData" and line["outcome"] != "started"]
+    assert [(line["outcome"], line["rows_deleted"], line["rows_answered"], line["done"]) for line in ends] == [
+        ("failed", INTEGRATION_ROWS, INTEGRATION_ROWS, True),
+        ("skipped", 0, INTEGRATION_ROWS, True),
+    ]
+    recorded = [line for line in gateway if line["activity_type"] == "record_service_progress" and "done" in line]
+    assert (recorded[-1]["rows_deleted"], recorded[-1]["done"]) == (INTEGRATION_ROWS, True)
