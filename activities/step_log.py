@@ -2,13 +2,15 @@
 (its work was already done: a retry after a lost answer, a reset run) or `step failed`.
 
 Every line carries the ids the SDK attaches (workflow id, run id, activity type, attempt: lifecycle/logging_setup.py)
-and `outcome`; a finished or skipped line also carries the counts the activity gave (`step_counts`), a skipped one
-why (`step_skipped`), a failed one the error's type. Never a payload, an error's message or anything read from a
-row: those may hold an email or a name, and a count or a fixed reason never does.
+and `outcome`; a finished or skipped line also carries the step's counts: the whole numbers and flags of the
+dataclass it returns (or the number or flag it returns, as `result`), and those it gave (`step_counts`); a skipped
+line says why (`step_skipped`), a failed one the error's type. Never a payload, a text field, an error's message or
+anything read from a row: those may hold an email or a name, and a count or a fixed reason never does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -52,6 +54,15 @@ def _log(level: int, outcome: str, **fields: Any) -> None:
     _logger.log(level, "step %s", outcome, extra={"fields": {"outcome": outcome, **fields}})
 
 
+def _result_counts(result: object) -> dict[str, int | bool]:
+    if isinstance(result, int):  # a bool too
+        return {"result": result}
+    if not dataclasses.is_dataclass(result) or isinstance(result, type):
+        return {}
+    values = ((item.name, getattr(result, item.name)) for item in dataclasses.fields(result))
+    return {name: value for name, value in values if isinstance(value, int)}
+
+
 def _error_type(err: BaseException) -> str:
     if isinstance(err, ApplicationError) and err.type:
         return err.type
@@ -76,8 +87,9 @@ class _StepLog(ActivityInboundInterceptor):
             raise
         finally:
             _current.reset(token)
+        counts = {**_result_counts(result), **step.counts}
         if step.skipped is not None:
-            _log(logging.INFO, "skipped", reason=step.skipped, **step.counts)
+            _log(logging.INFO, "skipped", reason=step.skipped, **counts)
         else:
-            _log(logging.INFO, "finished", **step.counts)
+            _log(logging.INFO, "finished", **counts)
         return result

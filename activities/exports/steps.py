@@ -41,6 +41,7 @@ from activities.exports.archive import (
 from activities.heartbeat import heartbeating, heartbeats
 from activities.mail import send_once
 from activities.resources import ActivityResources
+from activities.step_log import step_counts, step_skipped
 from lifecycle.contracts import AlertInput
 from lifecycle.deletion.contracts import RegisteredService
 from lifecycle.deletion.receipt_keys import ReceiptSigner
@@ -200,6 +201,7 @@ class AccountExportActivities:
         async with self._resources.engine.begin() as conn:
             status = (await conn.execute(_EXPORT_STATUS, {"id": request.export_id})).scalar_one()
             if status in (ExportStatus.EXPIRED, ExportStatus.FAILED):
+                step_skipped(f"the export is {status}")
                 return ExportPlan(found=True, settled=status)
             if not (await conn.execute(_ACCOUNT_EXISTS, {"account": request.account_id})).scalar_one():
                 return ExportPlan(found=False)
@@ -221,13 +223,18 @@ class AccountExportActivities:
         details = activity.info().heartbeat_details
         progress = PartsProgress(**details[0]) if details else PartsProgress()
         await asyncio.to_thread(parts_dir(self._exports, request.export_id).mkdir, parents=True, exist_ok=True)
+        written_here = 0
         async with heartbeating(lambda: asdict(progress)):
             for index in range(progress.parts_done, len(request.parts)):
                 target = part_path(self._exports, request.export_id, index)
                 if not await asyncio.to_thread(target.exists):
                     written = await self._write_part(request, request.parts[index], target)
                     progress = replace(progress, rows=progress.rows + written)
+                    written_here += 1
                 progress = replace(progress, parts_done=index + 1)
+        step_counts(parts_written=written_here, parts_done=progress.parts_done, rows=progress.rows)
+        if request.parts and not written_here:
+            step_skipped("already written")
         return progress
 
     async def _write_part(self, request: WritePartsInput, part: ExportPart, target: Path) -> int:
@@ -294,6 +301,7 @@ class AccountExportActivities:
                 await store.put_file(key, local, "application/zip")
         # The store keeps it now; the scratch copy only took disk space.
         await asyncio.to_thread(local.unlink, True)
+        step_counts(entries=progress["entries"], size_bytes=facts.size_bytes)
         return facts
 
     async def _fetch_service_parts(self, request: AssembleInput) -> list[ServiceEntry]:
