@@ -62,15 +62,22 @@ async def test_the_schedule_is_made_fires_skips_an_overlap_and_survives_a_second
     try:
         made = await eventually(lambda: _description(temporal_client), "the worker's start makes the schedule")
         await eventually(lambda: "polling task queues" in first.log(), "the first worker polls")
+        # The operator pauses it: no run starts by itself from now on, and one that did before ends on this worker.
+        await cli.run("schedule", "toggle", "--schedule-id", RECONCILER_SCHEDULE_ID, "--pause", "--reason", "held")
+        await eventually(
+            handle.describe,
+            "no run of the schedule is running",
+            until=lambda description: not description.info.running_actions,
+        )
     finally:
-        assert first.terminate() == 0, first.log()[-2000:]
+        # Not asserted on here: an assertion in `finally` would replace the body's own failure.
+        first_exit = first.terminate()
+    assert first_exit == 0, first.log()[-2000:]
     assert made.schedule.policy.overlap is ScheduleOverlapPolicy.SKIP
     assert getattr(made.schedule.action, "task_queue", None) == queue
 
-    # The operator pauses it; its automatic runs stop, a trigger still runs. With no worker polling now, the
-    # triggered run waits on its queue, still running: the second trigger, with the schedule's own overlap policy
-    # (the SDK's trigger names none), overlaps it.
-    await cli.run("schedule", "toggle", "--schedule-id", RECONCILER_SCHEDULE_ID, "--pause", "--reason", "held")
+    # A trigger runs a paused schedule. With no worker polling now, the triggered run waits on its queue, still
+    # running: the second trigger, with the schedule's own overlap policy (the SDK's trigger names none), overlaps it.
     before = (await handle.describe()).info
     await cli.run("schedule", "trigger", "--schedule-id", RECONCILER_SCHEDULE_ID)
     running = await eventually(
@@ -98,7 +105,8 @@ async def test_the_schedule_is_made_fires_skips_an_overlap_and_survives_a_second
         ).result()
         after = await handle.describe()
     finally:
-        assert second.terminate() == 0, second.log()[-2000:]
+        second_exit = second.terminate()
+    assert second_exit == 0, second.log()[-2000:]
     assert isinstance(result, ReconcileResult)
     assert after.schedule.state.paused and after.schedule.state.note == "held"
     assert after.info.created_at == made.info.created_at
