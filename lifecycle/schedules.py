@@ -41,7 +41,7 @@ def _schedule(workflow: str, run_id: str, task_queue: str, every: timedelta, sum
     )
 
 
-def _settings(schedule: Schedule, client: Client) -> tuple[object, ...]:
+def _set_by_code(schedule: Schedule, client: Client) -> tuple[object, ...]:
     """What a worker's start sets on a schedule: the workflow it starts and where, its summary, when, and the
     overlap policy. A schedule read back from the server carries its summary as a payload."""
     action = schedule.action
@@ -66,7 +66,7 @@ async def _ensure(client: Client, schedule_id: str, schedule: Schedule) -> None:
 
         def bring_up_to_date(current: ScheduleUpdateInput) -> ScheduleUpdate | None:
             existing = current.description.schedule
-            if _settings(existing, client) == _settings(schedule, client):
+            if _set_by_code(existing, client) == _set_by_code(schedule, client):
                 return None
             return ScheduleUpdate(schedule=dataclasses.replace(schedule, state=existing.state))
 
