@@ -140,6 +140,8 @@ class DeletionRecords:
                     text("DELETE FROM api_keys WHERE account_id = :account"), {"account": request.account_id}
                 )
                 await conn.execute(text("DELETE FROM accounts WHERE id = :account"), {"account": request.account_id})
+            else:
+                step_skipped("the account row is already deleted")
             await conn.execute(_MARK_COMPLETED, {"workflow_id": request.workflow_id})
             return True
 
