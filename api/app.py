@@ -13,6 +13,7 @@ from temporalio.client import Client
 from api import health
 from api.accounts import keys_router as account_keys
 from api.accounts import router as accounts
+from api.admin import router as admin
 from api.body_limit import BodySizeLimit
 from api.bots import router as bots
 from api.browser import install_browser_support
@@ -30,6 +31,7 @@ from api.holds import router as legal_holds
 from api.links import document_links
 from api.metrics import install_metrics
 from api.problems import document_problems, install_problem_handlers
+from api.request_ids import RequestIds
 from api.sites import router as sites
 from api.sites import servers_router as site_db_servers
 from api.streams import router as events
@@ -60,6 +62,7 @@ ROUTERS = (
     site_db_servers.router,
     receipts.router,
     stream_tokens.router,
+    admin.router,
 )
 
 
@@ -114,6 +117,7 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
     if settings.api_metrics_enabled:
         install_metrics(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_body_bytes)
+    app.add_middleware(RequestIds)
     # Added last, so outermost: the request's span covers the metrics, the body limit and the handler.
     instrument_app(app)
     for router in ROUTERS:

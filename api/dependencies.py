@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Final
 
@@ -17,9 +17,12 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from api.accounts.keys import account_of_key_sql
+from api.admin.credentials import CredentialKind
 from api.problems import ProblemError
+from api.request_ids import request_id
 from api.security import hash_api_key, tokens_equal
 from api.temporal_client import TemporalUnavailable
+from lifecycle.audit import append_audit_event
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
 from lifecycle.temporal_client import TemporalMisconfigured, TemporalUnreachable, connect
@@ -158,8 +161,20 @@ async def admin_token(credentials: Credentials) -> str:
     return credentials.credentials
 
 
+async def service_token(credentials: Credentials) -> str:
+    """As admin_token, for an operation a deletion service's own credential may call too (its registration)."""
+    return await admin_token(credentials)
+
+
+async def metrics_token(credentials: Credentials) -> str:
+    """As admin_token, for reading metrics, which a metrics credential may do too."""
+    return await admin_token(credentials)
+
+
 AccountKeyDep = Annotated[str, Depends(account_key_hash)]
 AdminTokenDep = Annotated[str, Depends(admin_token)]
+ServiceTokenDep = Annotated[str, Depends(service_token)]
+MetricsTokenDep = Annotated[str, Depends(metrics_token)]
 
 
 async def stream_account_key_hash(credentials: Credentials) -> str | None:
@@ -194,13 +209,104 @@ async def require_account(key_hash: AccountKeyDep, session: SessionDep) -> Calle
     return caller
 
 
-async def require_admin(token: AdminTokenDep, session: SessionDep, settings: SettingsDep) -> None:
+# Who an admin act is recorded as (audit_events.actor, api/admin/audit.py): the bootstrap token, or an issued
+# credential by its kind and name, such as `admin:alice` or `service:chat`.
+BOOTSTRAP_ACTOR: Final = "admin-token"
+_ISSUED = text("SELECT kind, name FROM api_credentials WHERE secret_hash = :secret_hash AND revoked_at IS NULL")
+
+
+async def _issued(session: AsyncSession, token: str) -> tuple[CredentialKind, str] | None:
+    row = (await session.execute(_ISSUED, {"secret_hash": hash_api_key(token)})).one_or_none()
+    return None if row is None else (CredentialKind(row.kind), row.name)
+
+
+async def _actor(
+    token: str, session: AsyncSession, settings: Settings, admits: Callable[[CredentialKind, str], bool], needs: str
+) -> str:
+    """The actor `token` stands for, if it may do what `admits` allows; otherwise the problem: 403 for a
+    credential that exists but is for something else, 401 for one that opens nothing."""
     if settings.admin_token and tokens_equal(token, settings.admin_token):
-        return
+        return BOOTSTRAP_ACTOR
+    issued = await _issued(session, token)
+    if issued is not None:
+        kind, name = issued
+        if kind == CredentialKind.ADMIN or admits(kind, name):
+            return f"{kind}:{name}"
+        raise ProblemError(403, f"This endpoint needs {needs}; a {kind} credential for {name!r} cannot use it.")
     if await _caller_of_key(session, hash_api_key(token)) is not None:
-        raise ProblemError(403, "This endpoint needs the admin token; an account API key cannot use it.")
-    raise ProblemError(401, "The admin token is wrong.", headers=_UNAUTHORIZED_HEADERS)
+        raise ProblemError(403, f"This endpoint needs {needs}; an account API key cannot use it.")
+    raise ProblemError(
+        401, f"The credential is wrong or revoked; this endpoint needs {needs}.", headers=_UNAUTHORIZED_HEADERS
+    )
+
+
+def _admin_only(kind: CredentialKind, name: str) -> bool:
+    return False
+
+
+async def admin_actor(token: str, session: AsyncSession, settings: Settings) -> str:
+    """The admin token or an admin credential (also for the admin event streams, api/streams/router.py)."""
+    return await _actor(token, session, settings, _admin_only, "an admin credential or the admin token")
+
+
+# Methods whose success is an act, recorded in the audit trail.
+_ACTS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+async def _on_record(request: Request, session: AsyncSession, actor: str) -> str:
+    """The act this request makes goes on the audit trail in the transaction that makes it (lifecycle/audit.py):
+    the row is written on the request's session now and commits with the act, or rolls back with it. A read
+    records nothing."""
+    if request.method in _ACTS:
+        route = request.scope.get("route")
+        await append_audit_event(
+            session,
+            actor=actor,
+            action=f"{request.method} {getattr(route, 'path', request.url.path)}",
+            target=request.url.path,
+            account_id=_account_of(request),
+            request_id=request_id(request),
+        )
+    return actor
+
+
+def _account_of(request: Request) -> uuid.UUID | None:
+    """The account an act's path names; None for one that names none, or a malformed id (refused with a 422
+    before anything commits, the audit row with it)."""
+    try:
+        return uuid.UUID(str(request.path_params["account_id"]))
+    except (KeyError, ValueError):
+        return None
+
+
+async def require_admin(token: AdminTokenDep, request: Request, session: SessionDep, settings: SettingsDep) -> str:
+    return await _on_record(request, session, await admin_actor(token, session, settings))
+
+
+async def require_service_or_admin(
+    name: str, token: ServiceTokenDep, request: Request, session: SessionDep, settings: SettingsDep
+) -> str:
+    """A deletion service's registration: an admin, or the credential issued for exactly this service's name."""
+    actor = await _actor(
+        token,
+        session,
+        settings,
+        lambda kind, issued_for: kind == CredentialKind.SERVICE and issued_for == name,
+        f"the credential issued for the service {name!r}, or an admin's",
+    )
+    return await _on_record(request, session, actor)
+
+
+async def require_metrics_reader(
+    token: MetricsTokenDep, request: Request, session: SessionDep, settings: SettingsDep
+) -> str:
+    return await _actor(
+        token, session, settings, lambda kind, _: kind == CredentialKind.METRICS, "a metrics credential or an admin's"
+    )
 
 
 CallerDep = Annotated[Caller, Depends(require_account)]
-AdminDep = Annotated[None, Depends(require_admin)]
+# Each the actor's name, as the audit trail records it.
+AdminDep = Annotated[str, Depends(require_admin)]
+ServiceOrAdminDep = Annotated[str, Depends(require_service_or_admin)]
+MetricsReaderDep = Annotated[str, Depends(require_metrics_reader)]

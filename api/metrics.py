@@ -12,7 +12,7 @@ from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.dependencies import AdminDep
+from api.dependencies import MetricsReaderDep
 
 # Answers take milliseconds; a deletion answered inline waits up to DELETION_INLINE_WAIT (5 s), `Prefer: wait`
 # up to 30 s.
@@ -88,8 +88,8 @@ def install_metrics(app: FastAPI) -> None:
     metrics = ApiMetrics()
     app.add_middleware(_MetricsMiddleware, metrics=metrics)
 
-    # For Prometheus with the admin token (deploy/prometheus.yml): the routes, their traffic and their errors are
-    # the operator's business. Left out of the schema, not out of the authorization matrix.
+    # For Prometheus with a metrics credential (deploy/prometheus.yml), or an admin: the routes, their traffic and
+    # their errors are the operator's business. Left out of the schema, not out of the authorization matrix.
     @app.get("/metrics", include_in_schema=False)
-    async def _metrics(_admin: AdminDep) -> Response:
+    async def _metrics(_reader: MetricsReaderDep) -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

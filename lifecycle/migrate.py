@@ -16,6 +16,7 @@ from lifecycle.settings import get_settings
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 # Alembic's own table: what it records is the owner's business, never the application's.
 VERSION_TABLE = "alembic_version"
+AUDIT_TABLE = "audit_events"
 
 
 def alembic_config(database_url: str) -> Config:
@@ -37,8 +38,9 @@ async def upgrade_async(database_url: str) -> None:
 
 async def grant_dml(database_url: str, roles: Sequence[str]) -> None:
     """Let `roles` read and write the rows of every table the migrations made, and nothing more: no DDL, no
-    TRUNCATE, no say in Alembic's version. Run as the tables' owner, after `upgrade`, so a table a migration
-    just added is granted before the application that needs it starts. Repeating it changes nothing."""
+    TRUNCATE, no say in Alembic's version, and only INSERT and SELECT on the audit trail. Run as the tables'
+    owner, after `upgrade`, so a table a migration just added is granted before the application that needs it
+    starts. Repeating it changes nothing."""
     if not roles:
         return
     engine = create_async_engine(database_url)
@@ -49,6 +51,8 @@ async def grant_dml(database_url: str, roles: Sequence[str]) -> None:
                 text(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {grantees}")
             )
             await connection.execute(text(f"REVOKE ALL ON {VERSION_TABLE} FROM {grantees}"))
+            # The audit trail is appended to and read, never changed (lifecycle/audit.py).
+            await connection.execute(text(f"REVOKE UPDATE, DELETE ON {AUDIT_TABLE} FROM {grantees}"))
     finally:
         await engine.dispose()
 

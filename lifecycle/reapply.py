@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import sys
 
+from lifecycle.audit import append_audit_event, command_actor, command_request_id
 from lifecycle.db.engine import make_engine
 from lifecycle.deletion.reapply import reapply
 from lifecycle.deletion.receipt_chain import BrokenChain
@@ -32,6 +33,14 @@ async def _run() -> None:
     try:
         client = await connect(settings)
         await reapply(settings, engine, store, client, lambda line: print(line, flush=True))
+        async with engine.begin() as conn:
+            await append_audit_event(
+                conn,
+                actor=command_actor(),
+                action="re-apply deletions after a restore",
+                target="deletions",
+                request_id=command_request_id(),
+            )
     finally:
         await store.close()
         await engine.dispose()

@@ -85,6 +85,8 @@ class Settings(BaseSettings):
     s3_addressing_style: Literal["path", "virtual", "auto"] = "path"
     sites_root: Path | None = None
     admin_token: str | None = Field(default=None, repr=False)
+    # A deletion service's own credential, with which it registers its name and nothing else (api/admin/).
+    deletion_service_credential: str | None = Field(default=None, repr=False)
     alert_webhook_url: str | None = None
     # Where the service may send requests an admin configures (processors, site-database servers, the alert
     # webhook): public https addresses only, but for these hosts, addresses or networks (comma-separated) and, with

@@ -182,6 +182,8 @@ ROW_WORK = (
     " 'probe.example.com', 'provisioning', '{}');"
     " UPDATE sites SET status = 'active' WHERE domain = 'probe.example.com';"
     " INSERT INTO alerts (workflow_id, subject, reason, raised_by) VALUES ('probe', 'probe', 'probe', 'probe');"
+    " INSERT INTO audit_events (actor, action, target, request_id) VALUES ('probe', 'probe', 'probe', 'probe');"
+    " SELECT count(*) FROM audit_events;"
     " SELECT count(*) FROM lifecycle_events;"
     " DELETE FROM alerts; DELETE FROM lifecycle_events; DELETE FROM sites; DELETE FROM accounts;"
     " ROLLBACK;"
@@ -196,6 +198,9 @@ REFUSED = {
     "SELECT * FROM alembic_version": "permission denied for table alembic_version",
     "CREATE DATABASE probe": "permission denied to create database",
     "CREATE ROLE probe": "permission denied to create role",
+    # The audit trail is appended to, never changed (lifecycle/audit.py).
+    "UPDATE audit_events SET actor = 'someone else'": "permission denied for table audit_events",
+    "DELETE FROM audit_events": "permission denied for table audit_events",
 }
 
 

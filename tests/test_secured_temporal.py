@@ -96,17 +96,30 @@ async def test_a_deletion_and_a_site_run_through_a_proxy_that_requires_a_credent
     started.append(api)
     api.start()
     worker = worker_process(own_settings, tmp_path / "worker.log", **secured)
-    service = _service(own_settings, tmp_path / "service.log", DELETION_GATEWAY_URL=api.url, **secured)
-    started.extend([worker, service])
+    started.append(worker)
     worker.start()
-    service.start()
     async with httpx.AsyncClient(base_url=api.url, timeout=30) as http:
+        # The service holds its own credential, which registers its name and nothing else, and no admin token.
+        issued = await http.post(f"/deletion-services/{SERVICE}/credentials", headers=ADMIN_HEADERS)
+        assert issued.status_code == 201, issued.text
+        service = _service(
+            own_settings,
+            tmp_path / "service.log",
+            DELETION_GATEWAY_URL=api.url,
+            DELETION_SERVICE_CREDENTIAL=issued.json()["credential"],
+            ADMIN_TOKEN="",
+            **secured,
+        )
+        started.append(service)
+        service.start()
 
         async def registered() -> bool:
             listed = (await http.get("/deletion-services", headers=ADMIN_HEADERS)).json()["services"]
             return SERVICE in {entry["name"] for entry in listed}
 
-        await eventually(registered, f"{SERVICE} registers through the gateway", within=60)
+        await eventually(registered, f"{SERVICE} registers through the gateway with its own credential", within=60)
+        trail = (await http.get("/audit-events", headers=ADMIN_HEADERS)).json()["events"]
+        assert (f"service:{SERVICE}", "PUT /deletion-services/{name}") in {(e["actor"], e["action"]) for e in trail}
         created = await http.post("/accounts", json={"name": "Ada", "email": "ada@example.com"}, headers=ADMIN_HEADERS)
         assert created.status_code == 201, created.text
         account = {"Authorization": f"Bearer {created.json()['api_key']}"}

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from api.deletion.budget_schemas import DeletionBudgetBody, DeletionBudgetOut
-from api.dependencies import AdminDep, EngineDep
+from api.dependencies import AdminDep, EngineDep, SessionDep
 from api.problems import problem_responses
 from lifecycle.deletion.budget import read_deletion_budget, set_budget, set_overrides
 
@@ -36,8 +36,11 @@ async def get_deletion_budget(_admin: AdminDep, engine: EngineDep) -> DeletionBu
     summary="Admin: change the rows/s budget and services' overrides; every running deletion follows within a second",
     responses=problem_responses(401, 403, 422),
 )
-async def put_deletion_budget(body: DeletionBudgetBody, _admin: AdminDep, engine: EngineDep) -> DeletionBudgetOut:
-    async with engine.begin() as conn:
-        await set_budget(conn, body.rows_per_second)
-        await set_overrides(conn, body.services)
-        return await _out(conn)
+async def put_deletion_budget(body: DeletionBudgetBody, _admin: AdminDep, session: SessionDep) -> DeletionBudgetOut:
+    # On the request's session, whose transaction also holds the act's audit row.
+    conn = await session.connection()
+    await set_budget(conn, body.rows_per_second)
+    await set_overrides(conn, body.services)
+    answer = await _out(conn)
+    await session.commit()
+    return answer

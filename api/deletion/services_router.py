@@ -11,7 +11,7 @@ from fastapi import APIRouter, Path, Response
 from sqlalchemy import select
 
 from api.deletion.services_schemas import DeletionServiceBody, DeletionServiceOut, DeletionServicesOut
-from api.dependencies import AdminDep, SessionDep
+from api.dependencies import AdminDep, ServiceOrAdminDep, SessionDep
 from api.problems import problem_responses
 from api.registries import register, retire
 from lifecycle.db.models import DeletionService
@@ -38,14 +38,15 @@ def _out(service: DeletionService) -> DeletionServiceOut:
 @router.put(
     "/deletion-services/{name}",
     response_model=DeletionServiceOut,
-    summary="Admin: register a deletion service, or update its task queue or contract (201 when new)",
+    summary="Admin, or the service's own credential: register a deletion service, or update its task queue or "
+    "contract (201 when new)",
     responses={
         201: {"description": "Registered", "model": DeletionServiceOut},
         **problem_responses(401, 403, 422),
     },
 )
 async def put_deletion_service(
-    name: ServiceName, body: DeletionServiceBody, _admin: AdminDep, session: SessionDep, response: Response
+    name: ServiceName, body: DeletionServiceBody, _actor: ServiceOrAdminDep, session: SessionDep, response: Response
 ) -> DeletionServiceOut:
     # Registering a retired service again brings it back: deletions started from now on call it.
     entry, inserted = await register(
@@ -70,11 +71,11 @@ async def list_deletion_services(_admin: AdminDep, session: SessionDep) -> Delet
     "/deletion-services/{name}",
     status_code=204,
     summary=(
-        "Admin: retire a deletion service; deletions started from now on do not call it, and one waiting for it"
-        " leaves it, its receipt saying so (idempotent)"
+        "Admin, or the service's own credential: retire a deletion service; deletions started from now on do not"
+        " call it, and one waiting for it leaves it, its receipt saying so (idempotent)"
     ),
     responses=problem_responses(401, 403, 404, 422),
 )
-async def retire_deletion_service(name: ServiceName, _admin: AdminDep, session: SessionDep) -> None:
+async def retire_deletion_service(name: ServiceName, _actor: ServiceOrAdminDep, session: SessionDep) -> None:
     # The row stays, so the receipts and progress that name the service keep a registry entry to point to.
     await retire(session, DeletionService, name, "deletion service")

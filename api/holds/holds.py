@@ -73,8 +73,12 @@ async def release_hold(session: AsyncSession, account_id: uuid.UUID) -> LegalHol
             .returning(*_HOLD_COLUMNS)
         )
     ).first()
+    if released is None:
+        # Nothing was released, so no act to record: the audit row goes with the empty transaction.
+        await session.rollback()
+        return None
     await session.commit()
-    return None if released is None else _out(released)
+    return _out(released)
 
 
 async def tell_deletions(session: AsyncSession, client: Client, account_id: uuid.UUID) -> None:

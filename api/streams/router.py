@@ -37,9 +37,9 @@ from api.dependencies import (
     StreamAccountKeyDep,
     StreamAdminTokenDep,
     account_key_hash,
+    admin_actor,
     admin_token,
     require_account,
-    require_admin,
 )
 from api.problems import ProblemError, problem_responses
 from api.sites.router import site_out
@@ -214,7 +214,7 @@ async def _stream_admin(
             return StreamCredential(grant.key_id, grant.expires)
         token = await admin_token(None)  # neither: answers 401 as every admin operation does
     async with _sessions(request)() as session:
-        await require_admin(token, session, request.app.state.settings)
+        await admin_actor(token, session, request.app.state.settings)
     return StreamCredential(key_id=None, expires=None)
 
 

@@ -221,6 +221,42 @@ class ProcessorErasure(Base):
     )
 
 
+class ApiCredential(Base):
+    """A credential an admin issued (api/credentials/): an admin's own, one service's for its registration, or one
+    that reads metrics. Stored as SHA-256; revoked, never deleted, so the audit trail's names stay explained."""
+
+    __tablename__ = "api_credentials"
+    __table_args__ = (CheckConstraint("kind IN ('admin', 'service', 'metrics')", name="ck_api_credentials_kind"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    kind: Mapped[str] = mapped_column(String(20))
+    name: Mapped[str] = mapped_column(String(40))
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    created_by: Mapped[str] = mapped_column(String(80))
+    created_at: Mapped[datetime] = _now_column()
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class AuditEvent(Base):
+    """One admin act or service registration (lifecycle/audit.py): who, what, on what, when, under which request.
+    Append-only: the application's roles may insert and read, and a trigger refuses any change (migration 0024)."""
+
+    __tablename__ = "audit_events"
+    __table_args__ = (
+        Index("ix_audit_events_target", "target", "id"),
+        Index("ix_audit_events_account", "account_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    at: Mapped[datetime] = _now_column()
+    actor: Mapped[str] = mapped_column(String(80))
+    action: Mapped[str] = mapped_column(String(120))
+    target: Mapped[str] = mapped_column(String(300))
+    account_id: Mapped[uuid.UUID | None] = mapped_column()
+    request_id: Mapped[str] = mapped_column(String(64))
+
+
 class DeletionReceipt(Base):
     """A signed record of what a deletion removed; kept after the account and Temporal's history are gone."""
 

@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from lifecycle.audit import append_audit_event, command_actor, command_request_id
 from lifecycle.db.engine import make_engine
 from lifecycle.settings import MIN_SECRET_BYTES, RECEIPT_SIGNING_KEY_FILE, Settings, get_settings
 
@@ -200,9 +201,10 @@ class Rotation:
     valid_from: datetime
 
 
-async def rotate(settings: Settings, engine: AsyncEngine) -> Rotation:
-    """Make a new key current and end the current one's validity. Run again after a crash, it finishes the same
-    rotation; with RECEIPT_SIGNING_KEY set to the current key's secret, it changes nothing."""
+async def rotate(settings: Settings, engine: AsyncEngine, actor: str) -> Rotation:
+    """Make a new key current and end the current one's validity, on the audit trail as `actor`'s act. Run again
+    after a crash, it finishes the same rotation; with RECEIPT_SIGNING_KEY set to the current key's secret, it
+    changes nothing, and records nothing."""
     staged: Path | None = None
     if settings.receipt_signing_key:
         new = ReceiptKey.from_secret(settings.receipt_signing_key)
@@ -220,6 +222,13 @@ async def rotate(settings: Settings, engine: AsyncEngine) -> Rotation:
         if found is None:
             retired = (await conn.execute(_RETIRE)).scalar_one_or_none()
             await conn.execute(_PUBLISH, {"key_id": new.key_id, "public_key": new.public_pem})
+            await append_audit_event(
+                conn,
+                actor=actor,
+                action="rotate the receipt signing key",
+                target=f"receipt-signing-keys/{new.key_id}",
+                request_id=command_request_id(),
+            )
         valid_from = (await conn.execute(_VALID_FROM, {"key_id": new.key_id})).scalar_one()
     if staged is not None:
         # Only now: until the new key is published, workers keep signing with the one in the key file.
@@ -231,7 +240,7 @@ async def rotate(settings: Settings, engine: AsyncEngine) -> Rotation:
 async def _rotate_command(settings: Settings) -> str:
     engine = make_engine(settings.database_url, pool_size=1, max_overflow=0)
     try:
-        rotation = await rotate(settings, engine)
+        rotation = await rotate(settings, engine, command_actor())
     finally:
         await engine.dispose()
     if not rotation.published:

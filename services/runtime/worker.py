@@ -52,7 +52,7 @@ def task_queue_variable(name: str) -> str:
     return f"{name.upper().replace('-', '_')}_TASK_QUEUE"
 
 
-async def register(gateway: str, name: str, task_queue: str, admin_token: str) -> None:
+async def register(gateway: str, name: str, task_queue: str, credential: str) -> None:
     """Join the deletions: the same call an admin makes by hand, repeated harmlessly at every start. A gateway not
     listening yet (started beside it, as `make run` does) is waited for, up to REGISTER_WITHIN seconds."""
     deadline = time.monotonic() + REGISTER_WITHIN
@@ -62,7 +62,7 @@ async def register(gateway: str, name: str, task_queue: str, admin_token: str) -
                 answer = await http.put(
                     f"/deletion-services/{name}",
                     json={"task_queue": task_queue, "contract": CONTRACT},
-                    headers={"Authorization": f"Bearer {admin_token}"},
+                    headers={"Authorization": f"Bearer {credential}"},
                 )
                 break
             except httpx.TransportError:
@@ -116,9 +116,14 @@ async def serve(definition: ServiceDefinition, task_queue: str, gateway: str | N
         ),
     ):
         if gateway:
-            if not settings.admin_token:
-                raise SystemExit("--register-with needs the admin token: ADMIN_TOKEN or DATA_DIR/admin_token")
-            await register(gateway, definition.name, task_queue, settings.admin_token)
+            # Its own credential (POST /deletion-services/{name}/credentials) in a deployment; the local stack's
+            # services, which share its data directory, may use the admin token instead.
+            credential = settings.deletion_service_credential or settings.admin_token
+            if not credential:
+                raise SystemExit(
+                    "--register-with needs the service's credential (DELETION_SERVICE_CREDENTIAL) or the admin token"
+                )
+            await register(gateway, definition.name, task_queue, credential)
         print(f"{definition.name} serving {task_queue}", flush=True)
         await stop.wait()
 

@@ -144,6 +144,9 @@ async def test_a_deletion_restored_in_its_grace_period_loses_nothing(
         again = await api.post(f"/accounts/{seeded.account_id}/restore", headers=ADMIN_HEADERS)
         assert again.status_code == 409, again.text
         assert "not scheduled for deletion" in again.json()["detail"]
+        # The restore is on the audit trail once, naming its account; the refused repeat is not.
+        trail = await api.get("/audit-events", params={"account_id": seeded.account_id}, headers=ADMIN_HEADERS)
+        assert [event["action"] for event in trail.json()["events"]] == ["POST /accounts/{account_id}/restore"]
         # The restored account can be deleted again later, with a grace period of its own.
         await scheduled_deletion(api, _with_key(seeded, new_key), HOUR)
         await handle.terminate("test over")

@@ -346,6 +346,12 @@ async def test_a_restore_brings_deleted_data_back_and_the_reapply_deletes_it_aga
     assert "started 0 deletions" in second.stdout
     assert "put back" not in second.stdout
     assert len(await _receipts(stack)) == len(receipts)
+    # Each run that finished is on the audit trail once, as the operator's; the killed one recorded nothing.
+    runs = (
+        "SELECT count(*) FROM audit_events"
+        " WHERE action = 're-apply deletions after a restore' AND actor LIKE 'command:%'"
+    )
+    assert await _rows(stack, runs) == 2
 
 
 async def test_a_services_database_restored_alone_is_deleted_again(stack: Stack) -> None:

@@ -34,6 +34,7 @@ from lifecycle.deletion.receipt_keys import ReceiptKeyError
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import RECEIPT_SIGNING_KEY_FILE, Settings
 from lifecycle.workflow_ids import bot_deletion_id
+from tests.conftest import ADMIN_HEADERS
 from tests.deletion.receipt_checks import verifies
 from tests.eventually import eventually
 from tests.processes import ChildProcess, run_command, settings_environment
@@ -223,6 +224,12 @@ async def test_a_rotation_leaves_older_receipts_verifiable_by_their_key_id(
         second = (await own_api.get("/deletion-receipts/public-key")).json()
         assert second["key_id"] != first["key_id"]
         assert f"receipt signing key {second['key_id']} is current; {first['key_id']} is retired" in rotated.stdout
+        # On the audit trail, once, as the operator who ran it.
+        audit = (await own_api.get("/audit-events", headers=ADMIN_HEADERS)).json()["events"]
+        assert [(e["action"], e["target"]) for e in audit] == [
+            ("rotate the receipt signing key", f"receipt-signing-keys/{second['key_id']}")
+        ]
+        assert audit[0]["actor"].startswith("command:")
         assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
         after = await _deleted_with_receipt(own_api, seeded.bot_ids[1], seeded.api_key)
         assert after["receipt"]["key_id"] == second["key_id"]

@@ -1,9 +1,12 @@
 """Every operation of the app answers every kind of caller as its credential requires.
 
 The credential an operation needs is read from its dependencies, not from a list: an operation that depends on
-`account_key_hash` takes an account key, one that depends on `admin_token` takes the admin token, and one that
-depends on neither must say in its OpenAPI entry that it is public (`api.dependencies.PUBLIC`). A new endpoint
-is therefore in the matrix the moment it exists, and one that forgets its check fails it (see the last test).
+`account_key_hash` takes an account key, one that depends on `admin_token` an admin's (the bootstrap token or an
+issued admin credential), one that depends on `service_token` a deletion service's own credential or an admin's,
+one that depends on `metrics_token` a metrics credential or an admin's, and one that depends on none of them must
+say in its OpenAPI entry that it is public (`api.dependencies.PUBLIC`). A new endpoint is therefore in the matrix
+the moment it exists, and one that forgets its check fails it (see the last test). Every kind of credential is a
+caller of every operation.
 """
 
 from __future__ import annotations
@@ -26,12 +29,24 @@ from fastapi import FastAPI
 from fastapi.dependencies.models import Dependant
 from fastapi.params import Depends
 from fastapi.routing import APIRoute, iter_route_contexts
-from sqlalchemy import select
+from sqlalchemy import select, update
 
-from api.dependencies import PUBLIC, account_key_hash, admin_token, stream_account_key_hash, stream_admin_token
+from api.admin.credentials import CredentialKind, issue_credential
+from api.dependencies import (
+    PUBLIC,
+    account_key_hash,
+    admin_token,
+    metrics_token,
+    require_admin,
+    require_metrics_reader,
+    require_service_or_admin,
+    service_token,
+    stream_account_key_hash,
+    stream_admin_token,
+)
 from api.problems import install_problem_handlers
 from api.security import generate_api_key, hash_api_key
-from lifecycle.db.models import AccountExport, ApiKey, Site
+from lifecycle.db.models import AccountExport, ApiCredential, ApiKey, Site
 from lifecycle.statuses import ExportStatus, SiteStatus
 from tests.conftest import ADMIN_HEADERS, ApiAccount
 
@@ -41,6 +56,8 @@ pytestmark = pytest.mark.usefixtures("registry_left_as_found")
 class Credential(StrEnum):
     ACCOUNT_KEY = "account key"
     ADMIN_TOKEN = "admin token"
+    SERVICE = "the service's own credential, or an admin's"
+    METRICS = "a metrics credential, or an admin's"
     NONE = "none"
 
 
@@ -56,7 +73,9 @@ def required_credential(route: APIRoute) -> Credential:
     # needs the same credential as its status endpoint.
     needs = {Credential.ACCOUNT_KEY} if calls & {account_key_hash, stream_account_key_hash} else set()
     needs |= {Credential.ADMIN_TOKEN} if calls & {admin_token, stream_admin_token} else set()
-    assert len(needs) <= 1, f"{route.path} asks for both an account key and the admin token"
+    needs |= {Credential.SERVICE} if service_token in calls else set()
+    needs |= {Credential.METRICS} if metrics_token in calls else set()
+    assert len(needs) <= 1, f"{route.path} asks for more than one kind of credential: {needs}"
     return needs.pop() if needs else Credential.NONE
 
 
@@ -92,6 +111,9 @@ class Callers:
     stranger: dict[str, str]
     revoked: dict[str, str]
     resources: dict[str, str]  # path parameter -> the owner's resource
+    # Issued credentials by what they are: an admin's, a revoked admin's, the service {name}'s own, another
+    # service's, a metrics reader's.
+    issued: dict[str, dict[str, str]]
 
 
 def _bearer(token: str) -> dict[str, str]:
@@ -129,6 +151,24 @@ async def callers(api: httpx.AsyncClient, app: FastAPI, account: ApiAccount) -> 
         )
         await session.commit()
         owner_key = await session.scalar(select(ApiKey.id).where(ApiKey.key_hash == hash_api_key(account.api_key)))
+        service = f"matrix-{uuid.uuid4().hex[:8]}"
+        conn = await session.connection()
+        issued = {
+            which: await issue_credential(conn, kind, name, "matrix")
+            for which, kind, name in [
+                ("admin credential", CredentialKind.ADMIN, "matrix-admin"),
+                ("revoked admin credential", CredentialKind.ADMIN, "matrix-gone"),
+                ("own service credential", CredentialKind.SERVICE, service),
+                ("other service credential", CredentialKind.SERVICE, f"other-{service}"),
+                ("metrics credential", CredentialKind.METRICS, "matrix-metrics"),
+            ]
+        }
+        await session.execute(
+            update(ApiCredential)
+            .where(ApiCredential.id == issued["revoked admin credential"][0])
+            .values(revoked_at=datetime.now(UTC))
+        )
+        await session.commit()
     return Callers(
         owner=account,
         stranger=_bearer(stranger.json()["api_key"]),
@@ -139,9 +179,11 @@ async def callers(api: httpx.AsyncClient, app: FastAPI, account: ApiAccount) -> 
             "export_id": str(export.id),
             "account_id": account.id,
             "key_id": str(owner_key),
-            # A deletion service's registered name (admin operations only: no account owns one).
-            "name": f"matrix-{uuid.uuid4().hex[:8]}",
+            # A deletion service's registered name (admin and service operations only: no account owns one).
+            "name": service,
+            "credential_id": str(issued["revoked admin credential"][0]),
         },
+        issued={which: _bearer(credential) for which, (_, credential) in issued.items()},
     )
 
 
@@ -154,14 +196,21 @@ def _concrete(path: str, resources: dict[str, str]) -> str:
     return re.sub(r"\{([^}]+)\}", owned, path)
 
 
-# (caller, headers chosen from the callers, answer expected for an account-key operation, for an admin operation)
-_CASES: list[tuple[str, str, int, int]] = [
-    ("no credential", "none", 401, 401),
-    ("a wrong key", "wrong", 401, 401),
-    ("a revoked key of the owner", "revoked", 401, 401),
-    ("another account's key", "stranger", 404, 403),
-    ("the owner's account key", "owner", 0, 403),  # 0: an account key on its own resource is the right caller
-    ("the admin token", "admin", 401, 0),  # 0: the admin token on an admin operation is the right caller
+_A, _ADM, _SVC, _MET = Credential.ACCOUNT_KEY, Credential.ADMIN_TOKEN, Credential.SERVICE, Credential.METRICS
+# (caller, headers chosen from the callers, the answer expected by the credential the operation needs); 0: the
+# right caller, whose answer is each endpoint's own test's business.
+_CASES: list[tuple[str, str, dict[Credential, int]]] = [
+    ("no credential", "none", {_A: 401, _ADM: 401, _SVC: 401, _MET: 401}),
+    ("a wrong key", "wrong", {_A: 401, _ADM: 401, _SVC: 401, _MET: 401}),
+    ("a revoked key of the owner", "revoked", {_A: 401, _ADM: 401, _SVC: 401, _MET: 401}),
+    ("another account's key", "stranger", {_A: 404, _ADM: 403, _SVC: 403, _MET: 403}),
+    ("the owner's account key", "owner", {_A: 0, _ADM: 403, _SVC: 403, _MET: 403}),
+    ("the admin token", "admin", {_A: 401, _ADM: 0, _SVC: 0, _MET: 0}),
+    ("an admin credential", "admin credential", {_A: 401, _ADM: 0, _SVC: 0, _MET: 0}),
+    ("a revoked admin credential", "revoked admin credential", {_A: 401, _ADM: 401, _SVC: 401, _MET: 401}),
+    ("the service's own credential", "own service credential", {_A: 401, _ADM: 403, _SVC: 0, _MET: 403}),
+    ("another service's credential", "other service credential", {_A: 401, _ADM: 403, _SVC: 403, _MET: 403}),
+    ("a metrics credential", "metrics credential", {_A: 401, _ADM: 403, _SVC: 403, _MET: 0}),
 ]
 
 
@@ -173,6 +222,7 @@ def _headers(callers: Callers, which: str) -> dict[str, str]:
         "stranger": callers.stranger,
         "owner": callers.owner.headers,
         "admin": ADMIN_HEADERS,
+        **callers.issued,
     }[which]
 
 
@@ -205,8 +255,8 @@ async def matrix_failures(app: FastAPI, api: httpx.AsyncClient, callers: Callers
             elif (answer := await _call(api, operation, path, {})).status_code in (401, 403):
                 failures.append(f"{operation} is declared public but answers {answer.status_code}")
             continue
-        for caller, which, for_account_key, for_admin in _CASES:
-            expected = for_account_key if credential == Credential.ACCOUNT_KEY else for_admin
+        for caller, which, answers in _CASES:
+            expected = answers[credential]
             if expected == 0:
                 continue  # the right caller: what it gets is each endpoint's own test's business
             if expected == 404 and "{" not in operation.path:
@@ -228,8 +278,10 @@ async def test_every_operation_answers_every_caller_as_its_credential_requires(
     found = operations(app)
     kinds = {str(operation): required_credential(operation.route) for operation in found}
     print(*(f"{operation}: {kind}" for operation, kind in kinds.items()), sep="\n")
-    # Both kinds of protected operation are present, so neither half of the matrix is empty.
-    assert {Credential.ACCOUNT_KEY, Credential.ADMIN_TOKEN} <= set(kinds.values())
+    # Every kind of protected operation is present, so no part of the matrix is empty.
+    assert {Credential.ACCOUNT_KEY, Credential.ADMIN_TOKEN, Credential.SERVICE, Credential.METRICS} <= set(
+        kinds.values()
+    )
     # The receipts' keys answer anyone: a receipt outlives the account whose key could have fetched them.
     for path in ("/deletion-receipts/public-key", "/deletion-receipts/public-keys"):
         assert kinds[f"GET {path}"] == Credential.NONE
@@ -237,17 +289,22 @@ async def test_every_operation_answers_every_caller_as_its_credential_requires(
     assert not failures, "\n".join(failures)
 
 
+_CHECKS = {require_admin, require_service_or_admin, require_metrics_reader}
+
+
 def _without_admin_check(route: APIRoute) -> APIRoute:
-    """The same operation with its admin dependency taken out of the endpoint's signature, as a slip would."""
+    """The same operation with its credential check taken out of the endpoint's signature, as a slip would."""
     signature = inspect.signature(route.endpoint, eval_str=True)
     hints = typing.get_type_hints(route.endpoint, include_extras=True)
     admin = [
         name
         for name in signature.parameters
-        if any(isinstance(meta, Depends) for meta in getattr(hints.get(name), "__metadata__", ()))
-        and "admin" in str(hints[name])
+        if any(
+            isinstance(meta, Depends) and meta.dependency in _CHECKS
+            for meta in getattr(hints.get(name), "__metadata__", ())
+        )
     ]
-    assert admin, f"{route.path} has no admin parameter to remove"
+    assert admin, f"{route.path} has no credential check to remove"
     original = route.endpoint
 
     async def endpoint(**values: Any) -> Any:
@@ -267,14 +324,15 @@ def _without_admin_check(route: APIRoute) -> APIRoute:
     )
 
 
-def _throwaway_app(app: FastAPI, without_admin_check: str | None) -> FastAPI:
-    """A copy of `app` (its routes, problem handlers and running state), with one route's admin check removed."""
+def _throwaway_app(app: FastAPI, without_check: str | None) -> FastAPI:
+    """A copy of `app` (its routes, problem handlers and running state), with one operation's credential check
+    (`METHOD path`) removed."""
     throwaway = FastAPI()
     install_problem_handlers(throwaway)
     throwaway.state = app.state
     for operation in operations(app):
         route = operation.route
-        if route.path == without_admin_check:
+        if str(operation) == without_check:
             route = _without_admin_check(route)
         if route not in throwaway.router.routes:
             throwaway.router.routes.append(route)
@@ -287,13 +345,16 @@ async def _failures_of(app: FastAPI, callers: Callers) -> list[str]:
         return await matrix_failures(app, api, callers)
 
 
-# An operation of the schema, and one it leaves out.
-@pytest.mark.parametrize(("method", "target"), [("POST", "/accounts/{account_id}/restore"), ("GET", "/metrics")])
-async def test_the_matrix_fails_when_an_admin_check_is_removed(
+# An admin operation of the schema, one it leaves out (metrics), and a service's own.
+@pytest.mark.parametrize(
+    ("method", "target"),
+    [("POST", "/accounts/{account_id}/restore"), ("GET", "/metrics"), ("PUT", "/deletion-services/{name}")],
+)
+async def test_the_matrix_fails_when_a_credential_check_is_removed(
     app: FastAPI, callers: Callers, method: str, target: str
 ) -> None:
     # The control: the copy with every check in place passes, so what fails below is the removal alone.
     assert await _failures_of(_throwaway_app(app, None), callers) == []
-    failures = await _failures_of(_throwaway_app(app, target), callers)
+    failures = await _failures_of(_throwaway_app(app, f"{method} {target}"), callers)
     print(*failures, sep="\n")
     assert failures == [f"{method} {target} takes no credential and does not say it is public"]
