@@ -73,7 +73,7 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
                 row_exists=_bot_row_exists(bot_id),
             )
     status_url = f"/bots/{bot_id}/deletion"
-    body = orjson.dumps({"workflow_id": workflow_id, "status": "running", "status_url": status_url})
+    body = orjson.dumps({"workflow_id": workflow_id, "status": "accepted", "status_url": status_url})
     await _answer(send, 202, body, [(b"content-type", b"application/json"), (b"location", status_url.encode())])
 
 

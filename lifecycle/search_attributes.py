@@ -15,11 +15,12 @@ LIFECYCLE_STATUS = SearchAttributeKey.for_keyword("LifecycleStatus")
 ALL = (ACCOUNT_ID, BOT_ID, SITE_ID, LIFECYCLE_STATUS)
 
 
-# What a run starts with: ids and its starting status only, by which operators find runs; no PII goes in.
+# What a run starts with: ids and its starting status only, by which operators find runs; no PII goes in. A deletion
+# starts `accepted` and publishes `running` (or `held`, `paused`) as its run begins.
 
 
 def deletion_search_attributes(
-    account_id: str, bot_id: str | None = None, status: DeletionState = DeletionState.RUNNING
+    account_id: str, bot_id: str | None = None, status: DeletionState = DeletionState.ACCEPTED
 ) -> TypedSearchAttributes:
     pairs = [
         SearchAttributePair(ACCOUNT_ID, account_id),

@@ -174,7 +174,7 @@ def account_deletion_options(
         id=reapplied_deletion_id(workflow_id, reapplies) if reapplies else workflow_id,
         id_reuse_policy=DELETION_REUSE,
         search_attributes=deletion_search_attributes(
-            account_id, status=DeletionState.SCHEDULED if deletes_at else DeletionState.RUNNING
+            account_id, status=DeletionState.SCHEDULED if deletes_at else DeletionState.ACCEPTED
         ),
         priority=deletion_priority(account_id),
         static_summary=f"Delete account {account_id}"

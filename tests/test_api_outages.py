@@ -106,7 +106,7 @@ async def test_starts_while_temporal_is_down_and_reconnects_once_it_is_up(
             accepted = await answers(
                 lambda: http.delete(f"/bots/{bot['id']}", headers=headers), 202, "bot deletion after Temporal is up"
             )
-            assert accepted.json()["status"] == "running"
+            assert accepted.json()["status"] == "accepted"
             await answers(lambda: http.get("/readyz"), 200, "ready after Temporal is up")
         finally:
             temporal.stop()
@@ -115,7 +115,7 @@ async def test_starts_while_temporal_is_down_and_reconnects_once_it_is_up(
         assert_unavailable(await http.delete(f"/bots/{later['id']}", headers=headers))
         status = await http.get(f"/bots/{bot['id']}/deletion", headers=headers)
         assert status.status_code == 200, status.text
-        assert status.json()["status"] == "running"
+        assert status.json()["status"] == "accepted"
 
 
 async def test_starts_while_postgres_is_down_and_reconnects_once_it_is_up(

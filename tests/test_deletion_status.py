@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 
 from temporalio import workflow
 
@@ -108,6 +109,10 @@ async def _status(api: httpx.AsyncClient, bot_id: str, account: ApiAccount) -> d
     return body
 
 
+async def _as_of(api: httpx.AsyncClient, bot_id: str, account: ApiAccount) -> datetime:
+    return datetime.fromisoformat(str((await _status(api, bot_id, account))["as_of"]))
+
+
 async def _paused_bot_deletion(
     api: httpx.AsyncClient, account: ApiAccount, settings: Settings, client: Client
 ) -> tuple[str, WorkflowHandle[object, object]]:
@@ -123,7 +128,7 @@ async def _paused_bot_deletion(
     return bot_id, handle
 
 
-async def test_recorded_but_not_started_is_running_with_committed_progress(
+async def test_recorded_but_not_started_is_accepted_with_committed_progress(
     api: httpx.AsyncClient, account: ApiAccount, settings: Settings
 ) -> None:
     bot_id = await _bot_with_deletion_record(settings.database_url, account, api)
@@ -131,7 +136,7 @@ async def test_recorded_but_not_started_is_running_with_committed_progress(
     await _progress(settings.database_url, bot_deletion_id(bot_id), "conversations", 10, 10, done=True)
 
     status = await _status(api, bot_id, account)
-    assert status["status"] == "running"
+    assert status["status"] == "accepted"
     assert status["progress"] == {
         "conversations": {"deleted": 10, "total": 10},
         "messages": {"deleted": 40, "total": 100},
@@ -161,9 +166,16 @@ async def test_a_terminated_run_is_recorded_by_the_reconciler(
     api: httpx.AsyncClient, account: ApiAccount, settings: Settings, temporal_client: Client, worker: LifecycleWorkers
 ) -> None:
     bot_id, handle = await _paused_bot_deletion(api, account, settings, temporal_client)
+    recorded = await _as_of(api, bot_id, account)
+    # The run is open: a pass confirms its status, as of the pass.
+    await run_reconciler(temporal_client, settings)
+    confirmed = await _as_of(api, bot_id, account)
+    assert confirmed > recorded
     await handle.terminate(reason="an operator's terminate")
-    # The run could not record it: until the reconciler does, the status is the last one recorded.
+    # The run could not record it: until the reconciler does, the status is the last one recorded, as of the
+    # last confirmation.
     assert (await _status(api, bot_id, account))["status"] == "paused"
+    assert await _as_of(api, bot_id, account) == confirmed
     events = await _events(settings.database_url, bot_deletion_id(bot_id))
 
     assert (await run_reconciler(temporal_client, settings)).deletion_statuses_recorded >= 1
@@ -187,7 +199,7 @@ async def test_a_run_that_recorded_nothing_is_recorded_by_the_reconciler_from_wh
         search_attributes=TypedSearchAttributes([SearchAttributePair(LIFECYCLE_STATUS, "waiting_for_operator")]),
     )
     try:
-        assert (await _status(api, bot_id, account))["status"] == "running"
+        assert (await _status(api, bot_id, account))["status"] == "accepted"
         await run_reconciler(temporal_client, settings)
         assert (await _status(api, bot_id, account))["status"] == "waiting_for_operator"
     finally:
@@ -289,6 +301,6 @@ async def test_account_deletion_needs_the_admin_token_and_adds_up_its_bots(
 
     status = (await api.get(url, headers=ADMIN_HEADERS)).json()
     assert status["workflow_id"] == account_deletion_id(account.id)
-    assert status["status"] == "running"  # recorded, not started: the reconciler starts it
+    assert status["status"] == "accepted"  # recorded, not started: the reconciler starts it
     assert status["progress"] == {"integrations": {"deleted": 1, "total": 1}, "messages": {"deleted": 12, "total": 17}}
     assert status["resume"] is None

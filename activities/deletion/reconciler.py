@@ -13,7 +13,8 @@ Then every deletion recorded as open (deletion_requests.status, which the API re
 without recording it gets the closing recorded: `terminated`, `cancelled`, `failed` (or, from a run of code
 older than the recording, the status it published as it completed). So does one whose open run has recorded
 nothing yet, after a reset: the status the run publishes. Each write is a compare-and-set on what the pass read,
-so a run that records meanwhile wins.
+so a run that records meanwhile wins. A record that stands, its run still open, is confirmed: its
+`status_confirmed_at` (the API's `as_of`) moves to now, so a run stopped without a word shows how old its status is.
 """
 
 from __future__ import annotations
@@ -52,10 +53,13 @@ _OPEN_RECORDS = text(
     f"SELECT workflow_id, status, status_run_id FROM deletion_requests WHERE {OPEN_DELETIONS_SQL}"
     " AND workflow_id > :after ORDER BY workflow_id LIMIT :n"
 )
+_AS_SEEN = "workflow_id = :workflow_id AND status = :seen AND status_run_id IS NOT DISTINCT FROM :seen_run_id"
 _RECORD_OBSERVED = text(
-    "UPDATE deletion_requests SET status = :status, status_run_id = :run_id"
-    " WHERE workflow_id = :workflow_id AND status = :seen AND status_run_id IS NOT DISTINCT FROM :seen_run_id"
+    "UPDATE deletion_requests SET status = :status, status_run_id = :run_id, status_confirmed_at = now()"
+    f" WHERE {_AS_SEEN}"
 )
+# The record stands and its run is still open: the status is true as of now (the API shows it as `as_of`).
+_CONFIRM = text(f"UPDATE deletion_requests SET status_confirmed_at = now() WHERE {_AS_SEEN}")
 
 
 async def latest_run_status(client: Client, workflow_id: str) -> WorkflowExecutionStatus | None:
@@ -181,6 +185,9 @@ class Reconciler:
             raise
         observed = _observed_status(description, seen_run_id)
         if observed is None or observed == seen:
+            if description.status == WorkflowExecutionStatus.RUNNING:
+                async with self._resources.engine.begin() as conn:
+                    await conn.execute(_CONFIRM, {"workflow_id": workflow_id, "seen": seen, "seen_run_id": seen_run_id})
             return 0
         async with self._resources.engine.begin() as conn:
             written = await conn.execute(

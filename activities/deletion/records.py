@@ -33,10 +33,11 @@ _MARK_COMPLETED = text(
 )
 # One statement, so its own transaction with the event the trigger appends (migration 0009) when the status
 # changes. Idempotent: a retry, or a replay after a reset, that finds the status already recorded by this run
-# changes nothing and appends no event; a new run recording the status its predecessor left takes it over.
+# changes only when it was last confirmed, and appends no event; a new run recording the status its predecessor
+# left takes it over.
 _RECORD_STATUS = text(
-    "UPDATE deletion_requests SET status = :status, status_run_id = :run_id WHERE workflow_id = :workflow_id"
-    " AND (status <> :status OR status_run_id IS DISTINCT FROM :run_id)"
+    "UPDATE deletion_requests SET status = :status, status_run_id = :run_id, status_confirmed_at = now()"
+    " WHERE workflow_id = :workflow_id"
 )
 _RECORD_SKIP = text(
     "INSERT INTO deletion_progress (workflow_id, service, done, skipped) VALUES (:workflow_id, :service, true, true)"

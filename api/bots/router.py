@@ -98,7 +98,7 @@ async def delete_bot(
         raise ProblemError(404, _NOT_FOUND)
     status_url = f"/bots/{bot_id}/deletion"
     plan = plan_wait(prefer, settings)
-    state = DeletionState.COMPLETED if accepted.finished else DeletionState.RUNNING
+    state = DeletionState.COMPLETED if accepted.finished else DeletionState.ACCEPTED
     if accepted.held:
         # A legal hold is in force on the account: the run waits until it is released, so nothing is awaited.
         state, plan = DeletionState.HELD, NO_WAIT

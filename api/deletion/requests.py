@@ -28,13 +28,14 @@ from lifecycle.deletion.legal_holds import is_held
 from lifecycle.deletion.starts import row_check, start_account_deletion, start_bot_deletion
 from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
-from lifecycle.statuses import OPEN_DELETION_STATES, DeletionState
+from lifecycle.statuses import CLOSED_WITHOUT_COMPLETING, OPEN_DELETION_STATES, DeletionState, sql_list
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 
 log = logging.getLogger(__name__)
 
 # A wait that ran out asks Temporal how the run stands (`describe`, answered by the server from its own store in a
-# few milliseconds); past this it answers `running`, so a struggling Temporal server never holds a request long.
+# few milliseconds); past this it answers `accepted` (recorded, nothing more known), so a struggling Temporal server
+# never holds a request long.
 DESCRIBE_TIMEOUT = timedelta(milliseconds=250)
 
 
@@ -68,9 +69,12 @@ _AUTHORIZE_MARK_RECORD = f"""
     ), recorded AS (
         INSERT INTO deletion_requests (workflow_id, kind, account_id, bot_id, status)
         SELECT $3::text, 'bot', account_id, $2::uuid,
-            CASE WHEN (SELECT held FROM held) THEN '{DeletionState.HELD}' ELSE '{DeletionState.RUNNING}' END
+            CASE WHEN (SELECT held FROM held) THEN '{DeletionState.HELD}' ELSE '{DeletionState.ACCEPTED}' END
         FROM marked
-        ON CONFLICT (workflow_id) DO NOTHING
+        -- A repeat after a stop starts a new run: the request is accepted again, not the old run's closing.
+        ON CONFLICT (workflow_id) DO UPDATE
+            SET status = EXCLUDED.status, status_run_id = NULL, status_confirmed_at = now()
+            WHERE deletion_requests.status IN ({sql_list(sorted(CLOSED_WITHOUT_COMPLETING))})
     )
     SELECT (SELECT account_id FROM caller) AS account_id, EXISTS (SELECT FROM marked) AS marked,
         (SELECT held FROM held) AS held,
@@ -157,7 +161,7 @@ async def request_account_deletion(
     # As the request stands until its run records otherwise (api/deletion/status.py). A hold is waited for once
     # the grace is over.
     status = (
-        DeletionState.SCHEDULED if deletes_at is not None else DeletionState.HELD if held else DeletionState.RUNNING
+        DeletionState.SCHEDULED if deletes_at is not None else DeletionState.HELD if held else DeletionState.ACCEPTED
     )
     record = insert(DeletionRequest).values(
         workflow_id=workflow_id,
@@ -178,11 +182,22 @@ async def request_account_deletion(
                 "notify_email": email,
                 "status": status,
                 "status_run_id": None,
+                "status_confirmed_at": func.now(),
             },
         )
     else:
-        # A re-drive keeps the grace period asked for first: what is left of it, or none once it ended.
-        record = record.on_conflict_do_nothing(index_elements=[DeletionRequest.workflow_id])
+        # A re-drive keeps the grace period asked for first: what is left of it, or none once it ended. After a
+        # stop it starts a new run, so the request is accepted again rather than showing the old run's closing.
+        record = record.on_conflict_do_update(
+            index_elements=[DeletionRequest.workflow_id],
+            # What is left of the grace the new run shows itself, as it begins.
+            set_={
+                "status": DeletionState.HELD if held else DeletionState.ACCEPTED,
+                "status_run_id": None,
+                "status_confirmed_at": func.now(),
+            },
+            where=DeletionRequest.status.in_(sorted(CLOSED_WITHOUT_COMPLETING)),
+        )
     await session.execute(record)
     deletes_at = await session.scalar(
         select(DeletionRequest.deletes_at).where(DeletionRequest.workflow_id == workflow_id)
@@ -246,7 +261,7 @@ class Finished:
 
 @dataclass(frozen=True)
 class NotFinished:
-    """How the run stood when the wait ended without a result: open (running, paused, waiting for an
+    """How the run stood when the wait ended without a result: open (accepted, running, paused, waiting for an
     operator), or closed without completing (cancelled, terminated, failed: a repeat or the reconciler
     finishes it)."""
 
@@ -275,7 +290,7 @@ async def await_deletion(client: Client, workflow_id: str, seconds: float, *, ac
     except (RPCError, RuntimeError, OSError, TypeError, ValueError) as err:
         # Temporal unreachable, the history gone after retention, or a result this API cannot read.
         log.warning("waiting for %s failed, answering 202: %s", workflow_id, err)
-        return NotFinished(DeletionState.RUNNING)
+        return NotFinished(DeletionState.ACCEPTED)
 
 
 def _finished(status: str, services: dict[str, ServiceProgress], *, bots_deleted: int | None) -> Finished | NotFinished:
@@ -298,12 +313,13 @@ def _closed_status(failure: WorkflowFailureError) -> DeletionState:
 
 
 async def _open_status(client: Client, workflow_id: str) -> DeletionState:
-    """What the still-open run publishes (say, `waiting_for_operator`); `running` if the server is slow."""
+    """What the still-open run publishes: `accepted` until it begins, then `running`, `waiting_for_operator`...;
+    `accepted` if the server is slow: the request is recorded, and nothing more is known."""
     try:
         # The RPC deadline bounds the server; wait_for also bounds a connection that is itself stuck.
         describing = client.get_workflow_handle(workflow_id).describe(rpc_timeout=DESCRIBE_TIMEOUT)
         description = await asyncio.wait_for(describing, DESCRIBE_TIMEOUT.total_seconds() * 2)
     except (RPCError, TimeoutError, RuntimeError, OSError):
-        return DeletionState.RUNNING
+        return DeletionState.ACCEPTED
     published = description.typed_search_attributes.get(LIFECYCLE_STATUS)
-    return DeletionState(published) if published in OPEN_DELETION_STATES else DeletionState.RUNNING
+    return DeletionState(published) if published in OPEN_DELETION_STATES else DeletionState.ACCEPTED

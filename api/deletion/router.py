@@ -62,7 +62,7 @@ async def delete_account(
         # A legal hold is in force: the run waits until it is released.
         return _accepted(response, accepted.workflow_id, NO_WAIT, DeletionState.HELD)
     if export_first:
-        return _accepted(response, accepted.workflow_id, NO_WAIT, DeletionState.RUNNING)
+        return _accepted(response, accepted.workflow_id, NO_WAIT, DeletionState.ACCEPTED)
     plan = plan_wait(prefer, settings)
     if plan.seconds > 0:
         outcome = await await_deletion(client, accepted.workflow_id, plan.seconds, account=True)
@@ -76,7 +76,7 @@ async def delete_account(
             )
             return JSONResponse(finished.model_dump(mode="json"), headers=plan.headers(finished=True))
         return _accepted(response, accepted.workflow_id, plan, outcome.status)
-    return _accepted(response, accepted.workflow_id, plan, DeletionState.RUNNING)
+    return _accepted(response, accepted.workflow_id, plan, DeletionState.ACCEPTED)
 
 
 def _accepted(
@@ -110,7 +110,7 @@ async def redrive_account(
             if accepted.deletes_at is not None
             else DeletionState.HELD
             if accepted.held
-            else DeletionState.RUNNING
+            else DeletionState.ACCEPTED
         )
     return DeletionAccepted(
         workflow_id=accepted.workflow_id, status=state, status_url=None, deletes_at=accepted.deletes_at

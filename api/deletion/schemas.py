@@ -13,8 +13,9 @@ from lifecycle.statuses import DeletionState, ProcessorAnswer, Throttle
 class DeletionAccepted(BaseModel):
     workflow_id: str
     status: str = Field(
-        description="`running`, or `completed` when a previous request already finished it. After a wait that "
-        "ran out, how the run stands: `running`, `paused` or `waiting_for_operator`; or `cancelled`, "
+        description="`accepted`: recorded, its run not begun yet (it reads `running` once the run begins; follow "
+        "`status_url`), or `completed` when a previous request already finished it. After a wait that ran out, how "
+        "the run stands: `accepted`, `running`, `paused` or `waiting_for_operator`; or `cancelled`, "
         "`terminated` or `failed` if it closed without completing (a repeated request finishes it). "
         "`scheduled`: an account deletion in its grace period (ACCOUNT_DELETION_GRACE), see `deletes_at`. "
         "`held`: a legal hold is in force on the account; the deletion waits until it is released."
@@ -80,17 +81,22 @@ class DeletionOut(BaseModel):
     workflow_id: str
     status: DeletionState = Field(
         description=(
-            "`scheduled` (an account deletion in its grace period, see `deletes_at`), `restored` (an admin "
-            "restored the account during it; nothing was deleted), "
+            "`accepted` (recorded, its run not begun yet), `scheduled` (an account deletion in its grace period, "
+            "see `deletes_at`), `restored` (an admin restored the account during it; nothing was deleted), "
             "`running`, `paused`, `waiting_for_operator`, `held` (a legal hold is in force on the account: "
             "nothing is deleted until it is released, then the deletion goes on), `completed`, `incomplete` (an "
             "operator skipped a "
             "service, so some data remains), `cancelled`, `terminated` or `failed`. The run records each change "
-            "as it makes it; a closing it could not record (a terminate, a failure, an account deletion's cancel) "
-            "the reconciler records, every 5 minutes, and the status before it shows until then."
+            "as it makes it, a cancel included; a closing it cannot record (a terminate, a crash past its retries) "
+            "the reconciler records, every 5 minutes, and the status before it shows until then, with `as_of`."
         )
     )
     progress: dict[str, ServiceCount] = Field(description="Rows deleted and found, per service, as committed.")
+    as_of: datetime = Field(
+        description="When `status` was last known true: when the run recorded it, or when the reconciler last "
+        "found the run still open (every 5 minutes). A run stopped without recording it (a terminate) shows its "
+        "last status as of this time until the reconciler records the stop."
+    )
     requested_at: datetime
     completed_at: datetime | None
     resume: str | None = Field(

@@ -2,7 +2,7 @@
 
 Nothing here asks Temporal or a worker, so neither a busy worker nor a slow or absent Temporal server can slow an
 answer or change it. The status is `deletion_requests.status`, written by whoever knows of a change: the API
-when it records the request (`running`, or `scheduled` in a grace period), the run for every change it makes
+when it records the request (`accepted`, or `scheduled` in a grace period), the run for every change it makes
 (workflows/deletion/status_recorder.py), and the reconciler for a run that closed or was reset without recording it (a
 terminate, say: activities/deletion/reconciler.py). Which statuses are open and terminal is lifecycle/statuses.py's.
 """

@@ -100,6 +100,7 @@ def _deletion_out(record: DeletionRequest, view: DeletionView, resume: str | Non
             )
             for name, p in view.progress.items()
         },
+        as_of=record.status_confirmed_at,
         requested_at=record.requested_at,
         completed_at=record.completed_at,
         resume=resume,

@@ -104,10 +104,10 @@ class DeletionRequest(Base):
     # Null without a grace; moved to the moment the grace ended if an operator expedited it.
     deletes_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Where the deletion stands, the one place the API and the streams read it: the API records the request
-    # (`running`, or `scheduled` in a grace period), each run records every change it makes
+    # (`accepted`, or `scheduled` in a grace period), each run records every change it makes
     # (activities/deletion/records.py), and the reconciler records how a run closed when it could not (a
     # terminate, say: activities/deletion/reconciler.py).
-    status: Mapped[str] = mapped_column(String(30), server_default=DeletionState.RUNNING.value)
+    status: Mapped[str] = mapped_column(String(30), server_default=DeletionState.ACCEPTED.value)
     # The run that recorded `status`; null while it is the API's. A run that records nothing after a reset
     # leaves the old run's id here, which is how the reconciler knows the row may be stale.
     status_run_id: Mapped[str | None] = mapped_column(String(64))

@@ -245,7 +245,7 @@ async def _delete_again(engine: AsyncEngine, client: Client, settings: Settings,
                 "kind": gone.kind.value,
                 "account": gone.account_id,
                 "bot": gone.subject_id if gone.kind == ReceiptSubject.BOT else None,
-                "status": DeletionState.RUNNING.value,
+                "status": DeletionState.ACCEPTED.value,
             },
         )
     if gone.kind == ReceiptSubject.ACCOUNT:

@@ -96,7 +96,7 @@ async def test_with_the_inline_wait_off_a_bot_answers_202_at_once(
     assert answer.status_code == 202, answer.text
     assert answer.json() == {
         "workflow_id": bot_deletion_id(bot_id),
-        "status": "running",
+        "status": "accepted",
         "status_url": f"/bots/{bot_id}/deletion",
     }
     assert answer.headers["location"] == f"/bots/{bot_id}/deletion"
@@ -111,7 +111,7 @@ async def test_respond_async_answers_202_for_a_small_bot(
     async with inline_api(settings, temporal_client) as api:
         answer = await api.delete(f"/bots/{seeded.bot_ids[0]}", headers=headers)
     assert answer.status_code == 202, answer.text
-    assert answer.json()["status"] == "running"
+    assert answer.json()["status"] == "accepted"
     assert answer.headers["preference-applied"] == "respond-async"
     assert answer.headers["vary"] == "Prefer"
 
@@ -184,14 +184,15 @@ async def test_a_wait_that_runs_out_answers_202_and_the_deletion_still_finishes(
     seeded = await seed(settings, bots=1, rows=SMALL)
     bot_id = seeded.bot_ids[0]
     headers = {"Authorization": f"Bearer {seeded.api_key}"}
-    # Reading the registry takes a second longer than the request is allowed to wait.
+    # The run's first step (is a legal hold in force?) takes a second longer than the request is allowed to wait.
     async with (
-        own_worker(queue, temporal_client, faults="list_deletion_services=delay:1"),
+        own_worker(queue, temporal_client, faults="legal_hold_in_force=delay:1"),
         inline_api(queue, temporal_client, deletion_inline_wait=0.2) as api,
     ):
         answer = await api.delete(f"/bots/{bot_id}", headers=headers)
         assert answer.status_code == 202, answer.text
-        assert answer.json()["status"] == "running"
+        # The run has not begun: its first step is still under way.
+        assert answer.json()["status"] == "accepted"
         assert answer.headers["location"] == f"/bots/{bot_id}/deletion"
 
         async def completed() -> bool:

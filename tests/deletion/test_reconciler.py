@@ -65,6 +65,8 @@ async def test_reconciler_starts_what_the_api_recorded_but_never_started(
     )
     other = ApiAccount(**created.json())
     await _crash_after_recording(app, bot["id"], other)
+    left = (await api.get(f"/bots/{bot['id']}/deletion", headers=account.headers)).json()
+    assert left["status"] == "accepted"  # recorded, and no run began
 
     first = await run_reconciler(temporal_client, settings)
     assert first.bot_deletions_started >= 1

@@ -154,7 +154,7 @@ async def test_skipped_bot_ends_the_account_incomplete_then_the_admin_redrive_fi
         unknown = await api.post(f"/accounts/{uuid.uuid4()}/deletion", headers=ADMIN_HEADERS)
         assert unknown.status_code == 404
         redriven = await api.post(f"/accounts/{account_id}/deletion", headers=ADMIN_HEADERS)
-        assert redriven.status_code == 202 and redriven.json()["status"] == "running"
+        assert redriven.status_code == 202 and redriven.json()["status"] == "accepted"
         latest = temporal_client.get_workflow_handle(account_wid)
         finished = await asyncio.wait_for(latest.result(), timeout=90)
         assert finished["status"] == DeletionState.COMPLETED and finished["account_row_deleted"] is True

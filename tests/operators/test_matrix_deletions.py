@@ -114,7 +114,7 @@ async def _start_open(api: httpx.AsyncClient, client: Client, settings: Settings
         await start_paused_account_deletion(client, settings, subject.account_id)
     joined = await _request(api, subject)
     assert joined.status_code == 202, joined.text
-    assert joined.json()["status"] == "running"
+    assert joined.json()["status"] == "accepted"
 
     bot_run = bot_deletion_id(subject.bot_ids[0])
 
@@ -263,6 +263,9 @@ async def test_operator_action_keeps_the_promise(
             return (await _describe(temporal_client, wid)).status == STOPPED[action]
 
         await eventually(stopped, f"the run is {STOPPED[action].name}")
+        if action == "cancel":
+            # A cancelled run records its stop itself, as it stops: no reconciler pass needed.
+            assert (await _shown(api, subject))["status"] == "cancelled"
         # A deliberate stop: the reconciler leaves it for the repeated request, and records it where the API reads.
         await run_reconciler(temporal_client, settings)
         after = await _describe(temporal_client, wid)

@@ -101,6 +101,15 @@ class AccountDeletionWorkflow:
 
     @workflow.run
     async def run(self, request: AccountDeletionInput) -> AccountDeletionResult:
+        try:
+            return await self._delete(request)
+        except (asyncio.CancelledError, ActivityError, ChildWorkflowError) as stop:
+            # Wherever the cancel reached the run (the grace, a wave of bots, a site, the hold's gate), its stop is
+            # recorded as it stops; its bot deletions, cancelled with it, record theirs.
+            await self._recorder.record_if_cancelled(stop, self._set_status)
+            raise
+
+    async def _delete(self, request: AccountDeletionInput) -> AccountDeletionResult:
         grace = self._grace
         if grace is None:
             # Asked first, so a deletion requested during a legal hold shows `held` from its start.

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, ChildWorkflowError
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
@@ -42,7 +42,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.deletion.operator_gate import Decision, OperatorGate
     from workflows.deletion.receipt_step import issue_receipt
     from workflows.deletion.status_recorder import StatusRecorder
-    from workflows.sites.shield import uninterruptible
 
 
 def is_transient(err: ActivityError) -> bool:
@@ -114,10 +113,10 @@ class BotDeletionWorkflow:
 
     @workflow.run
     async def run(self, request: BotDeletionInput) -> BotDeletionResult:
-        # Asked first, so a deletion of a held account shows `held` from its start, never `running` before it.
-        await self._hold.refresh()
-        self._set_status(self._running_or_paused())
         try:
+            # Asked first, so a deletion of a held account shows `held` from its start, never `running` before it.
+            await self._hold.refresh()
+            self._set_status(self._running_or_paused())
             if self._registry is None:
                 await self._read_registry()
             rounds = 0
@@ -146,18 +145,19 @@ class BotDeletionWorkflow:
             if not await self._hold.wait_until_released(give_up=lambda: self._time_to_continue_as_new(request)):
                 await self._continue_as_new(request)
             await self._finish(request)
-        except asyncio.CancelledError:
-            self._set_status(DeletionState.CANCELLED)
-            await uninterruptible(self._recorder.recorded())
+            final = DeletionState.INCOMPLETE if self._skipped() else DeletionState.COMPLETED
+            await issue_receipt(
+                ReceiptSubject.BOT,
+                request.bot_id,
+                request.account_id,
+                self._operator_actions,
+                list(self._verified.values()),
+            )
+        except (asyncio.CancelledError, ActivityError, ChildWorkflowError) as stop:
+            # Wherever the cancel reached the run (a call, a wait, the hold's gate, the receipt), its stop is
+            # recorded as it stops: the status never shows the run open after it closed.
+            await self._recorder.record_if_cancelled(stop, self._set_status)
             raise
-        final = DeletionState.INCOMPLETE if self._skipped() else DeletionState.COMPLETED
-        await issue_receipt(
-            ReceiptSubject.BOT,
-            request.bot_id,
-            request.account_id,
-            self._operator_actions,
-            list(self._verified.values()),
-        )
         self._set_status(final)
         await self._recorder.recorded()
         return BotDeletionResult(bot_id=request.bot_id, services=self._progress, status=final)

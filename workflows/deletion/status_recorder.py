@@ -9,14 +9,17 @@ run waits for the record before it ends or continues as new, so a closed run's s
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from temporalio import workflow
+from temporalio.exceptions import is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     import workflows.activity_presets as presets
     from activities.deletion.records import DeletionRecords
     from lifecycle.contracts import DeletionStatusChange
     from lifecycle.statuses import DeletionState
+    from workflows.sites.shield import uninterruptible
 
 
 class StatusRecorder:
@@ -37,6 +40,15 @@ class StatusRecorder:
     async def recorded(self) -> None:
         """Until the latest status is in the database."""
         await workflow.wait_condition(self.is_recorded)
+
+    async def record_if_cancelled(self, stop: BaseException, set_status: Callable[[DeletionState], None]) -> None:
+        """Record `cancelled` (with the run's `set_status`, which also publishes it) if `stop` is the run's own
+        cancel, wherever it reached the run: a wait, a call (an ActivityError), a child (a ChildWorkflowError).
+        Waited for whatever further cancellations reach the run meanwhile, so the run closes only once it is in."""
+        if workflow.cancellation_reason() is None or not is_cancelled_exception(stop):
+            return
+        set_status(DeletionState.CANCELLED)
+        await uninterruptible(self.recorded())
 
     async def _write(self) -> None:
         while True:
