@@ -57,14 +57,17 @@ async def _post(http: httpx.AsyncClient, url: str, body: dict[str, str]) -> tupl
     return AlertDelivery.FAILED, WEBHOOK_ATTEMPTS, error
 
 
-async def record_alert(resources: ActivityResources, alert: AlertInput) -> None:
-    """Record the alert once per raising activity, log it, then try the webhook; only the database can fail it.
+async def record_alert(resources: ActivityResources, alert: AlertInput, raised_by: str | None = None) -> None:
+    """Record the alert once per raising activity, or once per `raised_by` given, log it, then try the webhook; only
+    the database can fail it.
 
-    Called by raise_alert, and by an activity that alerts about what it found itself (activities/exports/steps.py).
+    Called by raise_alert, and by an activity that alerts about what it found itself (activities/exports/steps.py,
+    activities/watch.py, which names each alert after what it found).
     """
     body = {"workflow_id": alert.workflow_id, "subject": alert.subject, "reason": alert.reason}
-    info = activity.info()
-    raised_by = f"{info.workflow_run_id}/{info.activity_id}"
+    if raised_by is None:
+        info = activity.info()
+        raised_by = f"{info.workflow_run_id}/{info.activity_id}"
     url = resources.settings.alert_webhook_url
     async with resources.engine.begin() as conn:
         recorded = await conn.execute(

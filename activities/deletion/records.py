@@ -39,7 +39,8 @@ _RECORD_STATUS = text(
 )
 _RECORD_SKIP = text(
     "INSERT INTO deletion_progress (workflow_id, service, done, skipped) VALUES (:workflow_id, :service, true, true)"
-    " ON CONFLICT (workflow_id, service) DO UPDATE SET done = true, skipped = true, updated_at = now()"
+    " ON CONFLICT (workflow_id, service) DO UPDATE SET done = true, skipped = true, updated_at = now(),"
+    " progressed_at = now()"
 )
 
 

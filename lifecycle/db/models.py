@@ -163,6 +163,9 @@ class DeletionProgress(Base):
     resume_cursor: Mapped[str | None] = mapped_column(Text)
     # Since when the deletion has waited for the registered service's worker to take a call; null while it answers.
     waiting_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # When the service's part last moved: rows or files deleted, or done. A record that moves nothing (a wait, a
+    # retried call) leaves it, so it is what the stuck-work sweep reads (lifecycle/stuck.py).
+    progressed_at: Mapped[datetime] = _now_column()
 
 
 class DeletionService(Base):
@@ -215,6 +218,8 @@ class ProcessorErasure(Base):
     acknowledged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     reference: Mapped[str | None] = mapped_column(String(200))
     skipped_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # When its delivery began (the row's insert); `requested_at` is the deletion's request, which may be far earlier.
+    begun_at: Mapped[datetime] = _now_column()
 
     __table_args__ = (
         CheckConstraint("status IN ('pending', 'acknowledged', 'skipped')", name="ck_processor_erasures_status"),

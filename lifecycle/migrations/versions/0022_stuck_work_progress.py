@@ -1,0 +1,34 @@
+"""stuck work: when each service's part of a deletion last moved (deletion_progress.progressed_at), and when a
+processor's erasure request began to be delivered (processor_erasures.begun_at)
+
+Revision ID: 0022
+Revises: 0021
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0022"
+down_revision: str | None = "0021"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.add_column(
+        "deletion_progress",
+        sa.Column("progressed_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False),
+    )
+    # The last record stands for the last move: earlier ones are not kept.
+    op.execute("UPDATE deletion_progress SET progressed_at = updated_at")
+    op.add_column(
+        "processor_erasures",
+        sa.Column("begun_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False),
+    )
+
+
+def downgrade() -> None:
+    op.drop_column("processor_erasures", "begun_at")
+    op.drop_column("deletion_progress", "progressed_at")
