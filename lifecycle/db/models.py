@@ -115,7 +115,10 @@ class DeletionRequest(Base):
     status_reason: Mapped[str | None] = mapped_column(Text)
     # When the erasure is due: the request plus ERASURE_DUE_WITHIN (GDPR Art. 12(3)), moved later by the time a legal
     # hold stopped the clock.
-    due_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The server default is ERASURE_DUE_WITHIN's default, for a row written by hand; the code writes its setting.
+    due_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=text("now() + interval '30 days'"), nullable=False
+    )
     # When `status` was last known true: written with every status, and by the reconciler each time it finds the run
     # still open. A run that closed without recording it (a terminate) shows its last status as of this time.
     status_confirmed_at: Mapped[datetime] = _now_column()

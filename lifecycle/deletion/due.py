@@ -70,6 +70,13 @@ def stage_at(due: datetime, settings: Settings, at: datetime) -> DueStage | None
     return None
 
 
+def is_overdue(due: datetime, completed_at: datetime | None, status: DeletionState, now: datetime) -> bool:
+    """Finished after its due date, or not finished past it; never while a legal hold stops its clock."""
+    if completed_at is not None:
+        return completed_at > due
+    return status != DeletionState.HELD and now > due
+
+
 async def due_erasures(conn: AsyncConnection, settings: Settings, at: datetime) -> list[DueErasure]:
     """The open deletions, clock running, that are near their due date or past it at `at`."""
     found = []
