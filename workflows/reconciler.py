@@ -1,5 +1,6 @@
 """Backup for the API's start path, run by a Temporal Schedule: drive on the deletions, sites and exports the
-database asks for that no run is working on."""
+database asks for that no run is working on; then alert the runs stuck without progress and the erasures near or past
+their due date (activities/watch.py)."""
 
 from __future__ import annotations
 

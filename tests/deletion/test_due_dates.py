@@ -24,8 +24,18 @@ from worker import LifecycleWorkers
 _DUE_ALERTS = text("SELECT subject FROM alerts WHERE raised_by LIKE :prefix ORDER BY id")
 
 
+async def due_alerts(resources: ActivityResources, workflow_id: str) -> list[str]:
+    async with resources.engine.connect() as conn:
+        rows = await conn.execute(_DUE_ALERTS, {"prefix": f"due/{workflow_id}/%"})
+        return [subject for (subject,) in rows]
+
+
 async def test_a_hold_stops_the_clock_and_the_status_and_receipt_say_when_it_is_due(
-    api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers, settings: Settings
+    api: httpx.AsyncClient,
+    account: ApiAccount,
+    worker: LifecycleWorkers,
+    settings: Settings,
+    temporal_client: Client,
 ) -> None:
     bot_id = await a_bot(api, account)
     placed = await api.put(f"/accounts/{account.id}/legal-hold", json={"reason": "litigation"}, headers=ADMIN_HEADERS)
@@ -38,6 +48,13 @@ async def test_a_hold_stops_the_clock_and_the_status_and_receipt_say_when_it_is_
     due_at = datetime.fromisoformat(held["due_at"])
     assert due_at == requested_at + settings.erasure_due_within
     assert held["overdue"] is False
+    # The hold stops the clock: a sweep even a day past due_at alerts nothing.
+    resources = ActivityResources.create(settings, temporal_client)
+    try:
+        await watch_work(resources, at=due_at + timedelta(days=1))
+        assert await due_alerts(resources, bot_deletion_id(bot_id)) == []
+    finally:
+        await resources.close()
 
     released = await api.delete(f"/accounts/{account.id}/legal-hold", headers=ADMIN_HEADERS)
     assert released.status_code == 200, released.text
@@ -79,20 +96,15 @@ async def test_an_erasure_alerts_at_its_share_of_the_time_and_once_overdue(
                 )
             ).scalar_one()
 
-        async def alerts() -> list[str]:
-            async with resources.engine.connect() as conn:
-                rows = await conn.execute(_DUE_ALERTS, {"prefix": f"due/{workflow_id}/%"})
-                return [subject for (subject,) in rows]
-
         near = due_at - short.erasure_due_within * (1 - short.erasure_due_alert_share)
         await watch_work(resources, at=near - timedelta(milliseconds=1))
-        assert await alerts() == []
+        assert await due_alerts(resources, workflow_id) == []
         await watch_work(resources, at=near)
         await watch_work(resources, at=near + timedelta(milliseconds=100))
-        assert await alerts() == ["erasure near"]
+        assert await due_alerts(resources, workflow_id) == ["erasure near"]
         await watch_work(resources, at=due_at + timedelta(milliseconds=1))
         await watch_work(resources, at=due_at + timedelta(seconds=1))
-        assert await alerts() == ["erasure near", "erasure overdue"]
+        assert await due_alerts(resources, workflow_id) == ["erasure near", "erasure overdue"]
 
         status = status_of(api, bot_id, account)
         first = await status()
