@@ -7,12 +7,15 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 
 import httpx
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import text as sql
 
+from lifecycle.db.engine import make_engine
 from lifecycle.deletion.due import DueStage
 from lifecycle.stuck import RunKind
 from tests.conftest import ADMIN_HEADERS
@@ -75,3 +78,50 @@ async def test_the_gauges_cover_every_kind_and_stage(api: httpx.AsyncClient) -> 
     exported = _exported((await api.get("/metrics", headers=ADMIN_HEADERS)).text)
     assert sorted(labels["kind"] for labels in exported["lifecycle_stuck_runs"]) == sorted(RunKind)
     assert sorted(labels["stage"] for labels in exported["lifecycle_erasures_due"]) == sorted(DueStage)
+
+
+async def test_a_stuck_run_and_a_poison_pill_show_on_the_gauges(api: httpx.AsyncClient, database_url: str) -> None:
+    """Rows as the code leaves them: an export writing for three hours (STUCK_AFTER_ACCOUNT_EXPORT is two), and a
+    deletion at a poison pill."""
+
+    def value(exported: str, name: str, **labels: str) -> float:
+        families = text_string_to_metric_families(exported)
+        samples = [sample for family in families for sample in family.samples if sample.name == name]
+        return next(sample.value for sample in samples if labels.items() <= sample.labels.items())
+
+    async def scrape() -> str:
+        answer = await api.get("/metrics", headers=ADMIN_HEADERS)
+        assert answer.status_code == 200, answer.text
+        return answer.text
+
+    before = await scrape()
+    account = uuid.uuid4()
+    export = f"account-export-{account}-1"
+    poisoned = f"bot-deletion-{uuid.uuid4()}"
+    engine = make_engine(database_url, pool_size=1)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                sql(
+                    "INSERT INTO account_exports (id, account_id, sequence, workflow_id, status, requested_at)"
+                    " VALUES (:id, :account, 1, :w, 'writing', now() - interval '3 hours')"
+                ),
+                {"id": uuid.uuid4(), "account": account, "w": export},
+            )
+            await conn.execute(
+                sql(
+                    "INSERT INTO deletion_requests (workflow_id, kind, account_id, status)"
+                    " VALUES (:w, 'bot', :account, 'waiting_for_operator')"
+                ),
+                {"w": poisoned, "account": account},
+            )
+        after = await scrape()
+        stuck = "lifecycle_stuck_runs"
+        assert value(after, stuck, kind="account_export") == value(before, stuck, kind="account_export") + 1
+        pills = "lifecycle_deletions_waiting_for_operator"
+        assert value(after, pills) == value(before, pills) + 1
+    finally:
+        async with engine.begin() as conn:
+            await conn.execute(sql("DELETE FROM account_exports WHERE workflow_id = :w"), {"w": export})
+            await conn.execute(sql("DELETE FROM deletion_requests WHERE workflow_id = :w"), {"w": poisoned})
+        await engine.dispose()
