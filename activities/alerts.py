@@ -59,15 +59,17 @@ async def _post(http: httpx.AsyncClient, url: str, body: dict[str, str]) -> tupl
     return AlertDelivery.FAILED, WEBHOOK_ATTEMPTS, error
 
 
-async def record_alert(resources: ActivityResources, alert: AlertInput) -> bool:
-    """Record the alert once per raising activity, log it, then try the webhook; only the database can fail it.
-    False when an earlier attempt of the activity had it delivered already.
+async def record_alert(resources: ActivityResources, alert: AlertInput, raised_by: str | None = None) -> bool:
+    """Record the alert once per raising activity, or once per `raised_by` given, log it, then try the webhook;
+    only the database can fail it. False when an earlier attempt had it delivered already.
 
-    Called by raise_alert, and by an activity that alerts about what it found itself (activities/exports/steps.py).
+    Called by raise_alert, and by an activity that alerts about what it found itself (activities/exports/steps.py,
+    activities/watch.py, which names each alert after what it found).
     """
     body = {"workflow_id": alert.workflow_id, "subject": alert.subject, "reason": alert.reason}
-    info = activity.info()
-    raised_by = f"{info.workflow_run_id}/{info.activity_id}"
+    if raised_by is None:
+        info = activity.info()
+        raised_by = f"{info.workflow_run_id}/{info.activity_id}"
     url = resources.settings.alert_webhook_url
     async with resources.engine.begin() as conn:
         recorded = await conn.execute(

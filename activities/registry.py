@@ -23,6 +23,7 @@ from activities.sites.health_check import SiteServerHealth
 from activities.sites.pool import SitePoolActivities
 from activities.sites.reconciler import SiteReconciler
 from activities.sites.steps import SiteActivities
+from activities.watch import WorkWatch
 from lifecycle.deletion.receipt_keys import ReceiptSigner
 
 
@@ -51,6 +52,7 @@ def build_activities(resources: ActivityResources, signer: ReceiptSigner) -> lis
         SitePoolActivities(resources).refill_site_db_pool,
         SiteServerHealth(resources).check_site_db_servers,
         ExportReconciler(resources, signer).reconcile_exports,
+        WorkWatch(resources).watch_work,
         *_export_activities(AccountExportActivities(resources, signer)),
         DeletionGrace(resources).end_account_deletion_grace,
         LegalHolds(resources).legal_hold_in_force,

@@ -1,4 +1,5 @@
-"""Request counts and latencies for Prometheus, labelled by route template rather than raw path.
+"""Request counts and latencies for Prometheus, labelled by route template rather than raw path, and the work's own
+gauges (api/lifecycle_metrics.py), read from the database at each scrape.
 
 Event streams (text/event-stream) last minutes, ordinary answers milliseconds: each has a histogram of its own
 with buckets that resolve it, so a stream never lands in, or skews the quantiles of, the latency histogram.
@@ -12,7 +13,8 @@ from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.dependencies import MetricsReaderDep
+from api.dependencies import EngineDep, MetricsReaderDep, SettingsDep
+from api.lifecycle_metrics import LifecycleGauges
 
 # Answers take milliseconds; a deletion answered inline waits up to DELETION_INLINE_WAIT (5 s), `Prefer: wait`
 # up to 30 s.
@@ -46,6 +48,7 @@ class ApiMetrics:
             buckets=STREAM_BUCKETS,
             registry=self.registry,
         )
+        self.lifecycle = LifecycleGauges(self.registry)
 
 
 class _MetricsMiddleware:
@@ -91,5 +94,6 @@ def install_metrics(app: FastAPI) -> None:
     # For Prometheus with a metrics credential (deploy/prometheus.yml), or an admin: the routes, their traffic and
     # their errors are the operator's business. Left out of the schema, not out of the authorization matrix.
     @app.get("/metrics", include_in_schema=False)
-    async def _metrics(_reader: MetricsReaderDep) -> Response:
+    async def _metrics(_reader: MetricsReaderDep, engine: EngineDep, settings: SettingsDep) -> Response:
+        await metrics.lifecycle.refresh(engine, settings)
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

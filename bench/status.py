@@ -85,11 +85,12 @@ async def _paused_deletion(settings: Settings, client: Client) -> Subject:
     try:
         # As the API and the run leave it (code before migration 0009 ignores `status` and asks Temporal).
         await conn.execute(
-            "INSERT INTO deletion_requests (workflow_id, kind, account_id, bot_id, status)"
-            " VALUES ($1, 'bot', $2, $3, 'paused')",
+            "INSERT INTO deletion_requests (workflow_id, kind, account_id, bot_id, status, due_at)"
+            " VALUES ($1, 'bot', $2, $3, 'paused', now() + $4::interval)",
             workflow_id,
             uuid.UUID(seeded.account_id),
             uuid.UUID(bot_id),
+            settings.erasure_due_within,
         )
         for n, service in enumerate(service.name for service in SERVICES):
             await conn.execute(

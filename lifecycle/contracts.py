@@ -25,6 +25,15 @@ class DeletionStatusChange:
 
 
 @dataclass
+class WatchResult:
+    """What the reconciler's watch found (activities/watch.py): stuck runs, erasures near or past their due date."""
+
+    stuck: int = 0
+    near_due: int = 0
+    overdue: int = 0
+
+
+@dataclass
 class ReconcileResult:
     bot_deletions_started: int = 0
     account_deletions_started: int = 0
@@ -32,3 +41,4 @@ class ReconcileResult:
     deletion_statuses_recorded: int = 0
     sites: SitesReconciled | None = None
     exports: ExportsReconciled | None = None
+    watch: WatchResult | None = None

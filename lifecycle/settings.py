@@ -153,6 +153,20 @@ class Settings(BaseSettings):
     processor_retry_max: timedelta = Field(default=timedelta(hours=1), gt=timedelta(0))
     processor_request_timeout: timedelta = Field(default=timedelta(seconds=10), gt=timedelta(0))
     processor_alert_after: timedelta = Field(default=timedelta(hours=6), gt=timedelta(0))
+    # Stuck work (lifecycle/stuck.py): a run of each kind that has made no progress (rows, a step, an
+    # acknowledgement) for this long alerts once, and again after each further such period. Why these defaults:
+    # docs/observability.md, "Stuck work".
+    stuck_after_bot_deletion: timedelta = Field(default=timedelta(minutes=30), gt=timedelta(0))
+    stuck_after_account_deletion: timedelta = Field(default=timedelta(hours=1), gt=timedelta(0))
+    stuck_after_site_creation: timedelta = Field(default=timedelta(minutes=15), gt=timedelta(0))
+    stuck_after_site_deletion: timedelta = Field(default=timedelta(minutes=30), gt=timedelta(0))
+    stuck_after_account_export: timedelta = Field(default=timedelta(hours=2), gt=timedelta(0))
+    stuck_after_processor_erasure: timedelta = Field(default=timedelta(hours=1), gt=timedelta(0))
+    stuck_after_site_db_pool: timedelta = Field(default=timedelta(minutes=30), gt=timedelta(0))
+    # An erasure is due this long after its request (GDPR Art. 12(3): one month), plus the time a legal hold stopped
+    # the clock; it alerts once this share of that time has passed unfinished, and again once overdue.
+    erasure_due_within: timedelta = Field(default=timedelta(days=30), gt=timedelta(0))
+    erasure_due_alert_share: float = Field(default=0.8, gt=0, lt=1)
     # Live progress streams (GET /sites/{id}/events and the deletion ones). A comment every events_keepalive
     # seconds keeps proxies from closing an idle stream; the API's one LISTEN connection is backed by a poll
     # every events_poll_interval seconds; a deletion's status, part of which only Temporal knows, is asked

@@ -524,6 +524,7 @@ def test_promtool_accepts_the_prometheus_config(project_root: Path, tmp_path: Pa
     # As in the container: the file as committed, and the admin token's secret file beside it, which promtool
     # checks is there.
     shutil.copy(project_root / "deploy/prometheus.yml", tmp_path / "prometheus.yml")
+    shutil.copy(project_root / "deploy/prometheus-rules.yml", tmp_path / "prometheus-rules.yml")
     (tmp_path / "admin_token").write_text("a-token")
     result = subprocess.run(
         [promtool, "check", "config", "prometheus.yml"], cwd=tmp_path, capture_output=True, text=True

@@ -1,5 +1,6 @@
 """Backup for the API's start path, run by a Temporal Schedule: drive on the deletions, sites and exports the
-database asks for that no run is working on."""
+database asks for that no run is working on; then alert the runs stuck without progress and the erasures near or past
+their due date (activities/watch.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.deletion.reconciler import Reconciler
     from activities.exports.reconciler import ExportReconciler
     from activities.sites.reconciler import SiteReconciler
+    from activities.watch import WorkWatch
     from lifecycle.contracts import ReconcileResult
     from lifecycle.sites.contracts import SiteReconcileInput
     from lifecycle.workflow_types import RECONCILER_WORKFLOW
@@ -36,5 +38,10 @@ class DeletionReconcilerWorkflow:
             ExportReconciler.reconcile_exports,
             **presets.RECONCILE,
             summary="delete overdue archives and start again the exports no run is working on",
+        )
+        result.watch = await workflow.execute_activity_method(
+            WorkWatch.watch_work,
+            **presets.RECONCILE,
+            summary="alert runs stuck without progress and erasures near or past their due date",
         )
         return result

@@ -30,6 +30,7 @@ from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
 from activities.step_log import step_skipped
 from lifecycle.deletion.contracts import ReceiptInput, ReceiptSubject
+from lifecycle.deletion.due import held_for
 from lifecycle.deletion.processors import erasure_id
 from lifecycle.deletion.receipt_copies import RECORD_COLUMNS, ReceiptCopies, ReceiptRecord, chain_id
 from lifecycle.deletion.receipt_keys import CHAIN_LOCK, ReceiptKey, ReceiptSigner
@@ -38,8 +39,9 @@ from lifecycle.statuses import ExportStatus, ProcessorAnswer
 
 # The receipts' format; a verifier can tell which fields to expect. 2: `key_id` names the signing key. 3:
 # `legal_holds`, the times of the holds that stopped the deletion; an account's receipt has `erased`, `processors`
-# and `retained`; a follow-up receipt `completes` an earlier one.
-RECEIPT_VERSION = 3
+# and `retained`; a follow-up receipt `completes` an earlier one. 4: `due_at`, `overdue` and `held_seconds`, the
+# time legal holds stopped the erasure's clock.
+RECEIPT_VERSION = 4
 # Receipt ids are derived from the deletion they describe, so every attempt names the same receipt.
 RECEIPT_IDS = uuid.UUID("6f1d3c52-6d0b-4d1e-9a51-3f0f6b1f2d8e")
 EXISTING_RECEIPT = text(f"SELECT {RECORD_COLUMNS} FROM deletion_receipts WHERE receipt_key = :key")
@@ -49,7 +51,7 @@ _INSERT = text(
     " sha256, signature) VALUES (:id, :key, :kind, :subject, :account, :workflow_id, :canonical, :sha256, :signature)"
     f" RETURNING {RECORD_COLUMNS}"
 )
-_REQUEST = text("SELECT requested_at, deletes_at FROM deletion_requests WHERE workflow_id = :workflow_id")
+_REQUEST = text("SELECT requested_at, deletes_at, due_at FROM deletion_requests WHERE workflow_id = :workflow_id")
 _PROGRESS = text(
     "SELECT service, sum(deleted), sum(files_deleted), bool_or(skipped), min(started_at),"
     " max(updated_at) FILTER (WHERE done) FROM deletion_progress WHERE workflow_id = ANY(:workflow_ids)"
@@ -159,7 +161,7 @@ class DeletionReceipts:
         check_started = datetime.now(UTC)
         # A run started without the API (an operator's `temporal workflow start`) has no request row.
         requested = (await conn.execute(_REQUEST, {"workflow_id": request.workflow_id})).first()
-        requested_at, deletes_at = requested if requested is not None else (None, None)
+        requested_at, deletes_at, due = requested if requested is not None else (None, None, None)
         if request.subject_kind == ReceiptSubject.BOT:
             bot_ids = [request.subject_id]
             runs = [request.workflow_id]
@@ -229,6 +231,9 @@ class DeletionReceipts:
             "checks": checks,
             "operator_actions": sorted(actions + budget_changes, key=lambda action: str(action["at"])),
             "legal_holds": legal_holds,
+            "due_at": _time(due),
+            "overdue": due is not None and check_ended > due,
+            "held_seconds": int((await held_for(conn, request.workflow_id)).total_seconds()),
             "complete": not skipped and all(check["passed"] for check in checks),
             "remaining": remaining,
         }

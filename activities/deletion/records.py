@@ -41,7 +41,8 @@ _RECORD_STATUS = text(
 )
 _RECORD_SKIP = text(
     "INSERT INTO deletion_progress (workflow_id, service, done, skipped) VALUES (:workflow_id, :service, true, true)"
-    " ON CONFLICT (workflow_id, service) DO UPDATE SET done = true, skipped = true, updated_at = now()"
+    " ON CONFLICT (workflow_id, service) DO UPDATE SET done = true, skipped = true, updated_at = now(),"
+    " progressed_at = now()"
 )
 
 
@@ -58,13 +59,18 @@ class DeletionRecords:
                 text("SELECT id FROM bots WHERE account_id = :account ORDER BY id"), {"account": account_id}
             )
             bot_ids = [str(bot_id) for (bot_id,) in rows]
+            due = self._resources.settings.erasure_due_within
             if bot_ids:
                 await conn.execute(
                     text(
-                        "INSERT INTO deletion_requests (workflow_id, kind, account_id, bot_id)"
-                        " VALUES (:workflow_id, 'bot', :account, :bot) ON CONFLICT (workflow_id) DO NOTHING"
+                        "INSERT INTO deletion_requests (workflow_id, kind, account_id, bot_id, due_at)"
+                        " VALUES (:workflow_id, 'bot', :account, :bot, now() + :due_within)"
+                        " ON CONFLICT (workflow_id) DO NOTHING"
                     ),
-                    [{"workflow_id": bot_deletion_id(bot), "account": account_id, "bot": bot} for bot in bot_ids],
+                    [
+                        {"workflow_id": bot_deletion_id(bot), "account": account_id, "bot": bot, "due_within": due}
+                        for bot in bot_ids
+                    ],
                 )
             return bot_ids
 

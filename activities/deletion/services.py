@@ -31,7 +31,9 @@ _RECORD = text(
     " ON CONFLICT (workflow_id, service) DO UPDATE SET deleted = EXCLUDED.deleted, total = EXCLUDED.total,"
     " done = EXCLUDED.done, files_deleted = EXCLUDED.files_deleted, rows_per_second = EXCLUDED.rows_per_second,"
     " throttled = EXCLUDED.throttled, resume_cursor = EXCLUDED.resume_cursor, waiting_since = EXCLUDED.waiting_since,"
-    " updated_at = now()"
+    " updated_at = now(), progressed_at = CASE WHEN (deletion_progress.deleted, deletion_progress.files_deleted,"
+    " deletion_progress.done) IS DISTINCT FROM (EXCLUDED.deleted, EXCLUDED.files_deleted, EXCLUDED.done)"
+    " THEN now() ELSE deletion_progress.progressed_at END"
 )
 _ANSWERED = text("UPDATE deletion_services SET last_answered_at = now() WHERE name = :service")
 _RETIRED = text("SELECT retired_at IS NOT NULL FROM deletion_services WHERE name = :service")

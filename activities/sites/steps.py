@@ -42,6 +42,12 @@ from lifecycle.workflow_ids import site_creation_id
 
 # The statements are a handful of constant strings: each is parsed into a clause once per process, not per call.
 _statement = functools.cache(text)
+# A step's record moves the site's updated_at only when the step's state changes: a retried attempt is not progress,
+# and updated_at is what the stuck-work sweep reads for a site (lifecycle/stuck.py).
+_MOVED_AT = (
+    "updated_at = CASE WHEN steps->>CAST(:step AS text) IS DISTINCT FROM CAST({status} AS text)"
+    " THEN now() ELSE updated_at END"
+)
 
 # The files and the database go while the creation undoes them or the teardown removes them, never otherwise.
 _TEARDOWN_STATUSES = (SiteStatus.ROLLING_BACK, SiteStatus.DELETING)
@@ -97,7 +103,7 @@ class SiteActivities:
 
     async def _set_step(self, site_id: str, step: SiteStep, status: StepStatus) -> None:
         updated = await self._execute(
-            "UPDATE sites SET updated_at = now(),"
+            f"UPDATE sites SET {_MOVED_AT.format(status=':status')},"
             " steps = steps || jsonb_build_object(CAST(:step AS text), CAST(:status AS text))"
             " WHERE id = :id",
             id=uuid.UUID(site_id),
@@ -134,7 +140,7 @@ class SiteActivities:
         async with heartbeating():
             # Check and record in one statement; only a refusal reads the row, to say what the site is.
             started = await self._execute(
-                "UPDATE sites SET updated_at = now(),"
+                f"UPDATE sites SET {_MOVED_AT.format(status=':running')},"
                 " steps = steps || jsonb_build_object(CAST(:step AS text), CAST(:running AS text))"
                 " WHERE id = :id AND status = :provisioning",
                 id=uuid.UUID(site_id),

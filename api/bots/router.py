@@ -91,7 +91,14 @@ async def delete_bot(
     prefer: PreferHeader = None,
 ) -> DeletionAccepted | JSONResponse:
     try:
-        accepted = await request_bot_deletion(engine, client, settings.task_queue, key_hash=key_hash, bot_id=bot_id)
+        accepted = await request_bot_deletion(
+            engine,
+            client,
+            settings.task_queue,
+            key_hash=key_hash,
+            bot_id=bot_id,
+            due_within=settings.erasure_due_within,
+        )
     except Unauthorized:
         raise unknown_api_key() from None
     if accepted is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
@@ -29,6 +29,7 @@ from lifecycle.deletion.contracts import (
     ReceiptSubject,
     ServiceHoldings,
 )
+from lifecycle.deletion.due import due_at
 from lifecycle.deletion.legal_holds import is_held
 from lifecycle.deletion.pace import Pace
 from lifecycle.deletion.registry import active_services
@@ -103,6 +104,7 @@ async def preview_deletion(
         held=held,
         processors=processors,
         estimated_duration_seconds=estimated_duration_seconds(budget, result.services),
+        due_at=due_at(datetime.now(UTC), settings),
     )
 
 

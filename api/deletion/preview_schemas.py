@@ -72,3 +72,7 @@ class DeletionPreviewOut(BaseModel):
         "`estimated_completion` uses). Null when the budget is unlimited or a service's count is unknown; 0 with "
         "nothing to delete. It leaves out the grace period, an `export_first` export, and an account's sites."
     )
+    due_at: datetime = Field(
+        description="When a deletion requested now would be due: now plus ERASURE_DUE_WITHIN (30 days by default; "
+        "GDPR Art. 12(3)), later by the time a legal hold stops its clock."
+    )

@@ -67,9 +67,10 @@ _AUTHORIZE_MARK_RECORD = f"""
         WHERE id = $2::uuid AND account_id = (SELECT account_id FROM caller)
         RETURNING account_id
     ), recorded AS (
-        INSERT INTO deletion_requests (workflow_id, kind, account_id, bot_id, status)
+        INSERT INTO deletion_requests (workflow_id, kind, account_id, bot_id, status, due_at)
         SELECT $3::text, 'bot', account_id, $2::uuid,
-            CASE WHEN (SELECT held FROM held) THEN '{DeletionState.HELD}' ELSE '{DeletionState.ACCEPTED}' END
+            CASE WHEN (SELECT held FROM held) THEN '{DeletionState.HELD}' ELSE '{DeletionState.ACCEPTED}' END,
+            now() + $4::interval
         FROM marked
         -- A repeat after a stop starts a new run: the request is accepted again, not the old run's closing.
         ON CONFLICT (workflow_id) DO UPDATE
@@ -97,7 +98,7 @@ class Unauthorized(Exception):
 
 
 async def request_bot_deletion(
-    engine: AsyncEngine, client: Client, task_queue: str, *, key_hash: str, bot_id: uuid.UUID
+    engine: AsyncEngine, client: Client, task_queue: str, *, key_hash: str, bot_id: uuid.UUID, due_within: timedelta
 ) -> Accepted | None:
     """Authorize, mark, record and start the bot's deletion; None if the account has no such bot (nor had).
 
@@ -109,7 +110,7 @@ async def request_bot_deletion(
     # the process keeps one pool and its limits.
     async with engine.connect() as connection:
         driver = await _driver_connection(connection)
-        row = await driver.fetchrow(_AUTHORIZE_MARK_RECORD, key_hash, bot_id, workflow_id)
+        row = await driver.fetchrow(_AUTHORIZE_MARK_RECORD, key_hash, bot_id, workflow_id, due_within)
     assert row is not None, "the statement always answers one row"
     if row["account_id"] is None:
         raise Unauthorized
@@ -170,6 +171,7 @@ async def request_account_deletion(
         notify_email=email,
         deletes_at=deletes_at,
         status=status,
+        due_at=func.now() + settings.erasure_due_within,
     )
     if already_requested is None:
         # A new request (the first, or one after a restore): its own grace period, from now, and its own status
@@ -179,6 +181,7 @@ async def request_account_deletion(
             set_={
                 "deletes_at": deletes_at,
                 "requested_at": func.now(),
+                "due_at": func.now() + settings.erasure_due_within,
                 "notify_email": email,
                 "status": status,
                 "status_run_id": None,

@@ -99,6 +99,14 @@ class DeletionOut(BaseModel):
     )
     requested_at: datetime
     completed_at: datetime | None
+    due_at: datetime = Field(
+        description="When the erasure is due: the request plus ERASURE_DUE_WITHIN (30 days by default; GDPR Art. "
+        "12(3)), moved later by the time a legal hold stopped the clock once the hold is released."
+    )
+    overdue: bool = Field(
+        description="Whether it finished after `due_at`, or is not finished past it. False while a legal hold is in "
+        "force (`held`): the hold stops the clock."
+    )
     resume: str | None = Field(
         description="How to resume a deletion that closed without completing; null otherwise.",
         examples=["Repeat DELETE /bots/{id} with the account's API key."],

@@ -18,6 +18,7 @@ from api.deletion.status import DeletionView, account_deletion_record, account_d
 from api.dependencies import AdminDep, CallerDep, SessionDep
 from api.problems import ProblemError, problem_responses
 from lifecycle.db.models import DeletionRequest, ProcessorErasure
+from lifecycle.deletion.due import is_overdue
 from lifecycle.statuses import DeletionState, ProcessorAnswer
 from lifecycle.workflow_ids import bot_deletion_id
 
@@ -103,6 +104,8 @@ def _deletion_out(record: DeletionRequest, view: DeletionView, resume: str | Non
         as_of=record.status_confirmed_at,
         requested_at=record.requested_at,
         completed_at=record.completed_at,
+        due_at=record.due_at,
+        overdue=is_overdue(record.due_at, record.completed_at, view.status, datetime.now(UTC)),
         resume=resume,
         deletes_at=record.deletes_at if view.status == DeletionState.SCHEDULED else None,
         rows_per_second=view.pace.rows_per_second,

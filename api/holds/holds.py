@@ -20,6 +20,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from api.holds.schemas import LegalHoldOut
 from lifecycle.db.models import Account, DeletionRequest, LegalHold
+from lifecycle.deletion.due import push_back_due_dates
 from lifecycle.deletion.legal_holds import IN_FORCE, LEGAL_HOLD_CHANGED
 from lifecycle.statuses import OPEN_DELETION_STATES
 from lifecycle.workflow_ids import account_deletion_id
@@ -77,6 +78,8 @@ async def release_hold(session: AsyncSession, account_id: uuid.UUID) -> LegalHol
         # Nothing was released, so no act to record: the audit row goes with the empty transaction.
         await session.rollback()
         return None
+    # The hold stopped the account's erasure clocks: their due dates move later by the time it held them.
+    await push_back_due_dates(session, account_id, released.placed_at)
     await session.commit()
     return _out(released)
 

@@ -115,7 +115,10 @@ class DeletionRequest(Base):
     status_reason: Mapped[str | None] = mapped_column(Text)
     # When the erasure is due: the request plus ERASURE_DUE_WITHIN (GDPR Art. 12(3)), moved later by the time a legal
     # hold stopped the clock.
-    due_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The server default is ERASURE_DUE_WITHIN's default, for a row written by hand; the code writes its setting.
+    due_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=text("now() + interval '30 days'"), nullable=False
+    )
     # When `status` was last known true: written with every status, and by the reconciler each time it finds the run
     # still open. A run that closed without recording it (a terminate) shows its last status as of this time.
     status_confirmed_at: Mapped[datetime] = _now_column()
@@ -163,6 +166,9 @@ class DeletionProgress(Base):
     resume_cursor: Mapped[str | None] = mapped_column(Text)
     # Since when the deletion has waited for the registered service's worker to take a call; null while it answers.
     waiting_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # When the service's part last moved: rows or files deleted, or done. A record that moves nothing (a wait, a
+    # retried call) leaves it, so it is what the stuck-work sweep reads (lifecycle/stuck.py).
+    progressed_at: Mapped[datetime] = _now_column()
 
 
 class DeletionService(Base):
@@ -215,6 +221,8 @@ class ProcessorErasure(Base):
     acknowledged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     reference: Mapped[str | None] = mapped_column(String(200))
     skipped_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # When its delivery began (the row's insert); `requested_at` is the deletion's request, which may be far earlier.
+    begun_at: Mapped[datetime] = _now_column()
 
     __table_args__ = (
         CheckConstraint("status IN ('pending', 'acknowledged', 'skipped')", name="ck_processor_erasures_status"),

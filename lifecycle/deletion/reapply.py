@@ -69,8 +69,8 @@ _MARK = {
     ),
 }
 _RECORD = text(
-    "INSERT INTO deletion_requests (workflow_id, kind, account_id, bot_id, status)"
-    " VALUES (:workflow_id, :kind, :account, :bot, :status) ON CONFLICT (workflow_id) DO NOTHING"
+    "INSERT INTO deletion_requests (workflow_id, kind, account_id, bot_id, status, due_at)"
+    " VALUES (:workflow_id, :kind, :account, :bot, :status, now() + :due_within) ON CONFLICT (workflow_id) DO NOTHING"
 )
 
 
@@ -246,6 +246,7 @@ async def _delete_again(engine: AsyncEngine, client: Client, settings: Settings,
                 "account": gone.account_id,
                 "bot": gone.subject_id if gone.kind == ReceiptSubject.BOT else None,
                 "status": DeletionState.ACCEPTED.value,
+                "due_within": settings.erasure_due_within,
             },
         )
     if gone.kind == ReceiptSubject.ACCOUNT:

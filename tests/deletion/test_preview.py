@@ -218,6 +218,7 @@ async def test_the_deletion_pages_preview_commands_answer(
             "processors",
             "held",
             "estimated_duration_seconds",
+            "due_at",
         }
 
 

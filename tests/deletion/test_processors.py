@@ -17,6 +17,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 
 from devstack.ports import free_port
 from lifecycle.settings import Settings
+from lifecycle.stuck import RunKind
 from lifecycle.workflow_ids import account_deletion_id, processor_erasure_id
 from tests.conftest import ADMIN_HEADERS, ApiAccount
 from tests.deletion.processor_servers import (
@@ -32,6 +33,7 @@ from tests.deletion.processor_servers import (
 from tests.deletion.receipt_checks import verifies
 from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
+from tests.stuck import assert_alerts_once_stuck
 from worker import LifecycleWorkers
 
 
@@ -135,6 +137,21 @@ async def test_an_operator_skips_a_processor_after_its_alert(
         return int(await conn.fetchval("SELECT count(*) FROM alerts WHERE workflow_id = $1", handle.id))
 
     await eventually(alerted, "an operator is alerted about the processor")
+    # The delivery is stuck too: its retried requests are attempts, not progress.
+    deletion_id = account_deletion_id(account.id)
+    attempts_sql = "SELECT attempts FROM processor_erasures WHERE processor = $1 AND deletion_workflow_id = $2"
+    attempts = int(await conn.fetchval(attempts_sql, gone, deletion_id))
+
+    async def retried() -> bool:
+        return int(await conn.fetchval(attempts_sql, gone, deletion_id)) > attempts
+
+    await assert_alerts_once_stuck(
+        settings,
+        temporal_client,
+        RunKind.PROCESSOR_ERASURE,
+        f"{gone}/{deletion_id}",
+        meanwhile=lambda: eventually(retried, "the request is sent again"),
+    )
     try:
         await handle.execute_update("skip_processor", "nobody", result_type=str)
         raise AssertionError("a processor the deletion does not tell cannot be skipped")

@@ -4,8 +4,8 @@ dev server, the session's real gateway worker, and the API.
 
 - registered, it is called by the next deletion: its data goes, the receipt lists it by its registered name with
   its counts, and the registry shows when it last answered;
-- with its worker stopped, the deletion shows it `waiting` (since when), loses nothing, and finishes with exact
-  counts once the worker is back;
+- with its worker stopped, the deletion shows it `waiting` (since when), loses nothing, alerts once stuck for
+  STUCK_AFTER_BOT_DELETION (and once per further period), and finishes with exact counts once the worker is back;
 - one that answers errors is a poison pill, as a built-in service is: an operator decides;
 - its worker may register it at start-up, through the same call;
 - with a rows/s of its own (PUT /deletion-budget's `services`), each call it gets carries that, and a change
@@ -40,12 +40,14 @@ from temporalio.worker import Worker
 from examples.search_index.store import SearchIndex
 from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse, VerifyRequest, VerifyResponse
 from lifecycle.settings import Settings
+from lifecycle.stuck import RunKind
 from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN, ApiAccount
 from tests.deletion.conftest import Register
 from tests.deletion.helpers import a_bot, completed, receipt_of, status_of
 from tests.eventually import eventually
 from tests.processes import ApiProcess, ChildProcess
+from tests.stuck import assert_alerts_once_stuck
 from worker import LifecycleWorkers
 
 pytestmark = pytest.mark.usefixtures("registry_left_as_found")
@@ -154,8 +156,13 @@ async def shown_waiting(api: httpx.AsyncClient, bot_id: str, account: ApiAccount
 
 
 @pytest.mark.long
-async def test_a_deletion_waits_for_a_stopped_service_and_finishes_when_it_is_back(
-    api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers, search_index: RegisteredIndex
+async def test_a_deletion_waits_for_a_stopped_service_alerts_once_stuck_and_finishes_when_it_is_back(
+    api: httpx.AsyncClient,
+    account: ApiAccount,
+    worker: LifecycleWorkers,
+    search_index: RegisteredIndex,
+    settings: Settings,
+    temporal_client: Client,
 ) -> None:
     bot_id = await a_bot(api, account)
     search_index.index.add(bot_id, entries=ENTRIES, files=FILES)
@@ -165,6 +172,7 @@ async def test_a_deletion_waits_for_a_stopped_service_and_finishes_when_it_is_ba
     assert shown["status"] == "running"
     assert shown["progress"][search_index.name]["waiting_since"] is not None
     assert search_index.index.count(bot_id) == (ENTRIES, FILES)  # nothing was touched, nothing lost
+    await assert_alerts_once_stuck(settings, temporal_client, RunKind.BOT_DELETION, bot_deletion_id(bot_id))
 
     search_index.start()
     finished = await completed(api, bot_id, account)

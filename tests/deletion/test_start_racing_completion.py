@@ -119,6 +119,7 @@ async def test_a_bot_deletion_requested_again_as_it_completes_stays_one_run(
             settings.task_queue,
             key_hash=hash_api_key(seeded.api_key),
             bot_id=uuid.UUID(bot_id),
+            due_within=settings.erasure_due_within,
         )
     )
     await asyncio.wait_for(hold.reached.wait(), timeout=30)

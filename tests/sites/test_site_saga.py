@@ -3,12 +3,15 @@ from the fault-injection interceptor."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SiteProgress
+from lifecycle.stuck import RunKind
 from tests.eventually import eventually
 from tests.sites.helpers import (
     regular_activities,
@@ -18,6 +21,7 @@ from tests.sites.helpers import (
     undos_run,
     workflow_tasks_until_active,
 )
+from tests.stuck import assert_alerts_once_stuck
 from tests.workers import own_queue, own_worker
 
 FORWARD = ["save_site_metadata", "create_site_filesystem", "create_site_database", "bootstrap_site"]
@@ -116,6 +120,12 @@ async def test_retry_budget_spent_rolls_back(
     assert (await site_state(settings, site_id)).status == "rolled_back"
 
 
+async def step_attempt(handle: WorkflowHandle[Any, Any]) -> int:
+    """The attempt the step in flight is at."""
+    pending = (await handle.describe()).raw_description.pending_activities
+    return max((activity.attempt for activity in pending), default=0)
+
+
 @pytest.mark.parametrize(
     ("step", "expected_undos"),
     [
@@ -143,6 +153,15 @@ async def test_cancellation_during_a_step_rolls_back(
             lambda: handle.query("progress", result_type=SiteProgress),
             f"the {step} step is running",
             until=lambda progress: progress.steps[step] == "running",
+        )
+        # Retried without end, the step moves nothing: the creation is stuck, and its attempts are not progress.
+        attempt = await step_attempt(handle)
+        await assert_alerts_once_stuck(
+            settings,
+            temporal_client,
+            RunKind.SITE_CREATION,
+            site_id,
+            meanwhile=lambda: eventually(lambda: step_attempt(handle), "a retry", until=lambda now: now > attempt),
         )
         await handle.cancel()
         with pytest.raises(WorkflowFailureError):

@@ -1,5 +1,6 @@
 """A site-database server that fails (activities/sites/health_check.py, workflows/sites/creation.py): a killed
-server gets no new site once the health check marks it down; a site caught mid-creation on it waits, and one
+server gets no new site once the health check marks it down; a site caught mid-creation on it waits (and alerts once
+stuck for STUCK_AFTER_SITE_CREATION, its step's retries being no progress), and one
 deleted meanwhile is removed, once it is back; a creation cancelled while it waits rolls back once the server
 answers; the health check never overrides an operator; and a drained server's sites are still deleted.
 
@@ -23,11 +24,13 @@ from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SiteServersChecked
 from lifecycle.sites.errors import SERVER_UNREACHABLE_ERROR
 from lifecycle.statuses import SiteDbServerState, SiteDbServerStateSetBy
+from lifecycle.stuck import RunKind
 from lifecycle.workflow_ids import site_creation_id, site_deletion_id
 from lifecycle.workflow_types import SITE_SERVER_HEALTH_CHECK_WORKFLOW
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually
 from tests.sites.fleet import Fleet, fleet_of, with_password
+from tests.stuck import assert_alerts_once_stuck
 from workflows.activity_presets import SITE_STEP
 
 STEP_ATTEMPTS = SITE_STEP["retry_policy"].maximum_attempts
@@ -87,6 +90,19 @@ async def test_a_killed_server_takes_no_new_site_and_its_site_in_flight_finishes
             return await unreachable_failures(temporal_client, caught) >= 1
 
         await eventually(waiting, "the database step finds its server unreachable")
+        # Waiting for its server, the creation is stuck: its step's retries are not progress.
+        failures = await unreachable_failures(temporal_client, caught)
+
+        async def retried() -> bool:
+            return await unreachable_failures(temporal_client, caught) > failures
+
+        await assert_alerts_once_stuck(
+            fleet.settings,
+            temporal_client,
+            RunKind.SITE_CREATION,
+            caught,
+            meanwhile=lambda: eventually(retried, "the step tries again"),
+        )
         # One failed check moves nothing; the second in a row marks it down.
         first = await check_health(fleet, temporal_client)
         assert "flaky" in first.unreachable and "flaky" not in first.marked_down
