@@ -37,8 +37,9 @@ from lifecycle.statuses import ExportStatus, ProcessorAnswer
 
 # The receipts' format; a verifier can tell which fields to expect. 2: `key_id` names the signing key. 3:
 # `legal_holds`, the times of the holds that stopped the deletion; an account's receipt has `erased`, `processors`
-# and `retained`; a follow-up receipt `completes` an earlier one.
-RECEIPT_VERSION = 3
+# and `retained`; a follow-up receipt `completes` an earlier one. 4: `registry`, the deletion services the deletion
+# used, each with when it registered.
+RECEIPT_VERSION = 4
 # Receipt ids are derived from the deletion they describe, so every attempt names the same receipt.
 RECEIPT_IDS = uuid.UUID("6f1d3c52-6d0b-4d1e-9a51-3f0f6b1f2d8e")
 EXISTING_RECEIPT = text(f"SELECT {RECORD_COLUMNS} FROM deletion_receipts WHERE receipt_key = :key")
@@ -97,6 +98,13 @@ async def account_sections(
     ]
     acknowledged = all(p["status"] == ProcessorAnswer.ACKNOWLEDGED for p in processors.values())
     return {"erased": erased, "processors": processors, "retained": retained, "complete": erased and acknowledged}
+
+
+def reached_all(registry: list[dict[str, str]], skipped: bool, checks: list[dict[str, Any]]) -> bool:
+    """A receipt's `complete`: some registered service was reached, none was skipped, and every check passed. A
+    receipt whose registry is empty reached nobody, so it can never be complete, whatever else led to it (an
+    operator's nothing_to_reach, or a registry lost or not yet filled)."""
+    return bool(registry) and not skipped and all(check["passed"] for check in checks)
 
 
 def receipt_key(request: ReceiptInput) -> str:
@@ -208,6 +216,7 @@ class DeletionReceipts:
                 _LEGAL_HOLDS, {"account": request.account_id, "since": requested_at or check_started}
             )
         ]
+        registry = [{"service": s.name, "registered_at": s.registered_at} for s in request.registry]
         actions = [{k: v for k, v in asdict(action).items() if v is not None} for action in request.operator_actions]
         if request.subject_kind == ReceiptSubject.ACCOUNT:
             # An operator's message to the account reaches its bot deletions, whose receipts recorded it.
@@ -226,7 +235,8 @@ class DeletionReceipts:
             "checks": checks,
             "operator_actions": sorted(actions + budget_changes, key=lambda action: str(action["at"])),
             "legal_holds": legal_holds,
-            "complete": not skipped and all(check["passed"] for check in checks),
+            "registry": registry,
+            "complete": reached_all(registry, skipped, checks),
             "remaining": remaining,
         }
         if request.subject_kind == ReceiptSubject.ACCOUNT:

@@ -53,7 +53,7 @@ _OPEN_RECORDS = text(
     " AND workflow_id > :after ORDER BY workflow_id LIMIT :n"
 )
 _RECORD_OBSERVED = text(
-    "UPDATE deletion_requests SET status = :status, status_run_id = :run_id"
+    "UPDATE deletion_requests SET status = :status, status_reason = NULL, status_run_id = :run_id"
     " WHERE workflow_id = :workflow_id AND status = :seen AND status_run_id IS NOT DISTINCT FROM :seen_run_id"
 )
 

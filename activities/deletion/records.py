@@ -34,8 +34,9 @@ _MARK_COMPLETED = text(
 # changes. Idempotent: a retry, or a replay after a reset, that finds the status already recorded by this run
 # changes nothing and appends no event; a new run recording the status its predecessor left takes it over.
 _RECORD_STATUS = text(
-    "UPDATE deletion_requests SET status = :status, status_run_id = :run_id WHERE workflow_id = :workflow_id"
-    " AND (status <> :status OR status_run_id IS DISTINCT FROM :run_id)"
+    "UPDATE deletion_requests SET status = :status, status_reason = :reason, status_run_id = :run_id"
+    " WHERE workflow_id = :workflow_id AND (status <> :status OR status_run_id IS DISTINCT FROM :run_id"
+    " OR status_reason IS DISTINCT FROM :reason)"
 )
 _RECORD_SKIP = text(
     "INSERT INTO deletion_progress (workflow_id, service, done, skipped) VALUES (:workflow_id, :service, true, true)"
@@ -68,7 +69,8 @@ class DeletionRecords:
 
     @activity.defn(name="record_deletion_status")
     async def record_deletion_status(self, change: DeletionStatusChange) -> None:
-        """Record the status a run entered: the API and the streams read it from here, never from Temporal.
+        """Record the status a run entered, with its reason (None clears the last one): the API and the streams
+        read it from here, never from Temporal.
 
         A deletion with no record (a run started by hand, without the API) has nothing to update.
         """
@@ -79,6 +81,7 @@ class DeletionRecords:
                 {
                     "workflow_id": change.workflow_id,
                     "status": str(change.status),
+                    "reason": change.reason,
                     "run_id": activity.info().workflow_run_id,
                 },
             )
