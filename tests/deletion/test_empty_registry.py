@@ -9,6 +9,7 @@ Against real PostgreSQL, a real Temporal dev server, the session's real gateway 
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from typing import Any
@@ -211,3 +212,49 @@ async def test_nothing_to_reach_is_refused_while_a_service_is_registered(
 
 def _same_time(a: str, b: str) -> bool:
     return datetime.fromisoformat(a) == datetime.fromisoformat(b)
+
+
+async def test_an_account_deletion_waits_once_for_all_its_bots_and_nothing_to_reach_ends_it_incomplete(
+    api: httpx.AsyncClient,
+    conn: asyncpg.Connection,
+    settings: Settings,
+    worker: LifecycleWorkers,
+    temporal_client: Client,
+    empty_registry: RegisterAgain,
+) -> None:
+    seeded = await seed(settings, bots=2, rows=ROWS)
+    headers = {"Authorization": f"Bearer {seeded.api_key}"}
+    url = f"/accounts/{seeded.account_id}/deletion"
+
+    async def status() -> dict[str, Any]:
+        answer = await api.get(url, headers=ADMIN_HEADERS)
+        assert answer.status_code == 200, answer.text
+        body: dict[str, Any] = answer.json()
+        assert body["status"] != DeletionState.COMPLETED, body
+        return body
+
+    assert (await api.delete("/account", headers=headers)).status_code == 202
+    waiting = await _waiting(status)
+    assert waiting["reason"] == NO_SERVICE_REGISTERED
+    workflow_id = waiting["workflow_id"]
+    await eventually(lambda: _alerts(conn, workflow_id), "the account deletion alerts")
+    # The account waits before any bot: no bot deletion started, so none alerts on its own.
+    bot_runs = [bot_deletion_id(bot_id) for bot_id in seeded.bot_ids]
+    assert await conn.fetchval("SELECT count(*) FROM alerts WHERE workflow_id = ANY($1)", bot_runs) == 0
+
+    await temporal_client.get_workflow_handle(workflow_id).execute_update(NOTHING_TO_REACH, result_type=str)
+    await eventually(status, "the account deletion ends", until=lambda body: body["status"] == "incomplete")
+    receipt = (await api.get(f"{url}/receipt", headers=ADMIN_HEADERS)).json()["receipt"]
+    assert receipt["registry"] == [] and receipt["complete"] is False and receipt["erased"] is False
+    assert NOTHING_TO_REACH in {action["action"] for action in receipt["operator_actions"] if "bot" not in action}
+    # Its bot deletions took the operator's decision: each receipt says so, and none is complete.
+    for bot_id in seeded.bot_ids:
+        # Read from the database: the bots' receipts are the account's key's, and that key went with the account.
+        canonical = await conn.fetchval(
+            "SELECT canonical FROM deletion_receipts WHERE subject_kind = 'bot' AND subject_id = $1", bot_id
+        )
+        bot = json.loads(canonical)
+        assert bot["complete"] is False and bot["registry"] == []
+        assert NOTHING_TO_REACH in {action["action"] for action in bot["operator_actions"]}
+        assert await remaining_rows(settings.database_url, bot_id) == rows_per_service(ROWS)
+    assert len(await _alerts(conn, workflow_id)) == 1
