@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Request, Response
 from sqlalchemy import select
 
 from api.deletion.registered_signal import tell_waiting_deletions
 from api.deletion.services_schemas import DeletionServiceBody, DeletionServiceOut, DeletionServicesOut
-from api.dependencies import AdminDep, SessionDep, TemporalDep
+from api.dependencies import AdminDep, SessionDep
 from api.problems import problem_responses
 from api.registries import register, retire
 from lifecycle.db.models import DeletionService
@@ -51,7 +51,7 @@ async def put_deletion_service(
     body: DeletionServiceBody,
     _admin: AdminDep,
     session: SessionDep,
-    client: TemporalDep,
+    request: Request,
     response: Response,
 ) -> DeletionServiceOut:
     # Registering a retired service again brings it back: deletions started from now on call it.
@@ -60,7 +60,8 @@ async def put_deletion_service(
     )
     response.status_code = 201 if inserted else 200
     out = _out(entry)
-    await tell_waiting_deletions(session, client)
+    # Registering needs PostgreSQL alone: the deletions waiting for a service are told if Temporal answers.
+    await tell_waiting_deletions(session, request.app.state.temporal)
     return out
 
 
