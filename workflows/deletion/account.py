@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
         ServiceProgress,
     )
     from lifecycle.deletion.legal_holds import LEGAL_HOLD_CHANGED
-    from lifecycle.deletion.registry import NO_SERVICE_REGISTERED, NOTHING_TO_REACH, SERVICE_REGISTERED
+    from lifecycle.deletion.registry import NO_SERVICE_REGISTERED
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.sites.contracts import SiteDeletionInput
     from lifecycle.start_options import bot_deletion_options, site_deletion_options
@@ -51,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.deletion.legal_hold import LegalHoldGate
     from workflows.deletion.operator_gate import Decision, OperatorGate
     from workflows.deletion.receipt_step import issue_receipt
-    from workflows.deletion.registry_wait import RegistryWait
+    from workflows.deletion.registry_wait import RegistryMessages, RegistryWait
     from workflows.deletion.status_recorder import StatusRecorder
     from workflows.sites.deletion import SiteDeletionWorkflow
 
@@ -71,7 +71,7 @@ def _redrive_backoff(attempt: int) -> timedelta:
 # Pinned: a run never meets new code mid-history; it runs for hours or days (grace, waves of bot deletions), so
 # it moves to a new current version at its next continue-as-new instead (_continue_as_new).
 @workflow.defn(name=ACCOUNT_DELETION_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
-class AccountDeletionWorkflow:
+class AccountDeletionWorkflow(RegistryMessages):
     @workflow.init
     def __init__(self, request: AccountDeletionInput) -> None:
         self._finished = list(request.finished_bot_ids)
@@ -504,30 +504,8 @@ class AccountDeletionWorkflow:
             return None
         return self._gate.refusal(decision)
 
-    @workflow.signal(name=SERVICE_REGISTERED)
-    def service_registered(self) -> None:
-        """The API registered a deletion service: an account deletion that waits for one reads the registry now."""
-        self._registry_wait.service_registered()
-
-    @workflow.signal(name=NOTHING_TO_REACH)
-    def nothing_to_reach(self) -> None:
-        """Operator: no deletion service holds anything of this account; go on without any, to end `incomplete`."""
-        if (refused := self._registry_wait.refusal()) is not None:
-            workflow.logger.warning("operator message ignored: %s", refused)
-            return
-        self._nothing_to_reach = OperatorAction(NOTHING_TO_REACH, workflow.now().isoformat())
-        self._registry_wait.nothing_to_reach = True
-
-    @workflow.update(name=NOTHING_TO_REACH)
-    def nothing_to_reach_update(self) -> str:
-        """`nothing_to_reach` that answers: refused by the validator unless the deletion waits for a service."""
-        self.nothing_to_reach()
-        return "going on without any deletion service; the deletion ends incomplete, its receipt says so"
-
-    @nothing_to_reach_update.validator
-    def _validate_nothing_to_reach(self) -> None:
-        if (refused := self._registry_wait.refusal()) is not None:
-            raise ValueError(refused)
+    def _took_nothing_to_reach(self, action: OperatorAction) -> None:
+        self._nothing_to_reach = action
 
     @workflow.signal
     async def retry(self) -> None:

@@ -35,14 +35,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from lifecycle.deletion.legal_holds import LEGAL_HOLD_CHANGED
     from lifecycle.deletion.pace import Pace
-    from lifecycle.deletion.registry import NO_SERVICE_REGISTERED, NOTHING_TO_REACH, SERVICE_REGISTERED
+    from lifecycle.deletion.registry import NO_SERVICE_REGISTERED, NOTHING_TO_REACH
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.statuses import DeletionState, strongest_throttle
     from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
     from workflows.deletion.legal_hold import LegalHoldGate
     from workflows.deletion.operator_gate import Decision, OperatorGate
     from workflows.deletion.receipt_step import issue_receipt
-    from workflows.deletion.registry_wait import RegistryWait
+    from workflows.deletion.registry_wait import RegistryMessages, RegistryWait
     from workflows.deletion.status_recorder import StatusRecorder
     from workflows.sites.shield import uninterruptible
 
@@ -92,7 +92,7 @@ def _pace(services: dict[str, ServiceProgress]) -> Pace:
 # Pinned: a run never meets new code mid-history; it runs for hours and continues as new at slice boundaries,
 # where it moves to a new current version (_continue_as_new).
 @workflow.defn(name=BOT_DELETION_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
-class BotDeletionWorkflow:
+class BotDeletionWorkflow(RegistryMessages):
     @workflow.init
     def __init__(self, request: BotDeletionInput) -> None:
         # The registered services, once the first run has read them (run's first step); carried on after that.
@@ -421,30 +421,8 @@ class BotDeletionWorkflow:
         """The API placed or released a hold on the account: asked again at the next batch boundary."""
         self._hold.changed()
 
-    @workflow.signal(name=SERVICE_REGISTERED)
-    def service_registered(self) -> None:
-        """The API registered a deletion service: a deletion that waits for one reads the registry now."""
-        self._registry_wait.service_registered()
-
-    @workflow.signal(name=NOTHING_TO_REACH)
-    def nothing_to_reach(self) -> None:
-        """Operator: no deletion service holds anything of this bot; go on without any, to end `incomplete`."""
-        if (refused := self._registry_wait.refusal()) is not None:
-            workflow.logger.warning("operator message ignored: %s", refused)
-            return
-        self._record(NOTHING_TO_REACH)
-        self._registry_wait.nothing_to_reach = True
-
-    @workflow.update(name=NOTHING_TO_REACH)
-    def nothing_to_reach_update(self) -> str:
-        """`nothing_to_reach` that answers: refused by the validator unless the deletion waits for a service."""
-        self.nothing_to_reach()
-        return "going on without any deletion service; the deletion ends incomplete, its receipt says so"
-
-    @nothing_to_reach_update.validator
-    def _validate_nothing_to_reach(self) -> None:
-        if (refused := self._registry_wait.refusal()) is not None:
-            raise ValueError(refused)
+    def _took_nothing_to_reach(self, action: OperatorAction) -> None:
+        self._operator_actions.append(action)
 
     @workflow.signal
     def retry(self) -> None:

@@ -23,8 +23,8 @@ with workflow.unsafe.imports_passed_through():
     import workflows.deletion.registered_calls as registered_calls
     from activities.alerts import Alerts
     from lifecycle.contracts import AlertInput
-    from lifecycle.deletion.contracts import ServiceRegistry
-    from lifecycle.deletion.registry import NO_SERVICE_REGISTERED, NOTHING_TO_REACH
+    from lifecycle.deletion.contracts import OperatorAction, ServiceRegistry
+    from lifecycle.deletion.registry import NO_SERVICE_REGISTERED, NOTHING_TO_REACH, SERVICE_REGISTERED
     from workflows.deletion.operator_gate import log_alert_failure
 
 
@@ -111,3 +111,39 @@ class RegistryWait:
             summary="alert: no deletion service is registered",
         )
         raising.add_done_callback(log_alert_failure)
+
+
+class RegistryMessages:
+    """The messages of a deletion workflow that may wait in a RegistryWait (`_registry_wait`): the API's
+    SERVICE_REGISTERED, and the operator's NOTHING_TO_REACH, as a signal (for tctl) and an update that answers.
+    The workflow keeps the operator's action for its receipt in `_took_nothing_to_reach`."""
+
+    _registry_wait: RegistryWait
+
+    def _took_nothing_to_reach(self, action: OperatorAction) -> None:
+        raise NotImplementedError
+
+    @workflow.signal(name=SERVICE_REGISTERED)
+    def service_registered(self) -> None:
+        """The API registered a deletion service: a deletion that waits for one reads the registry now."""
+        self._registry_wait.service_registered()
+
+    @workflow.signal(name=NOTHING_TO_REACH)
+    def nothing_to_reach(self) -> None:
+        """Operator: no deletion service holds anything of the subject; go on without any, to end `incomplete`."""
+        if (refused := self._registry_wait.refusal()) is not None:
+            workflow.logger.warning("operator message ignored: %s", refused)
+            return
+        self._registry_wait.nothing_to_reach = True
+        self._took_nothing_to_reach(OperatorAction(NOTHING_TO_REACH, workflow.now().isoformat()))
+
+    @workflow.update(name=NOTHING_TO_REACH)
+    def nothing_to_reach_update(self) -> str:
+        """`nothing_to_reach` that answers: refused by the validator unless the deletion waits for a service."""
+        self.nothing_to_reach()
+        return "going on without any deletion service; the deletion ends incomplete, its receipt says so"
+
+    @nothing_to_reach_update.validator
+    def _validate_nothing_to_reach(self) -> None:
+        if (refused := self._registry_wait.refusal()) is not None:
+            raise ValueError(refused)
