@@ -5,9 +5,9 @@ It reads the registry again when the API signals that a service registered (SERV
 timer besides, so a registration whose signal was lost is seen within the recheck interval. Once a service is
 there, it reads again after REGISTRY_SETTLE until the registry stops changing: the services of a deployment start
 (and register) together, one a few seconds after another, and a deletion that went on with the first one alone
-would never call the others. Only an operator's
-deliberate NOTHING_TO_REACH lets it go on with an empty registry; the deletion then ends `incomplete`, and its
-receipt, which lists no service, is never complete (activities/deletion/receipts.py).
+would never call the others. Only an operator's deliberate NOTHING_TO_REACH lets it go on with an empty registry;
+the deletion then ends `incomplete`, and its receipt, which lists no service, is never complete
+(activities/deletion/receipts.py).
 """
 
 from __future__ import annotations
