@@ -1,4 +1,6 @@
-"""The environment the worker and API use against the local stack (`python -m devstack env`)."""
+"""The environment every process of the Procfile uses against the local stack (`python -m devstack env`): the
+API, the workers and the services, as `make run` starts them and as the `make infra` banner has them started by
+hand."""
 
 from __future__ import annotations
 
@@ -113,6 +115,9 @@ def stack_environment(settings: Settings, ports: StackPorts) -> dict[str, str]:
         "ADMIN_TOKEN": admin_token(settings),
         "EXPORT_SIGNING_KEY": export_signing_key(settings),
         "API_PORT": str(settings.api_port),
+        # Each service's worker registers itself with the API at this address as it starts: without it, no
+        # service registers, and every deletion waits for one (workflows/deletion/registry_wait.py).
+        "DELETION_GATEWAY_URL": f"http://127.0.0.1:{settings.api_port}",
         # The page that draws a site being built, at /demo/: for people trying the stack, never in production.
         "DEMO_PAGE": "true",
         # `make run` registers its workers' version and makes it current (docs/versioning.md).

@@ -70,13 +70,13 @@ class Stack:
         print(f"[stack] SMTP sink on 127.0.0.1:{self.ports.smtp}, saving to {self.env['MAIL_DIR']}", flush=True)
 
     def start_apps(self) -> None:
-        """honcho runs the Procfile's commands with this interpreter's environment first on PATH; the services
-        register themselves with the API (DELETION_GATEWAY_URL) as they start."""
+        """honcho runs the Procfile's commands with `devstack env`'s environment (the banner's manual path uses the
+        same) and this interpreter's first on PATH; the services register themselves with the API
+        (DELETION_GATEWAY_URL) as they start."""
         child_env = {
             **os.environ,
             **self.env,
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-            "DELETION_GATEWAY_URL": f"http://127.0.0.1:{self.env['API_PORT']}",
         }
         self.apps = subprocess.Popen(
             [sys.executable, "-m", "honcho", "start", "-f", str(PROJECT_ROOT / "Procfile"), "-d", str(PROJECT_ROOT)],
@@ -97,7 +97,7 @@ class Stack:
             lines.append(f"  Demo page     http://127.0.0.1:{self.env['API_PORT']}/demo/")
         else:
             lines.append("  Start what the Procfile lists (`honcho start`, or each line by hand),")
-            lines.append("  after `eval $(python -m devstack env | sed 's/^/export /')`.")
+            lines.append("  after `. .venv/bin/activate` and `eval $(python -m devstack env | sed 's/^/export /')`.")
         lines += [
             f"  Object store  {self.objects.endpoint_url}/{self.objects.bucket} (SeaweedFS S3)",
             f"  Mail dir      {self.env['MAIL_DIR']}",

@@ -22,6 +22,8 @@ class DeletionStatusChange:
 
     workflow_id: str
     status: DeletionState
+    # Why the deletion is in this status, where the status alone does not say (a `waiting` deletion's); None else.
+    reason: str | None = None
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""The commands of docs/operations.md and the README: `python -m devstack env`, `python -m devstack seed`, and
-`make run` keeping its data, the object store's included."""
+"""The commands of docs/operations.md and the README: `python -m devstack env`, `python -m devstack seed`, the
+`make infra` banner's manual path (each Procfile line by hand after `devstack env`), and `make run` keeping its
+data, the object store's included."""
 
 from __future__ import annotations
 
@@ -38,7 +39,10 @@ REQUIRED_KEYS = {
     "SMTP_PORT",
     "MAIL_DIR",
     "ADMIN_TOKEN",
+    "DELETION_GATEWAY_URL",
 }
+# The Procfile's services, each registering itself with the API as it starts.
+SERVICES = {"chat", "analytics", "knowledge", "integrations"}
 
 
 def _devstack_env(env: dict[str, str], project_root: Path) -> str:
@@ -84,6 +88,48 @@ class RunningStack:
         self.project_root = project_root
         self.log = data_dir.parent / f"stack-{data_dir.name}.log"
         self.process: subprocess.Popen[bytes] | None = None
+        # The Procfile's processes started by hand (the banner's manual path), by name.
+        self.by_hand: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start_infra(self) -> str:
+        """`python -m devstack infra` (`make infra`), until it prints its banner; returns the banner."""
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "devstack", "infra"],
+                env=self.env,
+                cwd=self.project_root,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 120.0
+        while "Ctrl-C stops everything" not in (text := self.log.read_text()):
+            assert self.process.poll() is None and time.monotonic() < deadline, text[-3000:]
+            time.sleep(0.5)  # the polling interval of this synchronous wait, as in wait_ready below
+        return text[text.rindex("Local stack is up:") :]
+
+    def start_by_hand(self, names: set[str], setup: str) -> None:
+        """The Procfile's lines `names`, each in a shell that runs `setup` (the banner's instructions) first."""
+        procfile = (self.project_root / "Procfile").read_text().splitlines()
+        lines = dict(line.split(": ", 1) for line in procfile if line.strip() and not line.startswith("#"))
+        for name in sorted(names):
+            with (self.log.parent / f"by-hand-{name}.log").open("ab") as log:
+                self.by_hand[name] = subprocess.Popen(
+                    ["bash", "-c", f"{setup} && {lines[name]}"],
+                    env=self.env,
+                    cwd=self.project_root,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+
+    def stop_by_hand(self) -> None:
+        """The Procfile's processes as honcho stops them (SIGTERM to each one's group), then the infrastructure."""
+        for process in self.by_hand.values():
+            os.killpg(process.pid, signal.SIGTERM)
+        for process in self.by_hand.values():
+            process.wait(60)
+        self.by_hand.clear()
+        assert self.stop() == 0
 
     def start(self) -> None:
         with self.log.open("ab") as log:
@@ -188,13 +234,17 @@ class RunningStack:
         raise AssertionError(f"{names} never all registered:\n{self.log.read_text()[-3000:]}")
 
     def wait_deletion_completed(self, status_url: str, key: str, timeout: float = 120.0) -> dict[str, Any]:
+        return self.wait_deletion(status_url, key, "completed", timeout)
+
+    def wait_deletion(self, status_url: str, key: str, wanted: str, timeout: float = 120.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             status: dict[str, Any] = self.http.get(status_url, headers={"Authorization": f"Bearer {key}"}).json()
-            if status["status"] == "completed":
+            if status["status"] == wanted:
                 return status
+            assert status["status"] != "completed", f"completed before it was {wanted}: {status}"
             time.sleep(0.2)  # the polling interval of this synchronous wait, as in wait_ready above
-        raise AssertionError(f"{status_url} never completed")
+        raise AssertionError(f"{status_url} never {wanted}")
 
     def wait_site_active(self, status_url: str, key: str, timeout: float = 120.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -216,6 +266,10 @@ def stack(tmp_path: Path, project_root: Path) -> Iterator[RunningStack]:
     running = RunningStack(project_root, tmp_path / "data")
     yield running
     running.http.close()
+    for process in running.by_hand.values():
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(30)
     if running.process is not None and running.process.poll() is None:
         # Ctrl-C, as a person would: the stack stops its servers and apps (a SIGKILL would orphan them all).
         try:
@@ -224,8 +278,42 @@ def stack(tmp_path: Path, project_root: Path) -> Iterator[RunningStack]:
             running.process.kill()
 
 
+def _follow_the_banner(stack: RunningStack, token: str) -> None:
+    """`make infra`, then the Procfile's lines by hand as its banner says: a bot deletion requested before the
+    services start waits for them, and completes once they have registered themselves."""
+    banner = stack.start_infra()
+    setup = next(line for line in banner.splitlines() if "eval $(" in line)
+    # The banner's own words: the virtualenv, then the environment `devstack env` prints.
+    assert "`. .venv/bin/activate`" in setup
+    setup = " && ".join(part.strip("`") for part in setup.strip(" .").removeprefix("after ").split(" and "))
+    stack.start_by_hand({"api", "worker", "site-worker"}, setup)
+    stack.wait_ready()
+    values = stack.values()
+    where = {name: values[name] for name in ("DATABASE_URL", "S3_ENDPOINT_URL")}
+    seeded = json.loads(stack.run("seed", "--bots", "1", "--rows", "100", **where))
+    key, bot_id = seeded["api_key"], seeded["bot_ids"][0]
+    deleting = stack.http.delete(f"/bots/{bot_id}", headers={"Authorization": f"Bearer {key}"})
+    assert deleting.status_code == 202, deleting.text
+    url = deleting.json()["status_url"]
+    assert stack.wait_deletion(url, key, "waiting")["reason"] == "no deletion service is registered"
+
+    stack.start_by_hand(SERVICES, setup)
+    admin = {"Authorization": f"Bearer {token}"}
+    stack.wait_registered(admin, SERVICES)
+    listed = stack.http.get("/deletion-services", headers=admin).json()["services"]
+    assert all(service["registered_at"] for service in listed)
+    status = stack.wait_deletion_completed(url, key)
+    assert {name: p["deleted"] for name, p in status["progress"].items()} == rows_per_service(100)
+    receipt = stack.http.get(f"/bots/{bot_id}/deletion/receipt", headers={"Authorization": f"Bearer {key}"})
+    assert receipt.status_code == 200, receipt.text
+    assert {entry["service"] for entry in receipt.json()["receipt"]["registry"]} == SERVICES
+    assert receipt.json()["receipt"]["complete"] is True
+    stack.stop_by_hand()
+
+
 @pytest.mark.long
-def test_make_run_serves_and_keeps_data_across_restart(stack: RunningStack, tmp_path: Path) -> None:
+def test_the_banner_path_and_make_run_serve_and_keep_data_across_restart(stack: RunningStack, tmp_path: Path) -> None:
+    _follow_the_banner(stack, stack.values()["ADMIN_TOKEN"])
     stack.start()
     assert stack.http.get("/docs").status_code == 200
     assert "EventSource" in stack.http.get("/demo/demo.js").text  # make run turns the demo page on
@@ -255,7 +343,7 @@ def test_make_run_serves_and_keeps_data_across_restart(stack: RunningStack, tmp_
     assert stack.objects_under(documents) == rows_per_service(100)["knowledge"]
     # Every service of the Procfile registered itself as it started; a deletion reaches each one's own store.
     admin = {"Authorization": f"Bearer {token}"}
-    stack.wait_registered(admin, {"chat", "analytics", "knowledge", "integrations"})
+    stack.wait_registered(admin, SERVICES)
     deleted = seeded["bot_ids"][1]
     deleting = stack.http.delete(f"/bots/{deleted}", headers={"Authorization": f"Bearer {seeded['api_key']}"})
     assert deleting.status_code in (200, 202), deleting.text

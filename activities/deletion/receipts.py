@@ -40,7 +40,8 @@ from lifecycle.statuses import ExportStatus, ProcessorAnswer
 # The receipts' format; a verifier can tell which fields to expect. 2: `key_id` names the signing key. 3:
 # `legal_holds`, the times of the holds that stopped the deletion; an account's receipt has `erased`, `processors`
 # and `retained`; a follow-up receipt `completes` an earlier one. 4: `due_at`, `overdue` and `held_seconds`, the
-# time legal holds stopped the erasure's clock.
+# time legal holds stopped the erasure's clock; `registry`, the deletion services the deletion used, each with when
+# it registered.
 RECEIPT_VERSION = 4
 # Receipt ids are derived from the deletion they describe, so every attempt names the same receipt.
 RECEIPT_IDS = uuid.UUID("6f1d3c52-6d0b-4d1e-9a51-3f0f6b1f2d8e")
@@ -100,6 +101,13 @@ async def account_sections(
     ]
     acknowledged = all(p["status"] == ProcessorAnswer.ACKNOWLEDGED for p in processors.values())
     return {"erased": erased, "processors": processors, "retained": retained, "complete": erased and acknowledged}
+
+
+def reached_all(registry: list[dict[str, str]], skipped: bool, checks: list[dict[str, Any]]) -> bool:
+    """A receipt's `complete`: some registered service was reached, none was skipped, and every check passed. A
+    receipt whose registry is empty reached nobody, so it can never be complete, whatever else led to it (an
+    operator's nothing_to_reach, or a registry lost or not yet filled)."""
+    return bool(registry) and not skipped and all(check["passed"] for check in checks)
 
 
 def receipt_key(request: ReceiptInput) -> str:
@@ -213,6 +221,7 @@ class DeletionReceipts:
                 _LEGAL_HOLDS, {"account": request.account_id, "since": requested_at or check_started}
             )
         ]
+        registry = [{"service": s.name, "registered_at": s.registered_at} for s in request.registry]
         actions = [{k: v for k, v in asdict(action).items() if v is not None} for action in request.operator_actions]
         if request.subject_kind == ReceiptSubject.ACCOUNT:
             # An operator's message to the account reaches its bot deletions, whose receipts recorded it.
@@ -234,7 +243,8 @@ class DeletionReceipts:
             "due_at": _time(due),
             "overdue": due is not None and check_ended > due,
             "held_seconds": int((await held_for(conn, request.workflow_id)).total_seconds()),
-            "complete": not skipped and all(check["passed"] for check in checks),
+            "registry": registry,
+            "complete": reached_all(registry, skipped, checks),
             "remaining": remaining,
         }
         if request.subject_kind == ReceiptSubject.ACCOUNT:

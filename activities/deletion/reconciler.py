@@ -55,8 +55,8 @@ _OPEN_RECORDS = text(
 )
 _AS_SEEN = "workflow_id = :workflow_id AND status = :seen AND status_run_id IS NOT DISTINCT FROM :seen_run_id"
 _RECORD_OBSERVED = text(
-    "UPDATE deletion_requests SET status = :status, status_run_id = :run_id, status_confirmed_at = now()"
-    f" WHERE {_AS_SEEN}"
+    "UPDATE deletion_requests SET status = :status, status_reason = NULL, status_run_id = :run_id,"
+    f" status_confirmed_at = now() WHERE {_AS_SEEN}"
 )
 # The record stands and its run is still open: the status is true as of now (the API shows it as `as_of`).
 _CONFIRM = text(f"UPDATE deletion_requests SET status_confirmed_at = now() WHERE {_AS_SEEN}")

@@ -36,8 +36,8 @@ _MARK_COMPLETED = text(
 # changes only when it was last confirmed, and appends no event; a new run recording the status its predecessor
 # left takes it over.
 _RECORD_STATUS = text(
-    "UPDATE deletion_requests SET status = :status, status_run_id = :run_id, status_confirmed_at = now()"
-    " WHERE workflow_id = :workflow_id"
+    "UPDATE deletion_requests SET status = :status, status_reason = :reason, status_run_id = :run_id,"
+    " status_confirmed_at = now() WHERE workflow_id = :workflow_id"
 )
 _RECORD_SKIP = text(
     "INSERT INTO deletion_progress (workflow_id, service, done, skipped) VALUES (:workflow_id, :service, true, true)"
@@ -76,22 +76,22 @@ class DeletionRecords:
 
     @activity.defn(name="record_deletion_status")
     async def record_deletion_status(self, change: DeletionStatusChange) -> None:
-        """Record the status a run entered: the API and the streams read it from here, never from Temporal.
+        """Record the status a run entered, with its reason (None clears the last one): the API and the streams
+        read it from here, never from Temporal.
 
         A deletion with no record (a run started by hand, without the API) has nothing to update.
         """
         async with self._resources.engine.connect() as conn:
             autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            recorded = await autocommit.execute(
+            await autocommit.execute(
                 _RECORD_STATUS,
                 {
                     "workflow_id": change.workflow_id,
                     "status": str(change.status),
+                    "reason": change.reason,
                     "run_id": activity.info().workflow_run_id,
                 },
             )
-        if not recorded.rowcount:
-            step_skipped("already recorded")
 
     @activity.defn(name="finish_bot_deletion")
     @heartbeats

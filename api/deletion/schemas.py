@@ -35,7 +35,8 @@ class DeletionFinished(BaseModel):
     workflow_id: str
     status: Literal[DeletionState.COMPLETED, DeletionState.INCOMPLETE] = Field(
         description="`completed`: everything is gone. `incomplete`: an operator skipped a service, so its data "
-        "and the bot or account row remain."
+        "and the bot or account row remain, or decided that there was no deletion service to reach "
+        "(`nothing_to_reach`), so no service confirmed anything."
     )
     deleted: dict[str, int] = Field(
         description="Rows deleted per registered service, by its name (its files are counted in the receipt). An "
@@ -83,13 +84,21 @@ class DeletionOut(BaseModel):
         description=(
             "`accepted` (recorded, its run not begun yet), `scheduled` (an account deletion in its grace period, "
             "see `deletes_at`), `restored` (an admin restored the account during it; nothing was deleted), "
-            "`running`, `paused`, `waiting_for_operator`, `held` (a legal hold is in force on the account: "
+            "`running`, `paused`, `waiting` (nobody to reach yet: see `reason`; it goes on by itself), "
+            "`waiting_for_operator`, `held` (a legal hold is in force on the account: "
             "nothing is deleted until it is released, then the deletion goes on), `completed`, `incomplete` (an "
-            "operator skipped a "
-            "service, so some data remains), `cancelled`, `terminated` or `failed`. The run records each change "
+            "operator skipped a service, so some data remains, or let a deletion with no service to reach go "
+            "on: `nothing_to_reach`), `cancelled`, `terminated` or `failed`. The run records each change "
             "as it makes it, a cancel included; a closing it cannot record (a terminate, a crash past its retries) "
             "the reconciler records, every 5 minutes, and the status before it shows until then, with `as_of`."
         )
+    )
+    reason: str | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Only while `waiting`: why, e.g. `no deletion service is registered` (the deletion goes on once "
+        "one registers, or ends `incomplete` after an operator's `nothing_to_reach`).",
+        examples=["no deletion service is registered"],
     )
     progress: dict[str, ServiceCount] = Field(description="Rows deleted and found, per service, as committed.")
     as_of: datetime = Field(

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Request, Response
 from sqlalchemy import select
 
+from api.deletion.registered_signal import tell_waiting_deletions
 from api.deletion.services_schemas import DeletionServiceBody, DeletionServiceOut, DeletionServicesOut
 from api.dependencies import AdminDep, ServiceOrAdminDep, SessionDep
 from api.problems import problem_responses
@@ -39,27 +40,35 @@ def _out(service: DeletionService) -> DeletionServiceOut:
     "/deletion-services/{name}",
     response_model=DeletionServiceOut,
     summary="Admin, or the service's own credential: register a deletion service, or update its task queue or "
-    "contract (201 when new)",
+    "contract (201 when new); the deletions that wait for a service to register go on",
     responses={
         201: {"description": "Registered", "model": DeletionServiceOut},
         **problem_responses(401, 403, 422),
     },
 )
 async def put_deletion_service(
-    name: ServiceName, body: DeletionServiceBody, _actor: ServiceOrAdminDep, session: SessionDep, response: Response
+    name: ServiceName,
+    body: DeletionServiceBody,
+    _actor: ServiceOrAdminDep,
+    session: SessionDep,
+    request: Request,
+    response: Response,
 ) -> DeletionServiceOut:
     # Registering a retired service again brings it back: deletions started from now on call it.
     entry, inserted = await register(
         session, DeletionService, name, {"task_queue": body.task_queue, "contract": body.contract}
     )
     response.status_code = 201 if inserted else 200
-    return _out(entry)
+    out = _out(entry)
+    # Registering needs PostgreSQL alone: the deletions waiting for a service are told if Temporal answers.
+    await tell_waiting_deletions(session, request.app.state.temporal)
+    return out
 
 
 @router.get(
     "/deletion-services",
     response_model=DeletionServicesOut,
-    summary="Admin: every registered deletion service, with when each last answered a deletion",
+    summary="Admin: every registered deletion service, with when each registered and last answered a deletion",
     responses=problem_responses(401, 403),
 )
 async def list_deletion_services(_admin: AdminDep, session: SessionDep) -> DeletionServicesOut:

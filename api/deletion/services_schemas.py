@@ -38,7 +38,9 @@ class DeletionServiceOut(BaseModel):
     name: str = Field(description="The registered name: how deletion statuses and receipts name the service.")
     task_queue: str
     contract: str
-    registered_at: datetime
+    registered_at: datetime = Field(
+        description="When the service first registered; the receipts of the deletions that called it list this."
+    )
     updated_at: datetime
     retired_at: datetime | None = Field(
         description="When it was retired (DELETE); deletions started since do not call it. Null while active."

@@ -92,6 +92,7 @@ def _deletion_out(record: DeletionRequest, view: DeletionView, resume: str | Non
     return DeletionOut(
         workflow_id=record.workflow_id,
         status=view.status,
+        reason=record.status_reason if view.status == DeletionState.WAITING else None,
         progress={
             name: ServiceCount(
                 deleted=p.deleted,

@@ -28,6 +28,10 @@ CONTINUE_AS_NEW_AFTER_EVENTS = 2_000
 # signal of a change, so a release whose signal was lost (the API died between its commit and the signal) is seen
 # within this. 15 minutes is about 30 history events an hour: a hold of months continues as new every few days.
 LEGAL_HOLD_RECHECK_SECONDS = 15 * 60
+# While a deletion waits for a deletion service to register, its run reads the registry again on a durable timer
+# this often, besides on the API's `service_registered` signal, so a registration whose signal was lost is seen
+# within this; about 10 history events a reading, so a wait of days continues as new every few hours.
+REGISTRY_RECHECK_SECONDS = 5 * 60
 
 
 @dataclass
@@ -55,6 +59,8 @@ class RegisteredService:
 
     name: str
     task_queue: str
+    # When it registered (RFC 3339, deletion_services.registered_at), for the receipt; empty where not read.
+    registered_at: str = ""
 
 
 @dataclass
@@ -113,6 +119,9 @@ class BotDeletionInput:
     # The registered services, read by the first run; None until then.
     registry: ServiceRegistry | None = None
     legal_hold_recheck_seconds: int = LEGAL_HOLD_RECHECK_SECONDS
+    registry_recheck_seconds: int = REGISTRY_RECHECK_SECONDS
+    # Carried across continue-as-new while it waits for a service to register: the alert went out once already.
+    no_service_alerted: bool = False
 
 
 @dataclass
@@ -183,6 +192,13 @@ class AccountDeletionInput:
     paused: bool = False
     # Given to its bot deletions too.
     legal_hold_recheck_seconds: int = LEGAL_HOLD_RECHECK_SECONDS
+    registry_recheck_seconds: int = REGISTRY_RECHECK_SECONDS
+    # Carried across continue-as-new: the registry the account read before deleting its bots (for its receipt),
+    # None until then, and whether the alert about an empty one already went out.
+    registry: list[RegisteredService] | None = None
+    no_service_alerted: bool = False
+    # An operator's nothing_to_reach, for the receipt; its bot deletions go on without a service too.
+    nothing_to_reach: OperatorAction | None = None
 
 
 @dataclass
@@ -236,6 +252,8 @@ class ReceiptInput:
     operator_actions: list[OperatorAction] = field(default_factory=list)
     # The registered services' own counts of what is left, from VerifySubjectErased just before.
     verified: list[ServiceVerification] = field(default_factory=list)
+    # The registry the deletion used; a receipt with none in it is never complete.
+    registry: list[RegisteredService] = field(default_factory=list)
 
 
 @dataclass

@@ -6,6 +6,7 @@ calls each one's queue, and a preview (api/deletion/preview.py) asks the same on
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Final
 
 from sqlalchemy import text
@@ -37,15 +38,22 @@ THROTTLES: Final = {
     service_pb2.THROTTLE_REPLICA_LAG: Throttle.REPLICA_LAG,
 }
 
+# A deletion that finds no active service waits, showing this reason (deletion_requests.status_reason), until one
+# registers: the API signals SERVICE_REGISTERED to the deletions that wait so, and an operator's NOTHING_TO_REACH
+# (an update and a signal of that name) lets one go on without any, incomplete (workflows/deletion/registry_wait.py).
+NO_SERVICE_REGISTERED: Final = "no deletion service is registered"
+SERVICE_REGISTERED: Final = "service_registered"
+NOTHING_TO_REACH: Final = "nothing_to_reach"
+
 _ACTIVE = text(
-    "SELECT name, task_queue FROM deletion_services WHERE retired_at IS NULL AND contract = ANY(:contracts)"
-    " ORDER BY name"
+    "SELECT name, task_queue, registered_at FROM deletion_services WHERE retired_at IS NULL"
+    " AND contract = ANY(:contracts) ORDER BY name"
 )
 
 
 async def active_services(conn: AsyncConnection) -> list[RegisteredService]:
-    """The registered services of a contract this code calls, not retired."""
+    """The registered services of a contract this code calls, not retired, with when each registered."""
     return [
-        RegisteredService(name, queue)
-        for name, queue in await conn.execute(_ACTIVE, {"contracts": list(SUPPORTED_CONTRACTS)})
+        RegisteredService(name, queue, registered_at.astimezone(UTC).isoformat().replace("+00:00", "Z"))
+        for name, queue, registered_at in await conn.execute(_ACTIVE, {"contracts": list(SUPPORTED_CONTRACTS)})
     ]

@@ -32,10 +32,12 @@ with workflow.unsafe.imports_passed_through():
         DeletionEmailInput,
         DeletionStatus,
         FinishAccountDeletionInput,
+        OperatorAction,
         ReceiptSubject,
         ServiceProgress,
     )
     from lifecycle.deletion.legal_holds import LEGAL_HOLD_CHANGED
+    from lifecycle.deletion.registry import NO_SERVICE_REGISTERED
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.sites.contracts import SiteDeletionInput
     from lifecycle.start_options import bot_deletion_options, site_deletion_options
@@ -49,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.deletion.legal_hold import LegalHoldGate
     from workflows.deletion.operator_gate import Decision, OperatorGate
     from workflows.deletion.receipt_step import issue_receipt
+    from workflows.deletion.registry_wait import RegistryMessages, RegistryWait
     from workflows.deletion.status_recorder import StatusRecorder
     from workflows.sites.deletion import SiteDeletionWorkflow
 
@@ -68,7 +71,7 @@ def _redrive_backoff(attempt: int) -> timedelta:
 # Pinned: a run never meets new code mid-history; it runs for hours or days (grace, waves of bot deletions), so
 # it moves to a new current version at its next continue-as-new instead (_continue_as_new).
 @workflow.defn(name=ACCOUNT_DELETION_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
-class AccountDeletionWorkflow:
+class AccountDeletionWorkflow(RegistryMessages):
     @workflow.init
     def __init__(self, request: AccountDeletionInput) -> None:
         self._finished = list(request.finished_bot_ids)
@@ -78,6 +81,14 @@ class AccountDeletionWorkflow:
         self._paused = request.paused
         self._hold = LegalHoldGate(
             request.account_id, timedelta(seconds=request.legal_hold_recheck_seconds), self._show_hold
+        )
+        # The registry the account read before deleting its bots; None until then.
+        self._registry = request.registry
+        self._nothing_to_reach = request.nothing_to_reach
+        self._registry_wait = RegistryWait(
+            timedelta(seconds=request.registry_recheck_seconds),
+            nothing_to_reach=self._nothing_to_reach is not None,
+            alerted=request.no_service_alerted,
         )
         # The grace period: `_in_grace` is true while nothing may be deleted yet and the account can still be
         # restored. Known from the input here, not in run(): an `expedite` or a `restore` handled in the run's first
@@ -126,6 +137,8 @@ class AccountDeletionWorkflow:
         await self._wait_while_held(request)
         # The exports requested with `DELETE /account {"export_first": true}` are ready and mailed first.
         await self._await_exports(request)
+        if self._registry is None:
+            await self._read_registry(request)
         listed = await self._list_bots(request)
         await self._delete_bots(request, [bot_id for bot_id in listed if bot_id not in set(self._finished)])
         await self._delete_sites(request)
@@ -133,10 +146,10 @@ class AccountDeletionWorkflow:
         if not (row_deleted := await self._finish_once_empty(request)):
             # An operator chose to stop with data left: the account stays, and nobody is told it is gone; the
             # receipt says what remains.
-            await issue_receipt(ReceiptSubject.ACCOUNT, request.account_id, request.account_id)
+            await self._issue_receipt(request)
             return await self._close(request, DeletionState.INCOMPLETE, row_deleted=False)
         erasure = await before_receipt(request.account_id)
-        receipt_id = await issue_receipt(ReceiptSubject.ACCOUNT, request.account_id, request.account_id)
+        receipt_id = await self._issue_receipt(request)
         await workflow.execute_activity_method(
             Notifications.send_deletion_confirmation,
             DeletionEmailInput(
@@ -148,7 +161,29 @@ class AccountDeletionWorkflow:
             summary="email the deletion confirmation (once)",
         )
         await tell_processors(erasure, receipt_id)
-        return await self._close(request, DeletionState.COMPLETED, row_deleted=row_deleted)
+        # Reaching no service (an operator's nothing_to_reach) is never `completed`: nobody confirmed that nothing
+        # of the account's bots remains in the services; the receipt says so too.
+        final = DeletionState.COMPLETED if self._registry else DeletionState.INCOMPLETE
+        return await self._close(request, final, row_deleted=row_deleted)
+
+    async def _read_registry(self, request: AccountDeletionInput) -> None:
+        """Before any bot: an empty registry is waited on (workflows/deletion/registry_wait.py), once for the
+        account rather than once per bot; a long wait continues as new, unread."""
+        registry = await self._registry_wait.read(
+            lambda: self._set_status(self._open_status()), give_up=lambda: self._time_to_continue_as_new(request)
+        )
+        if registry is None:
+            await self._continue_as_new(request)
+        self._registry = registry.services
+
+    async def _issue_receipt(self, request: AccountDeletionInput) -> str:
+        return await issue_receipt(
+            ReceiptSubject.ACCOUNT,
+            request.account_id,
+            request.account_id,
+            [self._nothing_to_reach] if self._nothing_to_reach else [],
+            registry=self._registry or [],
+        )
 
     async def _wait_out_grace(self, request: AccountDeletionInput, grace: timedelta) -> bool:
         """False if an admin restored the account during its grace; True once deleting may begin."""
@@ -288,6 +323,8 @@ class AccountDeletionWorkflow:
                     account_id=request.account_id,
                     paused=self._paused,
                     legal_hold_recheck_seconds=request.legal_hold_recheck_seconds,
+                    registry_recheck_seconds=request.registry_recheck_seconds,
+                    operator_actions=[self._nothing_to_reach] if self._nothing_to_reach else [],
                 ),
                 # Cancelling the account deletion cancels its bots; the deleters are safe to stop anywhere.
                 **bot_deletion_options(bot_id, request.account_id, within_account=True).child(
@@ -368,7 +405,14 @@ class AccountDeletionWorkflow:
         # Past its grace (if it had one): the next run deletes on at once, even if the grace was expedited.
         workflow.continue_as_new(
             replace(
-                request, finished_bot_ids=self._finished, totals=self._totals, deletes_at=None, paused=self._paused
+                request,
+                finished_bot_ids=self._finished,
+                totals=self._totals,
+                deletes_at=None,
+                paused=self._paused,
+                registry=self._registry,
+                no_service_alerted=self._registry_wait.alerted,
+                nothing_to_reach=self._nothing_to_reach,
             ),
             # The next run starts on the current version, not pinned to this one: how a long deletion upgrades.
             initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE,
@@ -384,6 +428,8 @@ class AccountDeletionWorkflow:
         """The status while deleting may go on or waits (no operator question, past the grace)."""
         if self._hold.held:
             return DeletionState.HELD
+        if self._registry_wait.waiting:
+            return DeletionState.WAITING
         return DeletionState.PAUSED if self._paused else DeletionState.RUNNING
 
     def _show_hold(self) -> None:
@@ -395,7 +441,8 @@ class AccountDeletionWorkflow:
         if status != self._status:
             self._status = status
             workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(status.value)])
-            self._recorder.set(status)
+            # `waiting` is the account deletion's only status with a reason: no service to reach yet.
+            self._recorder.set(status, NO_SERVICE_REGISTERED if status == DeletionState.WAITING else None)
         self._publish_details()
 
     def _publish_details(self) -> None:
@@ -465,6 +512,9 @@ class AccountDeletionWorkflow:
         if self._bot_runs:
             return None
         return self._gate.refusal(decision)
+
+    def _took_nothing_to_reach(self, action: OperatorAction) -> None:
+        self._nothing_to_reach = action
 
     @workflow.signal
     async def retry(self) -> None:

@@ -35,12 +35,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from lifecycle.deletion.legal_holds import LEGAL_HOLD_CHANGED
     from lifecycle.deletion.pace import Pace
+    from lifecycle.deletion.registry import NO_SERVICE_REGISTERED, NOTHING_TO_REACH
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.statuses import DeletionState, strongest_throttle
     from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
     from workflows.deletion.legal_hold import LegalHoldGate
     from workflows.deletion.operator_gate import Decision, OperatorGate
     from workflows.deletion.receipt_step import issue_receipt
+    from workflows.deletion.registry_wait import RegistryMessages, RegistryWait
     from workflows.deletion.status_recorder import StatusRecorder
 
 
@@ -89,7 +91,7 @@ def _pace(services: dict[str, ServiceProgress]) -> Pace:
 # Pinned: a run never meets new code mid-history; it runs for hours and continues as new at slice boundaries,
 # where it moves to a new current version (_continue_as_new).
 @workflow.defn(name=BOT_DELETION_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
-class BotDeletionWorkflow:
+class BotDeletionWorkflow(RegistryMessages):
     @workflow.init
     def __init__(self, request: BotDeletionInput) -> None:
         # The registered services, once the first run has read them (run's first step); carried on after that.
@@ -110,6 +112,12 @@ class BotDeletionWorkflow:
         self._hold = LegalHoldGate(
             request.account_id, timedelta(seconds=request.legal_hold_recheck_seconds), self._show_hold
         )
+        self._registry_wait = RegistryWait(
+            timedelta(seconds=request.registry_recheck_seconds),
+            # An account deletion's operator decided it for the account's bots (workflows/deletion/account.py).
+            nothing_to_reach=any(action.action == NOTHING_TO_REACH for action in request.operator_actions),
+            alerted=request.no_service_alerted,
+        )
 
     @workflow.run
     async def run(self, request: BotDeletionInput) -> BotDeletionResult:
@@ -118,7 +126,7 @@ class BotDeletionWorkflow:
             await self._hold.refresh()
             self._set_status(self._running_or_paused())
             if self._registry is None:
-                await self._read_registry()
+                await self._read_registry(request)
             rounds = 0
             while True:
                 await self._delete_every_service(request)
@@ -145,13 +153,16 @@ class BotDeletionWorkflow:
             if not await self._hold.wait_until_released(give_up=lambda: self._time_to_continue_as_new(request)):
                 await self._continue_as_new(request)
             await self._finish(request)
-            final = DeletionState.INCOMPLETE if self._skipped() else DeletionState.COMPLETED
+            # A deletion that reached no service (an operator's nothing_to_reach) is `incomplete`, never
+            # `completed`: nobody confirmed that nothing of the bot remains, and its receipt says so.
+            final = DeletionState.INCOMPLETE if self._skipped() or not self._registered else DeletionState.COMPLETED
             await issue_receipt(
                 ReceiptSubject.BOT,
                 request.bot_id,
                 request.account_id,
                 self._operator_actions,
                 list(self._verified.values()),
+                list(self._registered.values()),
             )
         except (asyncio.CancelledError, ActivityError, ChildWorkflowError) as stop:
             # Wherever the cancel reached the run (a call, a wait, the hold's gate, the receipt), its stop is
@@ -166,9 +177,17 @@ class BotDeletionWorkflow:
     def _registered(self) -> dict[str, RegisteredService]:
         return {service.name: service for service in self._registry.services} if self._registry else {}
 
-    async def _read_registry(self) -> None:
-        """Once per deletion: every later run and every replay calls the services this read found."""
-        self._registry = await registered_calls.read_registry()
+    async def _read_registry(self, request: BotDeletionInput) -> None:
+        """Once per deletion: every later run and every replay calls the services this read found. An empty
+        registry is waited on (workflows/deletion/registry_wait.py); a long wait continues as new, unread."""
+        registry = await self._registry_wait.read(
+            lambda: self._set_status(self._running_or_paused()),
+            give_up=lambda: self._time_to_continue_as_new(request),
+        )
+        if registry is None:
+            await self._continue_as_new(request)
+            return
+        self._registry = registry
         for service in self._registry.services:
             self._progress[service.name] = replace(self._registry.recorded.get(service.name, ServiceProgress()))
         self._registry.recorded = {}
@@ -347,6 +366,7 @@ class BotDeletionWorkflow:
                 paused=self._paused,
                 operator_actions=self._operator_actions,
                 registry=self._registry,
+                no_service_alerted=self._registry_wait.alerted,
             ),
             # The next run starts on the current version, not pinned to this one: how a long deletion upgrades.
             initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE,
@@ -356,6 +376,8 @@ class BotDeletionWorkflow:
         """The status while no operator question waits: a legal hold shows before an operator's pause."""
         if self._hold.held:
             return DeletionState.HELD
+        if self._registry_wait.waiting:
+            return DeletionState.WAITING
         return DeletionState.PAUSED if self._paused else DeletionState.RUNNING
 
     def _show_hold(self) -> None:
@@ -366,7 +388,8 @@ class BotDeletionWorkflow:
         if status != self._status:
             self._status = status
             workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(status.value)])
-            self._recorder.set(status)
+            # `waiting` is the bot deletion's only status with a reason: no service to reach yet.
+            self._recorder.set(status, NO_SERVICE_REGISTERED if status == DeletionState.WAITING else None)
         self._publish_details()
 
     def _publish_details(self) -> None:
@@ -397,6 +420,9 @@ class BotDeletionWorkflow:
     def legal_hold_changed(self) -> None:
         """The API placed or released a hold on the account: asked again at the next batch boundary."""
         self._hold.changed()
+
+    def _took_nothing_to_reach(self, action: OperatorAction) -> None:
+        self._operator_actions.append(action)
 
     @workflow.signal
     def retry(self) -> None:

@@ -60,7 +60,7 @@ class OperatorGate:
             **presets.OPERATOR_ALERT,
             summary=f"alert: {alert.subject}",
         )
-        raising.add_done_callback(_log_alert_failure)
+        raising.add_done_callback(log_alert_failure)
         await workflow.wait_condition(lambda: self._decision is not None)
         decision = self._decision
         assert decision is not None
@@ -69,7 +69,7 @@ class OperatorGate:
         return decision
 
 
-def _log_alert_failure(raising: asyncio.Future[None]) -> None:
-    # The operator path goes on regardless: the run is already listed as waiting_for_operator.
+def log_alert_failure(raising: asyncio.Future[None]) -> None:
+    # The run goes on regardless: it already shows the status the alert is about.
     if not raising.cancelled() and raising.exception() is not None:
         workflow.logger.error("the alert could not be recorded: %s", raising.exception())

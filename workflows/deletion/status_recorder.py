@@ -1,5 +1,5 @@
 """A deletion run records each status it enters in PostgreSQL (deletion_requests.status), where the API and the
-streams read it: scheduled, running, paused, waiting for an operator, and how it ends.
+streams read it: scheduled, running, paused, waiting (with its reason), waiting for an operator, and how it ends.
 
 Changes are recorded one at a time, in the order the run made them, from a task of its own: a signal handler
 changes the status without waiting, and a pause and a resume that arrive together cost one write, or none. A
@@ -22,15 +22,19 @@ with workflow.unsafe.imports_passed_through():
     from workflows.sites.shield import uninterruptible
 
 
+# A status, and why the deletion is in it where the status alone does not say (deletion_requests.status_reason).
+Recorded = tuple[DeletionState, str | None]
+
+
 class StatusRecorder:
     def __init__(self) -> None:
-        self._wanted: DeletionState | None = None
-        self._recorded: DeletionState | None = None
+        self._wanted: Recorded | None = None
+        self._recorded: Recorded | None = None
         self._writer: asyncio.Task[None] | None = None
 
-    def set(self, status: DeletionState) -> None:
-        """Record `status` soon; only the latest of several changes in a row is written."""
-        self._wanted = status
+    def set(self, status: DeletionState, reason: str | None = None) -> None:
+        """Record `status` (and its `reason`) soon; only the latest of several changes in a row is written."""
+        self._wanted = (status, reason)
         if self._writer is None:
             self._writer = asyncio.create_task(self._write())
 
@@ -53,12 +57,13 @@ class StatusRecorder:
     async def _write(self) -> None:
         while True:
             await workflow.wait_condition(lambda: self._recorded != self._wanted)
-            status = self._wanted
-            assert status is not None
+            wanted = self._wanted
+            assert wanted is not None
+            status, reason = wanted
             await workflow.execute_local_activity_method(
                 DeletionRecords.record_deletion_status,
-                DeletionStatusChange(workflow_id=workflow.info().workflow_id, status=status),
+                DeletionStatusChange(workflow_id=workflow.info().workflow_id, status=status, reason=reason),
                 **presets.DELETION_STATUS,
-                summary=f"record status {status}",
+                summary=f"record status {status}" + (f": {reason}" if reason else ""),
             )
-            self._recorded = status
+            self._recorded = wanted
