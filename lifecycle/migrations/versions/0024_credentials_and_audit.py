@@ -2,7 +2,7 @@
 registration or to reading metrics, each revocable; and an append-only record of every admin act
 
 Revision ID: 0024
-Revises: 0021
+Revises: 0023
 """
 
 from collections.abc import Sequence
@@ -12,7 +12,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import UUID
 
 revision: str = "0024"
-down_revision: str | None = "0021"
+down_revision: str | None = "0023"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
