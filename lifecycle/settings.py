@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     admin_token: str | None = Field(default=None, repr=False)
     # A deletion service's own credential, with which it registers its name and nothing else (api/admin/).
     deletion_service_credential: str | None = Field(default=None, repr=False)
+    # A deployment's credentials for its processes, `kind:name=credential` comma-separated, which
+    # `python -m api.admin.provision` records (docker-compose's migrate job); empty elsewhere.
+    provisioned_credentials: str = Field(default="", repr=False)
     alert_webhook_url: str | None = None
     # Where the service may send requests an admin configures (processors, site-database servers, the alert
     # webhook): public https addresses only, but for these hosts, addresses or networks (comma-separated) and, with

@@ -22,9 +22,10 @@ from compose_spec import PyCompose
 from honcho.environ import parse_procfile
 from sqlalchemy.engine import make_url
 
+from api.admin.credentials import CredentialKind
+from api.admin.provision import parse
 from lifecycle import search_attributes
 from lifecycle.db.engine import make_engine
-from lifecycle.settings import ADMIN_TOKEN_FILE
 from services.catalog import SERVICES
 from services.runtime import worker as service_worker
 from services.runtime.database import database_url_variable
@@ -44,6 +45,11 @@ SECRETS = (
     "KNOWLEDGE_DB_PASSWORD",
     "INTEGRATIONS_DB_PASSWORD",
     "S3_SECRET_ACCESS_KEY",
+    "CHAT_SERVICE_CREDENTIAL",
+    "ANALYTICS_SERVICE_CREDENTIAL",
+    "KNOWLEDGE_SERVICE_CREDENTIAL",
+    "INTEGRATIONS_SERVICE_CREDENTIAL",
+    "METRICS_CREDENTIAL",
 )
 # The sizing that docker-compose.yml's "Connections" comment is written for.
 SIZED_FOR_WORKERS = 3
@@ -186,10 +192,14 @@ def test_each_service_has_its_own_database_and_queue_and_registers_itself(
         assert environment[service_worker.task_queue_variable(definition.name)] == definition.name
         for variable in ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "LOG_FORMAT", "LOG_LEVEL"):
             assert environment[variable] == worker["environment"][variable], (name, variable)
-        # Registration with the API, the admin token a file where the settings look (DATA_DIR/admin_token).
+        # Registration with the API, with the service's own credential, which the migrate job records; never the
+        # admin token, as a variable or a file.
         assert environment["DELETION_GATEWAY_URL"] == f"http://api:{api['environment']['API_PORT']}"
-        target = f"{environment['DATA_DIR']}/{ADMIN_TOKEN_FILE}"
-        assert service["secrets"] == [{"source": "admin_token", "target": target}], name
+        credential = generated[f"{definition.name.upper()}_SERVICE_CREDENTIAL"]
+        assert environment["DELETION_SERVICE_CREDENTIAL"] == credential, name
+        provisioned = parse(services["migrate"]["environment"]["PROVISIONED_CREDENTIALS"])
+        assert (CredentialKind.SERVICE, definition.name, credential) in provisioned, name
+        assert not service.get("secrets"), name
         # The object store for the service that keeps objects, and no other.
         if definition.uses_objects:
             assert s3_settings(environment) == s3_settings(worker["environment"]), name
@@ -506,13 +516,18 @@ def test_prometheus_scrapes_api_and_workers(compose_file: dict[str, Any], projec
     config = yaml.safe_load((project_root / mount).read_text())
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
     assert jobs["api"]["static_configs"][0]["targets"] == ["api:8000"]
-    # The API's /metrics takes the admin token, which Prometheus reads from a secret file beside its config.
+    # The API's /metrics takes a metrics credential, which Prometheus reads from a secret file beside its config;
+    # the migrate job records it, and no container but the API holds the admin token, as a variable or a file.
     authorization = jobs["api"]["authorization"]
     assert authorization["type"] == "Bearer"
     (secret,) = prometheus["secrets"]
     assert secret["target"] == str(Path(config_path).parent / authorization["credentials_file"])
-    assert compose_file["secrets"][secret["source"]] == {"environment": "ADMIN_TOKEN"}
-    assert "ADMIN_TOKEN" not in (prometheus.get("environment") or {})
+    assert compose_file["secrets"][secret["source"]] == {"environment": "METRICS_CREDENTIAL"}
+    assert (
+        "metrics:prometheus=${METRICS_CREDENTIAL:-}"
+        in compose_file["services"]["migrate"]["environment"]["PROVISIONED_CREDENTIALS"]
+    )
+    assert all(source["environment"] != "ADMIN_TOKEN" for source in compose_file["secrets"].values())
     for name in WORKER_SERVICES:
         worker_port = int(compose_file["services"][name]["environment"]["WORKER_METRICS_PORT"])
         assert jobs[name]["dns_sd_configs"][0] == {"names": [name], "type": "A", "port": worker_port}
@@ -525,7 +540,7 @@ def test_promtool_accepts_the_prometheus_config(project_root: Path, tmp_path: Pa
     # checks is there.
     shutil.copy(project_root / "deploy/prometheus.yml", tmp_path / "prometheus.yml")
     shutil.copy(project_root / "deploy/prometheus-rules.yml", tmp_path / "prometheus-rules.yml")
-    (tmp_path / "admin_token").write_text("a-token")
+    (tmp_path / "metrics_credential").write_text("a-credential")
     result = subprocess.run(
         [promtool, "check", "config", "prometheus.yml"], cwd=tmp_path, capture_output=True, text=True
     )

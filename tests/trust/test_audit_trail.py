@@ -12,6 +12,7 @@ import asyncpg
 import httpx
 import pytest
 
+from api.admin.provision import parse, provision
 from lifecycle.settings import Settings
 from tests.conftest import ADMIN_HEADERS, ApiAccount
 from tests.db import connection
@@ -191,3 +192,29 @@ async def test_scoped_credentials_do_their_one_job(api: httpx.AsyncClient) -> No
     credential_id = next(c["id"] for c in listed if c["kind"] == "metrics" and c["prefix"] == metrics["credential"][:8])
     assert (await api.delete(f"/credentials/{credential_id}", headers=ADMIN_HEADERS)).status_code == 204
     assert (await api.get("/metrics", headers=reader)).status_code == 401
+
+
+async def test_a_deployments_credentials_are_recorded_once_and_do_their_job(
+    api: httpx.AsyncClient, settings: Settings
+) -> None:
+    """docker-compose's migrate job: `python -m api.admin.provision` with PROVISIONED_CREDENTIALS from .env."""
+    service, metrics = f"deployed-{uuid.uuid4().hex[:6]}", f"lc_{uuid.uuid4().hex}{uuid.uuid4().hex}"
+    credential = f"lc_{uuid.uuid4().hex}{uuid.uuid4().hex}"
+    entries = parse(f"service:{service}={credential}, metrics:prometheus={metrics}, service:unset=")
+    assert [(kind, name) for kind, name, _ in entries] == [("service", service), ("metrics", "prometheus")]
+    start = await _last_id(settings)
+    assert await provision(settings.database_url, entries) == 2
+    assert await provision(settings.database_url, entries) == 0
+    events = await _events_since(settings, start)
+    assert [(e["actor"], e["target"]) for e in events] == [
+        ("deployment", f"service:{service}"),
+        ("deployment", "metrics:prometheus"),
+    ]
+    body = {"task_queue": service, "contract": "lifecycle.deletion.v1"}
+    assert (await api.put(f"/deletion-services/{service}", json=body, headers=_bearer(credential))).status_code == 201
+    assert (await api.get("/metrics", headers=_bearer(metrics))).status_code == 200
+    assert (await api.get("/deletion-budget", headers=_bearer(metrics))).status_code == 403
+    with pytest.raises(ValueError, match="admin:alice"):
+        parse(f"admin:alice={credential}")
+    with pytest.raises(ValueError, match="shorter than"):
+        parse("metrics:short=lc_123")
