@@ -210,7 +210,7 @@ async def require_account(key_hash: AccountKeyDep, session: SessionDep) -> Calle
 
 
 # Who an admin act is recorded as (audit_events.actor, api/admin/audit.py): the bootstrap token, or an issued
-# credential by its kind and name, such as `admin:alice` or `service:chat`.
+# credential by its kind and name, such as `admin:alice` or `service:search-index`.
 BOOTSTRAP_ACTOR: Final = "admin-token"
 _ISSUED = text("SELECT kind, name FROM api_credentials WHERE secret_hash = :secret_hash AND revoked_at IS NULL")
 

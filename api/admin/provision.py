@@ -1,7 +1,7 @@
 """`python -m api.admin.provision`: make sure the credentials a deployment hands its processes exist, so that no
 process but the API needs the admin token. docker-compose's `migrate` job runs it after the migrations, with
 PROVISIONED_CREDENTIALS listing `kind:name=credential` entries (comma-separated), such as
-`service:chat=lc_...,metrics:prometheus=lc_...`, each credential generated into .env by `make deploy-env`.
+`service:search-index=lc_...,metrics:prometheus=lc_...`, each credential generated into .env by `make deploy-env`.
 
 Each entry is recorded by its hash, as an admin's POST would record it, once: run again, it adds nothing, and a
 changed value adds a new credential beside the old one, which an admin then revokes (DELETE /credentials/{id}).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -35,12 +36,17 @@ from worker import LifecycleWorkers
 
 ROWS = 600
 
-# Registers the retired services again through the API, as a service's worker does at start-up.
-RegisterAgain = Callable[[], Awaitable[None]]
+
+@dataclass(frozen=True)
+class EmptiedRegistry:
+    # The services the test retired: only these are brought back, never one an earlier test retired for good.
+    names: list[str]
+    # Registers them again through the API, as a service's worker does at start-up.
+    register_again: Callable[[], Awaitable[None]]
 
 
 @pytest_asyncio.fixture
-async def empty_registry(conn: asyncpg.Connection, api: httpx.AsyncClient) -> AsyncIterator[RegisterAgain]:
+async def empty_registry(conn: asyncpg.Connection, api: httpx.AsyncClient) -> AsyncIterator[EmptiedRegistry]:
     """Every active deletion service retired for the test (their workers keep polling); registered again through
     the API by the test or, at the latest, afterwards, so the session's later deletions reach them."""
     retired = await conn.fetch(
@@ -57,7 +63,7 @@ async def empty_registry(conn: asyncpg.Connection, api: httpx.AsyncClient) -> As
             )
             assert answer.status_code == 200, answer.text
 
-    yield register_again
+    yield EmptiedRegistry([row["name"] for row in retired], register_again)
     await register_again()
 
 
@@ -99,7 +105,7 @@ async def test_a_deletion_with_no_service_waits_alerts_once_and_completes_once_o
     settings: Settings,
     worker: LifecycleWorkers,
     temporal_client: Client,
-    empty_registry: RegisterAgain,
+    empty_registry: EmptiedRegistry,
 ) -> None:
     seeded = await seed(settings, bots=1, rows=ROWS)
     bot_id, headers = seeded.bot_ids[0], {"Authorization": f"Bearer {seeded.api_key}"}
@@ -121,7 +127,7 @@ async def test_a_deletion_with_no_service_waits_alerts_once_and_completes_once_o
     assert await remaining_rows(settings.database_url, bot_id) == rows_per_service(ROWS)
     assert (await api.get(f"/bots/{bot_id}/deletion/receipt", headers=headers)).status_code == 404
 
-    await empty_registry()  # the services register again: the API signals the deletion that waits
+    await empty_registry.register_again()  # the services register again: the API signals the deletion that waits
     done = await eventually(status, "the deletion completes", until=lambda body: body["status"] == "completed")
     assert "reason" not in done
     assert await remaining_rows(settings.database_url, bot_id) == dict.fromkeys(rows_per_service(ROWS), 0)
@@ -142,7 +148,7 @@ async def test_without_the_signal_the_timer_reads_the_registry_again(
     settings: Settings,
     worker: LifecycleWorkers,
     temporal_client: Client,
-    empty_registry: RegisterAgain,
+    empty_registry: EmptiedRegistry,
 ) -> None:
     seeded = await seed(settings, bots=1, rows=ROWS)
     bot_id = seeded.bot_ids[0]
@@ -154,7 +160,7 @@ async def test_without_the_signal_the_timer_reads_the_registry_again(
     )
     await eventually(lambda: _registry_reads(handle), "the registry read on the timer", until=lambda n: n >= 2)
     # Registered behind the API's back: no signal, only the run's own timer sees it.
-    await conn.execute("UPDATE deletion_services SET retired_at = NULL")
+    await conn.execute("UPDATE deletion_services SET retired_at = NULL WHERE name = ANY($1)", empty_registry.names)
     result = await handle.result()
     assert result.status == DeletionState.COMPLETED
     assert {name: p.deleted for name, p in result.services.items()} == rows_per_service(ROWS)
@@ -166,7 +172,7 @@ async def test_nothing_to_reach_is_an_operators_decision_and_never_a_complete_re
     settings: Settings,
     worker: LifecycleWorkers,
     temporal_client: Client,
-    empty_registry: RegisterAgain,
+    empty_registry: EmptiedRegistry,
 ) -> None:
     seeded = await seed(settings, bots=1, rows=ROWS)
     bot_id, headers = seeded.bot_ids[0], {"Authorization": f"Bearer {seeded.api_key}"}
@@ -220,7 +226,7 @@ async def test_an_account_deletion_waits_once_for_all_its_bots_and_nothing_to_re
     settings: Settings,
     worker: LifecycleWorkers,
     temporal_client: Client,
-    empty_registry: RegisterAgain,
+    empty_registry: EmptiedRegistry,
 ) -> None:
     seeded = await seed(settings, bots=2, rows=ROWS)
     headers = {"Authorization": f"Bearer {seeded.api_key}"}

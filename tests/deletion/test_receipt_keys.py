@@ -34,7 +34,8 @@ from lifecycle.deletion.receipt_keys import ReceiptKeyError
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import RECEIPT_SIGNING_KEY_FILE, Settings
 from lifecycle.workflow_ids import bot_deletion_id
-from tests.conftest import ADMIN_HEADERS
+from tests.conftest import ADMIN_HEADERS, ContractServices
+from tests.db import connection
 from tests.deletion.receipt_checks import verifies
 from tests.eventually import eventually
 from tests.processes import ChildProcess, run_command, settings_environment
@@ -138,12 +139,22 @@ class OwnStack:
 
 @pytest_asyncio.fixture
 async def own_stack(
-    postgres_server: PostgresServer, settings: Settings, temporal_client: Client, tmp_path: Path
+    postgres_server: PostgresServer,
+    settings: Settings,
+    temporal_client: Client,
+    tmp_path: Path,
+    contract_services: ContractServices,
 ) -> OwnStack:
     name = f"receipt_keys_{uuid.uuid4().hex[:8]}"
     await asyncio.to_thread(postgres_server.create_database, name)
     url = postgres_server.url(name)
     await upgrade_async(url)
+    # The session's services, registered here too: a deletion with none to reach would wait for one.
+    async with connection(url) as conn:
+        await conn.executemany(
+            "INSERT INTO deletion_services (name, task_queue, contract) VALUES ($1, $2, 'lifecycle.deletion.v1')",
+            list(contract_services.queues.items()),
+        )
     data_dir = tmp_path / "data"
     queue = f"keys-{uuid.uuid4().hex[:8]}"
     own = settings.model_copy(

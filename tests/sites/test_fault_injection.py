@@ -26,7 +26,8 @@ def test_invalid_rules_fail_at_worker_start(spec: str) -> None:
 
 
 def test_no_variable_no_fault_interceptor() -> None:
-    (short_failures,) = interceptors_for(Settings(fault_injection=None))
-    assert isinstance(short_failures, ShortFailuresInterceptor)
-    _, faults = interceptors_for(Settings(fault_injection="bootstrap_site=permanent"))
+    without = interceptors_for(Settings(fault_injection=None))
+    assert not any(isinstance(interceptor, FaultInjectionInterceptor) for interceptor in without)
+    assert isinstance(without[-1], ShortFailuresInterceptor)
+    *_, faults = interceptors_for(Settings(fault_injection="bootstrap_site=permanent"))
     assert isinstance(faults, FaultInjectionInterceptor)
