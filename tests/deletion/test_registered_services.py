@@ -38,6 +38,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from examples.search_index.store import SearchIndex
+from lifecycle.deletion.contracts import TRANSIENT_ERROR
 from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse, VerifyRequest, VerifyResponse
 from lifecycle.settings import Settings
 from lifecycle.stuck import RunKind
@@ -180,6 +181,61 @@ async def test_a_deletion_waits_for_a_stopped_service_alerts_once_stuck_and_fini
     assert search_index.index.count(bot_id) == (0, 0)
     receipt = await receipt_of(api, bot_id, account)
     assert receipt["services"][search_index.name] == {"rows_deleted": ENTRIES, "files_deleted": FILES, "remaining": 0}
+
+
+@dataclass
+class FlakyService:
+    """Answers every DeleteSubjectData with a transient error (its store down, say) until `fixed`: the deletion
+    retries without end and without an operator, which moves nothing."""
+
+    holds: int
+    attempts: int = 0
+    fixed: bool = False
+
+    @activity.defn(name="DeleteSubjectData")
+    async def delete_subject_data(self, request: DeleteRequest) -> DeleteResponse:
+        self.attempts += 1
+        if not self.fixed:
+            raise ApplicationError("its database does not answer", type=TRANSIENT_ERROR)
+        deleted, self.holds = self.holds, 0
+        return DeleteResponse(rows_deleted=deleted, cursor="done", done=True)
+
+    @activity.defn(name="VerifySubjectErased")
+    async def verify_subject_erased(self, request: VerifyRequest) -> VerifyResponse:
+        return VerifyResponse(remaining_rows=self.holds)
+
+
+@pytest.mark.long
+async def test_a_transient_error_that_repeats_alerts_once_stuck_and_the_deletion_finishes_once_it_stops(
+    api: httpx.AsyncClient,
+    account: ApiAccount,
+    worker: LifecycleWorkers,
+    register: Register,
+    settings: Settings,
+    temporal_client: Client,
+) -> None:
+    """workflows/deletion/bot.py's `_after_failure` calls again without end on a transient error: no poison pill,
+    no operator, and so nobody would see it but for the stuck-work alert."""
+    _, queue = await register("flaky")
+    service = FlakyService(holds=5)
+    bot_id = await a_bot(api, account)
+    async with Worker(
+        temporal_client, task_queue=queue, activities=[service.delete_subject_data, service.verify_subject_erased]
+    ):
+        assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
+
+        async def retried_again() -> None:
+            seen = service.attempts
+            await eventually(lambda: service.attempts, "the call is tried again", until=lambda n: n > seen + 1)
+
+        await eventually(lambda: service.attempts, "the service is called", until=lambda n: n >= 2)
+        await assert_alerts_once_stuck(
+            settings, temporal_client, RunKind.BOT_DELETION, bot_deletion_id(bot_id), meanwhile=retried_again
+        )
+        assert (await status_of(api, bot_id, account)())["status"] == "running"
+        service.fixed = True
+        await completed(api, bot_id, account)
+    assert service.holds == 0
 
 
 @pytest.mark.long
