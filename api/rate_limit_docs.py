@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from fastapi.dependencies.models import Dependant
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.routing import BaseRoute
 
 from api.dependencies import account_key_hash, stream_account_key_hash
@@ -27,8 +27,11 @@ def _calls(dependant: Dependant) -> Iterator[Any]:
 
 def document_rate_limit(schema: dict[str, Any], routes: Sequence[BaseRoute]) -> dict[str, Any]:
     """Declare the 429 on each keyed operation; `document_problems` then makes it a problem document."""
-    for route in routes:
-        if isinstance(route, APIRoute) and route.include_in_schema and _KEYED & set(_calls(route.dependant)):
+    for context in iter_route_contexts(routes):
+        route = context.original_route
+        # An operation the document leaves out (/metrics) has no entry to add to.
+        path_item = schema["paths"].get(context.path)
+        if isinstance(route, APIRoute) and path_item is not None and _KEYED & set(_calls(route.dependant)):
             for method in route.methods or ():
-                schema["paths"][route.path_format][method.lower()]["responses"]["429"] = dict(_TOO_MANY)
+                path_item[method.lower()]["responses"]["429"] = dict(_TOO_MANY)
     return schema
