@@ -3,27 +3,21 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 # The longest lifetime `expires_in` may ask for: ten years.
 MAX_EXPIRES_IN = 10 * 365 * 24 * 3600
 
 
 class ApiKeyCreate(BaseModel):
-    """An optional expiry, as a moment or as seconds from now; neither: the key does not expire."""
+    """An optional lifetime; without one the key does not expire. Seconds rather than a moment: every value the
+    schema allows is one the API accepts (a moment could be past)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    expires_at: AwareDatetime | None = Field(default=None, description="When the key stops opening the account.")
     expires_in: int | None = Field(
         default=None, ge=1, le=MAX_EXPIRES_IN, description="Seconds from now until the key stops opening the account."
     )
-
-    @model_validator(mode="after")
-    def _one_expiry(self) -> ApiKeyCreate:
-        if self.expires_at is not None and self.expires_in is not None:
-            raise ValueError("give `expires_at` or `expires_in`, not both")
-        return self
 
 
 class ApiKeyCreated(BaseModel):
