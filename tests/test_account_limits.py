@@ -8,7 +8,7 @@ Each test runs its own API with small limits, so the session's API keeps its def
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
@@ -61,7 +61,7 @@ async def _lock_waits(app: FastAPI) -> int:
 
 
 async def _all_at_once(
-    app: FastAPI, hold: str, account_id: str, requests: list[Callable[[], Awaitable[httpx.Response]]]
+    app: FastAPI, hold: str, account_id: str, requests: list[Callable[[], Coroutine[Any, Any, httpx.Response]]]
 ) -> list[httpx.Response]:
     """The requests, each in flight and waiting on the lock that `hold` takes when that lock is let go: they
     reach the limit's count together, as concurrent requests of one account do at worst."""
