@@ -3,7 +3,7 @@
 A stream is opened by an account's API key, or by a stream token (api/streams/tokens.py) minted with a key or with
 the admin token. It ends, after a last event `credentials-ended` whose data says why, at its token's expiry, and
 within `stream_credentials_recheck` seconds of the key behind it no longer opening its account: revoked
-(DELETE /account/keys/{id}), or its account asked to be deleted (which revokes every key), or gone with it.
+(DELETE /account/keys/{id}) or expired (`key_revoked` either way), or its account asked to be deleted (which revokes every key), or gone with it.
 A browser told so closes its EventSource instead of reconnecting with a token that no longer opens anything.
 
 Cheap by construction: an expiry needs no read (it is the stream's own deadline), and the keys behind every open
