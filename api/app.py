@@ -31,6 +31,8 @@ from api.holds import router as legal_holds
 from api.links import document_links
 from api.metrics import install_metrics
 from api.problems import document_problems, install_problem_handlers
+from api.rate_limit_docs import document_rate_limit
+from api.rate_limits import AccountRateLimit
 from api.request_ids import RequestIds
 from api.sites import router as sites
 from api.sites import servers_router as site_db_servers
@@ -80,6 +82,7 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
         app.state.sessionmaker = make_sessionmaker(engine)
         app.state.temporal = TemporalConnection(settings, temporal_client)
         await app.state.temporal.check_at_start()
+        app.state.rate_limit = AccountRateLimit(settings.account_requests_per_second)
         # Export downloads stream from the object store through this process's one client.
         app.state.objects = ObjectStore(settings)
         # The one LISTEN connection that wakes every event stream of this process.
@@ -126,11 +129,8 @@ def create_app(settings: Settings | None = None, *, temporal_client: Client | No
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = document_links(
-                document_problems(
-                    get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
-                )
-            )
+            schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+            app.openapi_schema = document_links(document_problems(document_rate_limit(schema, app.routes)))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -15,7 +15,7 @@ WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 # What a front end on another origin sends and reads: the key, JSON bodies, the optional request headers the
 # API declares, and the answers' headers a client acts on.
 _REQUEST_HEADERS = ["Authorization", "Content-Type", "Idempotency-Key", "Prefer", "Last-Event-ID"]
-_EXPOSED_HEADERS = ["Location", "Retry-After", "Preference-Applied", "Content-Range"]
+_EXPOSED_HEADERS = ["Location", "Retry-After", "Preference-Applied", "Content-Range", "Link"]
 # How long a browser may reuse a preflight's answer.
 _PREFLIGHT_MAX_AGE_SECONDS = 600
 

@@ -16,9 +16,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from api.accounts.keys import account_of_key_sql
+from api.accounts.keys import account_of_key_sql, record_use_sql
 from api.admin.credentials import CredentialKind
 from api.problems import ProblemError
+from api.rate_limits import AccountRateLimit
 from api.request_ids import request_id
 from api.security import hash_api_key, tokens_equal
 from api.temporal_client import TemporalUnavailable
@@ -113,6 +114,11 @@ async def get_temporal(request: Request) -> Client:
     return await connection.get()
 
 
+async def get_rate_limit(request: Request) -> AccountRateLimit:
+    limit: AccountRateLimit = request.app.state.rate_limit
+    return limit
+
+
 async def get_object_store(request: Request) -> ObjectStore:
     store: ObjectStore = request.app.state.objects
     return store
@@ -123,6 +129,7 @@ ObjectStoreDep = Annotated[ObjectStore, Depends(get_object_store)]
 SessionDep = Annotated[AsyncSession, Depends(get_session)]
 EngineDep = Annotated[AsyncEngine, Depends(get_engine)]
 TemporalDep = Annotated[Client, Depends(get_temporal)]
+RateLimitDep = Annotated[AccountRateLimit, Depends(get_rate_limit)]
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
@@ -140,6 +147,7 @@ class Caller:
 
 
 _ACCOUNT_OF_KEY = text(account_of_key_sql(":key_hash"))
+_RECORD_USE = text(record_use_sql(":key_id"))
 
 
 async def account_key_hash(credentials: Credentials) -> str:
@@ -195,18 +203,42 @@ StreamAdminTokenDep = Annotated[str | None, Depends(stream_admin_token)]
 
 async def _caller_of_key(session: AsyncSession, key_hash: str) -> Caller | None:
     row = (await session.execute(_ACCOUNT_OF_KEY, {"key_hash": key_hash})).one_or_none()
-    return None if row is None else Caller(account_id=row.account_id, key_id=row.key_id)
+    if row is None:
+        return None
+    if row.use_unrecorded:
+        # At most once a minute per key (api/accounts/keys.py), committed at once: a read commits nothing else.
+        await session.execute(_RECORD_USE, {"key_id": row.key_id})
+        await session.commit()
+    return Caller(account_id=row.account_id, key_id=row.key_id)
 
 
 def unknown_api_key() -> ProblemError:
-    return ProblemError(401, "The API key is unknown or revoked.", headers=_UNAUTHORIZED_HEADERS)
+    return ProblemError(401, "The API key is unknown, revoked or expired.", headers=_UNAUTHORIZED_HEADERS)
 
 
-async def require_account(key_hash: AccountKeyDep, session: SessionDep) -> Caller:
+async def require_account(key_hash: AccountKeyDep, session: SessionDep, rate_limit: RateLimitDep) -> Caller:
+    """The calling account, its request counted against its rate (api/rate_limits.py)."""
     caller = await _caller_of_key(session, key_hash)
     if caller is None:
         raise unknown_api_key()
+    rate_limit.remember(key_hash, caller.account_id)
+    await rate_limit.take(caller.account_id)
     return caller
+
+
+async def rate_limited_key(key_hash: AccountKeyDep, engine: EngineDep, rate_limit: RateLimitDep) -> str:
+    """For an operation that checks its key inside the statement that acts (DELETE /bots/{id}): the key's hash,
+    once its account's rate allows the request. The account is looked up once per key and process."""
+    account_id = rate_limit.account_of(key_hash)
+    if account_id is None:
+        async with engine.connect() as connection:
+            row = (await connection.execute(_ACCOUNT_OF_KEY, {"key_hash": key_hash})).one_or_none()
+        if row is None:
+            raise unknown_api_key()
+        account_id = row.account_id
+        rate_limit.remember(key_hash, account_id)
+    await rate_limit.take(account_id)
+    return key_hash
 
 
 # Who an admin act is recorded as (audit_events.actor, api/admin/audit.py): the bootstrap token, or an issued
@@ -306,6 +338,7 @@ async def require_metrics_reader(
 
 
 CallerDep = Annotated[Caller, Depends(require_account)]
+RateLimitedKeyDep = Annotated[str, Depends(rate_limited_key)]
 # Each the actor's name, as the audit trail records it.
 AdminDep = Annotated[str, Depends(require_admin)]
 ServiceOrAdminDep = Annotated[str, Depends(require_service_or_admin)]

@@ -65,6 +65,13 @@ class Settings(BaseSettings):
     # Sites one account may hold at once (every site but a deleted or rolled-back one): an account cannot
     # fill the shared server with databases and roles.
     max_sites_per_account: int = Field(default=50, ge=1)
+    # Bots one account may hold at once (every bot whose deletion is not requested), and keys (every key neither
+    # revoked nor expired): past either, POST /bots or POST /account/keys answers 409.
+    max_bots_per_account: int = Field(default=1_000, ge=1)
+    max_keys_per_account: int = Field(default=20, ge=2)
+    # Requests a second one account may make with its keys, counted by each API process on its own
+    # (api/rate_limits.py); past it, 429 with Retry-After. 0: no limit.
+    account_requests_per_second: int = Field(default=100, ge=0)
     # Roles that `python -m lifecycle.migrate` lets read and write every table it made (comma-separated):
     # docker-compose migrates as the tables' owner and runs the API and the workers as these.
     database_dml_roles: str = ""

@@ -1,9 +1,11 @@
-"""An account's keys: issue another, list them (never in full), revoke one, and never the last."""
+"""An account's keys: issue another (perhaps expiring), list them (never in full) with their last use, revoke one,
+and never the last."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import datetime, timedelta
 
 import httpx
 from fastapi import FastAPI
@@ -94,3 +96,68 @@ async def _lock_waits(app: FastAPI) -> int:
             )
         )
         return int(waits.scalar_one())
+
+
+async def test_a_key_past_its_expiry_opens_nothing(api: httpx.AsyncClient, account: ApiAccount) -> None:
+    issued = await api.post("/account/keys", json={"expires_in": 3}, headers=account.headers)
+    assert issued.status_code == 201, issued.text
+    expiring, expires_at = issued.json()["api_key"], datetime.fromisoformat(issued.json()["expires_at"])
+    lasting = await api.post("/account/keys", json={"expires_in": 30 * 24 * 3600}, headers=account.headers)
+    assert lasting.status_code == 201, lasting.text
+    listed = {key["id"]: key for key in (await api.get("/account/keys", headers=account.headers)).json()}
+    assert datetime.fromisoformat(listed[issued.json()["id"]]["expires_at"]) == expires_at
+    assert datetime.fromisoformat(listed[lasting.json()["id"]]["expires_at"]) > expires_at + timedelta(days=29)
+    # Without one, a key does not expire.
+    assert [key["expires_at"] for key in listed.values() if key["prefix"] == account.api_key[:8]] == [None]
+
+    async def refused() -> bool:
+        return (await api.get("/account", headers=_bearer(expiring))).status_code == 401
+
+    await eventually(refused, "the key is refused once it expired")
+    # Everywhere: also in the statement that authorizes a bot's deletion (api/deletion/requests.py).
+    bot = await api.post("/bots", json={"name": "Kept"}, headers=account.headers)
+    assert (await api.delete(f"/bots/{bot.json()['id']}", headers=_bearer(expiring))).status_code == 401
+    assert (await api.get(f"/bots/{bot.json()['id']}", headers=account.headers)).status_code == 200
+    # Gone from the list, and no longer revocable, as a revoked key.
+    listed = {key["id"]: key for key in (await api.get("/account/keys", headers=account.headers)).json()}
+    assert issued.json()["id"] not in listed and lasting.json()["id"] in listed
+    assert (await api.delete(f"/account/keys/{issued.json()['id']}", headers=account.headers)).status_code == 404
+
+
+async def test_an_expiry_must_be_later_than_now(api: httpx.AsyncClient, account: ApiAccount) -> None:
+    for body in ({"expires_in": 0}, {"expires_in": -5}, {"expires_at": "2030-01-01T00:00:00Z"}):
+        answer = await api.post("/account/keys", json=body, headers=account.headers)
+        assert answer.status_code == 422, (body, answer.text)
+        assert answer.headers["content-type"] == "application/problem+json"
+    assert len((await api.get("/account/keys", headers=account.headers)).json()) == 1
+
+
+async def test_the_last_use_of_each_key_is_shown_and_written_at_most_once_a_minute(
+    api: httpx.AsyncClient, app: FastAPI, account: ApiAccount
+) -> None:
+    second_id, second = await _issue(api, account.api_key)
+    listed = {key["id"]: key for key in (await api.get("/account/keys", headers=account.headers)).json()}
+    first_id = next(key_id for key_id in listed if key_id != second_id)
+    assert listed[first_id]["last_used_at"] is not None
+    assert listed[second_id]["last_used_at"] is None  # issued, never used
+
+    bot = await api.post("/bots", json={"name": "Used"}, headers=account.headers)
+    # A use through DELETE /bots/{id}, whose one statement checks the key, is recorded too.
+    assert (await api.delete(f"/bots/{bot.json()['id']}", headers=_bearer(second))).status_code in (200, 202)
+    used = {key["id"]: key["last_used_at"] for key in (await api.get("/account/keys", headers=account.headers)).json()}
+    assert used[second_id] is not None
+    # Uses within the minute write nothing: the time recorded stays the first's.
+    for _ in range(3):
+        assert (await api.get("/account", headers=_bearer(second))).status_code == 200
+    again = {key["id"]: key["last_used_at"] for key in (await api.get("/account/keys", headers=account.headers)).json()}
+    assert again == used
+    # Once the recorded use is older than a minute, the next use writes it again.
+    async with app.state.engine.begin() as connection:
+        await connection.execute(
+            text("UPDATE api_keys SET last_used_at = last_used_at - interval '2 minutes' WHERE id = :id"),
+            {"id": second_id},
+        )
+    assert (await api.get("/account", headers=_bearer(second))).status_code == 200
+    later = {key["id"]: key["last_used_at"] for key in (await api.get("/account/keys", headers=account.headers)).json()}
+    # Written anew (now, after the first use), not left two minutes back.
+    assert datetime.fromisoformat(later[second_id]) >= datetime.fromisoformat(used[second_id])

@@ -4,64 +4,85 @@ from __future__ import annotations
 
 import uuid
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Request, Response, status
 from fastapi.responses import JSONResponse
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from api.bots.schemas import BotCreate, BotOut
 from api.deletion.answer import NO_WAIT, PreferHeader, deletion_answers, plan_wait
 from api.deletion.requests import Finished, Unauthorized, await_deletion, request_bot_deletion
 from api.deletion.schemas import DeletionAccepted, DeletionFinished
 from api.dependencies import (
-    AccountKeyDep,
     CallerDep,
     EngineDep,
+    RateLimitedKeyDep,
     SessionDep,
     SettingsDep,
     TemporalDep,
     unknown_api_key,
 )
+from api.paging import DEFAULT_PAGE, PAGED, Cursor, Limit, page
 from api.problems import ProblemError, problem_responses
+from api.quotas import refuse_at_limit, take_account_turn
 from lifecycle.db.models import Bot
 from lifecycle.statuses import DeletionState
 
 router = APIRouter(tags=["bots"])
 
 _NOT_FOUND = "No such bot in this account."
+# A bot whose deletion is requested is gone for its account: not listed, not found, not counted.
+_LISTED = Bot.deletion_requested_at.is_(None)
 
 
 @router.post(
     "/bots",
     status_code=status.HTTP_201_CREATED,
     response_model=BotOut,
-    summary="Create a bot",
-    responses=problem_responses(401, 422),
+    summary="Create a bot; 409 once the account holds MAX_BOTS_PER_ACCOUNT bots",
+    responses=problem_responses(401, 409, 422),
 )
-async def create_bot(body: BotCreate, caller: CallerDep, session: SessionDep) -> BotOut:
+async def create_bot(body: BotCreate, caller: CallerDep, session: SessionDep, settings: SettingsDep) -> BotOut:
+    await take_account_turn(session, caller.account_id)
+    # The bots GET /bots lists count: one whose deletion is requested leaves its place at once.
+    await refuse_at_limit(
+        session,
+        select(func.count()).select_from(Bot).where(_LISTED, Bot.account_id == caller.account_id),
+        settings.max_bots_per_account,
+        noun="bots",
+        remedy="Delete one to create another.",
+        title="Bot limit reached",
+    )
     bot = Bot(account_id=caller.account_id, name=body.name)
     session.add(bot)
     await session.commit()
     return BotOut(id=bot.id, name=bot.name)
 
 
-@router.get("/bots", response_model=list[BotOut], summary="The account's bots", responses=problem_responses(401))
-async def list_bots(caller: CallerDep, session: SessionDep) -> list[BotOut]:
-    rows = await session.execute(
-        select(Bot)
-        .where(Bot.account_id == caller.account_id, Bot.deletion_requested_at.is_(None))
-        .order_by(Bot.created_at, Bot.id)
+@router.get(
+    "/bots",
+    response_model=list[BotOut],
+    summary="The account's bots, oldest first, a page at a time",
+    responses=problem_responses(401, 422) | PAGED,
+)
+async def list_bots(
+    caller: CallerDep,
+    session: SessionDep,
+    request: Request,
+    response: Response,
+    cursor: Cursor = None,
+    limit: Limit = DEFAULT_PAGE,
+) -> list[BotOut]:
+    listed = select(Bot).where(Bot.account_id == caller.account_id, _LISTED)
+    bots = await page(
+        session, listed, (Bot.created_at, Bot.id), cursor=cursor, limit=limit, request=request, response=response
     )
-    return [BotOut(id=bot.id, name=bot.name) for bot in rows.scalars()]
+    return [BotOut(id=bot.id, name=bot.name) for bot in bots]
 
 
 @router.get("/bots/{bot_id}", response_model=BotOut, summary="One bot", responses=problem_responses(401, 404))
 async def get_bot(bot_id: uuid.UUID, caller: CallerDep, session: SessionDep) -> BotOut:
     bot = (
-        await session.execute(
-            select(Bot).where(
-                Bot.id == bot_id, Bot.account_id == caller.account_id, Bot.deletion_requested_at.is_(None)
-            )
-        )
+        await session.execute(select(Bot).where(Bot.id == bot_id, Bot.account_id == caller.account_id, _LISTED))
     ).scalar_one_or_none()
     if bot is None:
         raise ProblemError(404, _NOT_FOUND)
@@ -83,7 +104,7 @@ async def get_bot(bot_id: uuid.UUID, caller: CallerDep, session: SessionDep) -> 
 async def delete_bot(
     bot_id: uuid.UUID,
     # The key is checked inside the deletion's own statement rather than through CallerDep: one round trip.
-    key_hash: AccountKeyDep,
+    key_hash: RateLimitedKeyDep,
     engine: EngineDep,
     client: TemporalDep,
     settings: SettingsDep,

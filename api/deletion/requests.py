@@ -21,7 +21,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError, TerminatedError
 from temporalio.service import RPCError
 
-from api.accounts.keys import account_of_key_sql
+from api.accounts.keys import account_of_key_sql, record_use_sql
 from lifecycle.db.models import Account, ApiKey, DeletionRequest
 from lifecycle.deletion.contracts import AccountDeletionResult, BotDeletionResult, ServiceProgress
 from lifecycle.deletion.legal_holds import is_held
@@ -51,14 +51,17 @@ class Accepted:
 
 # The caller's key check, the bot's mark and the request record in one statement: one round trip and one
 # implicit transaction instead of four, on the API's busiest write path (bench.api). The key is still checked
-# against the database on every request, and the record still commits before the workflow starts.
+# against the database on every request (its use recorded at most once a minute: `used`), and the record still
+# commits before the workflow starts.
 # Written for the driver ($n parameters): request_bot_deletion runs it on the pooled connection's asyncpg
 # connection, which spares SQLAlchemy's statement and result handling on every DELETE /bots/{id}. Kept for its
 # figure: the same statement through SQLAlchemy (`text()` in AUTOCOMMIT) cost the API 0.15, 0.17, 0.39 and
 # 0.59 ms more CPU per request (four runs, median 0.28 ms). Re-measure with `python -m bench.api --against
 # <a copy of the checkout running it through SQLAlchemy>` (docs/benchmarks.md); under 0.2 ms, this goes.
 _AUTHORIZE_MARK_RECORD = f"""
-    WITH caller AS ({account_of_key_sql("$1::text")}), held AS (
+    WITH caller AS ({account_of_key_sql("$1::text")}), used AS (
+        {record_use_sql("(SELECT key_id FROM caller)")}
+    ), held AS (
         SELECT EXISTS (
             SELECT FROM legal_holds WHERE account_id = (SELECT account_id FROM caller) AND released_at IS NULL
         ) AS held

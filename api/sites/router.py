@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import logging
 import uuid
+from enum import StrEnum
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Response, status
+from fastapi import APIRouter, Header, Query, Request, Response, status
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from api.dependencies import CallerDep, SessionDep, SettingsDep, TemporalDep
+from api.paging import DEFAULT_PAGE, PAGED, Cursor, Limit, page
 from api.problems import ProblemError, problem_responses
+from api.quotas import refuse_at_limit, take_account_turn
 from api.sites.schemas import SiteAccepted, SiteCreate, SiteOut, SiteSteps, site_error
-from lifecycle.db.models import Account, Site
+from lifecycle.db.models import Site
 from lifecycle.sites.contracts import SITE_STEPS
 from lifecycle.sites.starts import start_site_creation, start_site_deletion
-from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteStatus, StepStatus
+from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, TOMBSTONE_SITE_STATUSES, SiteStatus, StepStatus
 from lifecycle.workflow_ids import site_creation_id
 
 router = APIRouter(tags=["sites"])
@@ -68,25 +71,6 @@ async def _same_request(session: SessionDep, caller: CallerDep, body: SiteCreate
     ).scalar_one_or_none()
 
 
-async def _refuse_past_quota(session: SessionDep, caller: CallerDep, quota: int) -> None:
-    """409 once the account holds `quota` sites. Every site that holds its domain counts (one being deleted
-    still holds a database and a role); a deleted or rolled-back one holds nothing and does not."""
-    held: int = (
-        await session.execute(
-            select(func.count())
-            .select_from(Site)
-            .where(Site.account_id == caller.account_id, Site.status.in_(DOMAIN_HOLDING_SITE_STATUSES))
-        )
-    ).scalar_one()
-    if held >= quota:
-        await session.rollback()  # ends the account's lock at once
-        raise ProblemError(
-            409,
-            f"This account holds {held} sites, the most it may have. Delete one to create another.",
-            title="Site limit reached",
-        )
-
-
 @router.post(
     "/sites",
     status_code=status.HTTP_202_ACCEPTED,
@@ -103,13 +87,21 @@ async def create_site(
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> SiteAccepted:
-    # Every creation of one account queues here until the one before it commits, so the count below cannot
-    # be stale: two concurrent requests never both take the last free place. NO KEY UPDATE leaves alone the
-    # key-share locks that inserts (foreign keys) and deletion starts take on the account.
-    await session.execute(select(Account.id).where(Account.id == caller.account_id).with_for_update(key_share=True))
+    await take_account_turn(session, caller.account_id)
     site = await _same_request(session, caller, body, idempotency_key)
     if site is None:
-        await _refuse_past_quota(session, caller, settings.max_sites_per_account)
+        # Every site that holds its domain counts (one being deleted still holds a database and a role); a
+        # deleted or rolled-back one holds nothing and does not.
+        await refuse_at_limit(
+            session,
+            select(func.count())
+            .select_from(Site)
+            .where(Site.account_id == caller.account_id, Site.status.in_(DOMAIN_HOLDING_SITE_STATUSES)),
+            settings.max_sites_per_account,
+            noun="sites",
+            remedy="Delete one to create another.",
+            title="Site limit reached",
+        )
         site = Site(
             account_id=caller.account_id,
             name=body.name,
@@ -164,11 +156,34 @@ async def _own_site(session: SessionDep, caller: CallerDep, site_id: uuid.UUID) 
     return site
 
 
-@router.get("/sites", response_model=list[SiteOut], summary="The account's sites", responses=problem_responses(401))
-async def list_sites(caller: CallerDep, session: SessionDep) -> list[SiteOut]:
-    sites = (
-        await session.execute(select(Site).where(Site.account_id == caller.account_id).order_by(Site.created_at))
-    ).scalars()
+class Included(StrEnum):
+    LIVE = "live"
+    ALL = "all"
+
+
+@router.get(
+    "/sites",
+    response_model=list[SiteOut],
+    summary="The account's sites, oldest first, a page at a time; deleted and rolled-back ones only with `include=all`",
+    responses=problem_responses(401, 422) | PAGED,
+)
+async def list_sites(
+    caller: CallerDep,
+    session: SessionDep,
+    request: Request,
+    response: Response,
+    cursor: Cursor = None,
+    limit: Limit = DEFAULT_PAGE,
+    include: Annotated[
+        Included, Query(description="`all` lists deleted and rolled-back sites too; `live` leaves them out.")
+    ] = Included.LIVE,
+) -> list[SiteOut]:
+    listed = select(Site).where(Site.account_id == caller.account_id)
+    if include == Included.LIVE:
+        listed = listed.where(Site.status.not_in(TOMBSTONE_SITE_STATUSES))
+    sites = await page(
+        session, listed, (Site.created_at, Site.id), cursor=cursor, limit=limit, request=request, response=response
+    )
     return [site_out(site) for site in sites]
 
 

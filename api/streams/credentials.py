@@ -3,8 +3,9 @@
 A stream is opened by an account's API key, or by a stream token (api/streams/tokens.py) minted with a key or with
 the admin token. It ends, after a last event `credentials-ended` whose data says why, at its token's expiry, and
 within `stream_credentials_recheck` seconds of the key behind it no longer opening its account: revoked
-(DELETE /account/keys/{id}), or its account asked to be deleted (which revokes every key), or gone with it.
-A browser told so closes its EventSource instead of reconnecting with a token that no longer opens anything.
+(DELETE /account/keys/{id}) or expired (`key_revoked` either way), or its account asked to be deleted (which revokes
+every key), or gone with it. A browser told so closes its EventSource instead of reconnecting with a token that
+no longer opens anything.
 
 Cheap by construction: an expiry needs no read (it is the stream's own deadline), and the keys behind every open
 stream of the process are checked together, one indexed query per interval, none while no such stream is open.

@@ -69,6 +69,10 @@ class ApiKey(Base):
     prefix: Mapped[str | None] = mapped_column(String(16))
     created_at: Mapped[datetime] = _now_column()
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Null for a key that does not expire; past it, the key opens nothing (api/accounts/keys.py).
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # To the minute: written at most once a minute per key, off the request's own statements (api/dependencies.py).
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Bot(Base):

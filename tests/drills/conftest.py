@@ -47,8 +47,8 @@ class DrillStack:
         process.start()
         return process
 
-    def api(self) -> ApiProcess:
-        process = ApiProcess(self.settings, self.root / f"api-{uuid.uuid4().hex[:6]}.log")
+    def api(self, **overrides: str) -> ApiProcess:
+        process = ApiProcess(self.settings, self.root / f"api-{uuid.uuid4().hex[:6]}.log", **overrides)
         process.start()
         return process
 

@@ -149,6 +149,24 @@ async def test_streams_end_when_their_key_is_revoked(rechecking: ServedApi) -> N
         assert (await browser.get(path, params={"access_token": token})).status_code == 401
 
 
+async def test_a_stream_ends_when_its_key_expires(rechecking: ServedApi) -> None:
+    async with rechecking.client() as http:
+        key = await _new_account(http)
+        issued = await http.post(
+            "/account/keys", json={"expires_in": int(TOKEN_TTL.total_seconds())}, headers=_bearer(key)
+        )
+        expiring = issued.json()["api_key"]
+        expires = datetime.fromisoformat(issued.json()["expires_at"]).timestamp()
+        site_id = await _site(http, _bearer(key))
+        path = f"/sites/{site_id}/events"
+        async with _streams((http, path, {"headers": _bearer(expiring)})) as (stream,):
+            followed = await asyncio.wait_for(stream, TOKEN_TTL.total_seconds() + GIVE_UP_SECONDS)
+        # Refused as a revoked key is, and said the same way.
+        assert _ending(followed) == ("credentials-ended", {"reason": "key_revoked"})
+        assert expires <= followed.ended_at < expires + ENDS_WITHIN_SECONDS
+        assert (await http.get("/account", headers=_bearer(expiring))).status_code == 401
+
+
 async def test_streams_end_when_their_account_is_deleted(rechecking: ServedApi) -> None:
     async with rechecking.client() as http, rechecking.client() as browser:
         key = await _new_account(http)
