@@ -44,7 +44,8 @@ async def _new_account(api: httpx.AsyncClient, name: str) -> ApiAccount:
 
 
 def _assert_limit_problem(response: httpx.Response, title: str, detail: str) -> None:
-    assert response.status_code == 409, response.text
+    assert response.status_code == 429, response.text
+    assert response.headers["retry-after"] == "60"
     assert response.headers["content-type"] == PROBLEM
     assert (response.json()["title"], response.json()["detail"]) == (title, detail)
 
@@ -107,7 +108,7 @@ async def test_concurrent_bot_creations_never_pass_the_limit(settings: Settings,
             account.id,
             [partial(api.post, "/bots", json={"name": f"Racer {n}"}, headers=account.headers) for n in range(6)],
         )
-        assert sorted(answer.status_code for answer in answers) == [201] * 2 + [409] * 4, [a.text for a in answers]
+        assert sorted(answer.status_code for answer in answers) == [201] * 2 + [429] * 4, [a.text for a in answers]
         assert len((await api.get("/bots", headers=account.headers)).json()) == 4
 
 
@@ -139,7 +140,7 @@ async def test_concurrent_key_issues_never_pass_the_limit(settings: Settings, te
             account.id,
             [partial(api.post, "/account/keys", headers=account.headers) for _ in range(5)],
         )
-        assert sorted(answer.status_code for answer in answers) == [201] * 2 + [409] * 3, [a.text for a in answers]
+        assert sorted(answer.status_code for answer in answers) == [201] * 2 + [429] * 3, [a.text for a in answers]
         assert len((await api.get("/account/keys", headers=account.headers)).json()) == 3
 
 

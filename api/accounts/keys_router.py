@@ -37,9 +37,9 @@ _LIVE = text(LIVE_KEY_SQL)
     "/account/keys",
     status_code=status.HTTP_201_CREATED,
     response_model=ApiKeyCreated,
-    summary="Issue another API key for the calling account, perhaps expiring; the key is shown this once. 409 "
+    summary="Issue another API key for the calling account, perhaps expiring; the key is shown this once. 429 "
     "once the account holds MAX_KEYS_PER_ACCOUNT live keys",
-    responses=problem_responses(401, 409, 422),
+    responses=problem_responses(401, 422, 429),
 )
 async def create_key(
     caller: CallerDep,

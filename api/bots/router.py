@@ -38,8 +38,8 @@ _LISTED = Bot.deletion_requested_at.is_(None)
     "/bots",
     status_code=status.HTTP_201_CREATED,
     response_model=BotOut,
-    summary="Create a bot; 409 once the account holds MAX_BOTS_PER_ACCOUNT bots",
-    responses=problem_responses(401, 409, 422),
+    summary="Create a bot; 429 once the account holds MAX_BOTS_PER_ACCOUNT bots",
+    responses=problem_responses(401, 422, 429),
 )
 async def create_bot(body: BotCreate, caller: CallerDep, session: SessionDep, settings: SettingsDep) -> BotOut:
     await take_account_turn(session, caller.account_id)

@@ -101,6 +101,7 @@ async def create_site(
             noun="sites",
             remedy="Delete one to create another.",
             title="Site limit reached",
+            status=409,
         )
         site = Site(
             account_id=caller.account_id,
