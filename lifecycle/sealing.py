@@ -14,7 +14,7 @@ published key every value sealed to another key, or not sealed at all (rows from
 publishes a new key and re-seals every row to it: with the key file, it makes the key, puts it first in the file,
 and drops the older keys from the file once no row needs them; with SEALING_KEYS, the new secret goes first in
 the variable of the workers and of the command beforehand, and the old one is removed afterwards
-(docs/operations.md, "Secrets sealing keys").
+(docs/operations.md, "Sealing keys").
 """
 
 from __future__ import annotations
