@@ -29,6 +29,8 @@ from lifecycle.db.engine import POOL_CAPACITY
 from lifecycle.deletion.receipt_keys import ReceiptKey, ReceiptKeyError, ReceiptSigner, publish_at_start
 from lifecycle.logging_setup import configure_logging
 from lifecycle.schedules import ensure_health_check_schedule, ensure_reconciler_schedule
+from lifecycle.sealing import KeyRing, SealingKeyError, reseal
+from lifecycle.sealing import publish_at_start as publish_sealing_key
 from lifecycle.settings import Settings, get_settings
 from lifecycle.sites.pool import poke_every_pool
 from lifecycle.temporal_client import CONNECT_BACKOFF_MAX_SECONDS, TemporalMisconfigured, connect_when_up
@@ -147,11 +149,13 @@ def build_worker(
 ) -> LifecycleWorkers:
     """Versioned workers (deployment_version): a run started on these queues goes to the current version.
 
-    The receipt signing key is loaded here unless given (an unusable key file raises ReceiptKeyError), and
-    published, or checked against the published current key, before the workers poll. `graceful_shutdown`: how
+    The receipt signing key is loaded here unless given (an unusable key file raises ReceiptKeyError), and so are
+    the sealing keys (SealingKeyError); both are published, or checked against the published ones, and the stored
+    secrets re-sealed to the published sealing key, before the workers poll. `graceful_shutdown`: how
     long running activities may go on once the workers stop (tests swap workers at once).
     """
     signer = signer or ReceiptSigner(settings)
+    keys = resources.keys
     activities = build_activities(resources, signer)
     version = deployment_version(settings)
     return LifecycleWorkers(
@@ -172,7 +176,7 @@ def build_worker(
             for queue in task_queues(settings)
         ],
         Promotion(client, version) if settings.worker_make_current else None,
-        before_polling=partial(_publish_receipt_key, resources.engine, signer.key),
+        before_polling=partial(_publish_keys, resources.engine, signer.key, keys),
     )
 
 
@@ -197,14 +201,18 @@ def _runtime(settings: Settings) -> Runtime | None:
     )
 
 
-async def _publish_receipt_key(engine: AsyncEngine, key: ReceiptKey) -> None:
-    """Publish the receipt key, or check it against the published one; a PostgreSQL that does not answer yet is
-    waited for, with the backoff Temporal is waited for with (connect_when_up), while a key this worker must not
-    sign with stops it."""
+async def _publish_keys(engine: AsyncEngine, key: ReceiptKey, keys: KeyRing) -> None:
+    """Publish the receipt and sealing keys, or check them against the published ones, then seal the stored secrets
+    not sealed to the published key; a PostgreSQL that does not answer yet is waited for, with the backoff Temporal
+    is waited for with (connect_when_up), while a key this worker must not use stops it."""
     delay = 0.5
     while True:
         try:
-            return await publish_at_start(engine, key)
+            await publish_at_start(engine, key)
+            await publish_sealing_key(engine, keys)
+            if resealed := await reseal(engine, keys):
+                logger.info("sealed %d stored secrets to the published sealing key", resealed)
+            return
         except Exception as err:
             if not is_transient(err):
                 raise
@@ -292,7 +300,7 @@ async def _serve(settings: Settings, started: asyncio.Event, stop: asyncio.Event
 if __name__ == "__main__":
     try:
         asyncio.run(main())
-    except (ReceiptKeyError, TemporalMisconfigured) as err:
+    except (ReceiptKeyError, SealingKeyError, TemporalMisconfigured) as err:
         logger.critical("cannot start: %s", err)
         logging.shutdown()
         os._exit(2)

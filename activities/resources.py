@@ -13,6 +13,7 @@ from temporalio.client import Client
 from activities.sites.database import AdminConnections
 from lifecycle.db.engine import make_engine, make_sessionmaker
 from lifecycle.object_store import ObjectStore
+from lifecycle.sealing import KeyRing
 from lifecycle.settings import Settings
 
 
@@ -41,6 +42,11 @@ class ActivityResources:
         request built an SSL context each time (about 20 ms of CPU) and kept no connection for the next attempt.
         Made at its first use, as most workers (every test's) never send one. Timeouts are set per request."""
         return httpx.AsyncClient()
+
+    @cached_property
+    def keys(self) -> KeyRing:
+        """The keys that open the stored secrets (lifecycle/sealing.py); the worker reads them as it starts."""
+        return KeyRing(self.settings)
 
     @cached_property
     def site_admin_connections(self) -> AdminConnections:

@@ -22,6 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from api.temporal_client import TemporalUnavailable
 from lifecycle.outbound import OutboundRefused
+from lifecycle.sealing import NoSealingKey
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 logger = logging.getLogger(__name__)
@@ -145,6 +146,10 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def _temporal_unreachable(request: Request, exc: TemporalUnavailable) -> JSONResponse:
         logger.warning("Temporal unavailable: %s", exc)
         return _unavailable(request, "The workflow service is unavailable; retry shortly.")
+
+    @app.exception_handler(NoSealingKey)
+    async def _no_sealing_key(request: Request, exc: NoSealingKey) -> JSONResponse:
+        return _unavailable(request, str(exc))
 
     @app.exception_handler(RPCError)
     async def _temporal_down(request: Request, exc: RPCError) -> JSONResponse:

@@ -17,11 +17,13 @@ ADMIN_TOKEN_FILE = "admin_token"
 EXPORT_SIGNING_KEY_FILE = "export_signing_key"
 # Where the deletion receipts' signing secret is made on first use when RECEIPT_SIGNING_KEY is not set.
 RECEIPT_SIGNING_KEY_FILE = "receipt_signing_key"
+# Where the workers' sealing secrets are made on first use when SEALING_KEYS is not set (lifecycle/sealing.py).
+SEALING_KEYS_FILE = "sealing_keys"
 # The shortest secret accepted (ADMIN_TOKEN, EXPORT_SIGNING_KEY, RECEIPT_SIGNING_KEY, the key files): a process
 # refuses to start with a shorter one rather than run on a guessable key; `make deploy-env` and `make run`
 # generate longer ones.
 MIN_SECRET_BYTES = 32
-SECRETS = ("admin_token", "export_signing_key", "receipt_signing_key")
+SECRETS = ("admin_token", "export_signing_key", "receipt_signing_key", "sealing_keys")
 
 # Ports of the local stack; docker-compose and the tests use their own.
 LOCAL_TEMPORAL_PORT = 7233
@@ -66,15 +68,18 @@ class Settings(BaseSettings):
     # fill the shared server with databases and roles.
     max_sites_per_account: int = Field(default=50, ge=1)
     # Bots one account may hold at once (every bot whose deletion is not requested), and keys (every key neither
-    # revoked nor expired): past either, POST /bots or POST /account/keys answers 409.
+    # revoked nor expired): past either, POST /bots or POST /account/keys answers 429.
     max_bots_per_account: int = Field(default=1_000, ge=1)
     max_keys_per_account: int = Field(default=20, ge=2)
     # Requests a second one account may make with its keys, counted by each API process on its own
     # (api/rate_limits.py); past it, 429 with Retry-After. 0: no limit.
     account_requests_per_second: int = Field(default=100, ge=0)
-    # Roles that `python -m lifecycle.migrate` lets read and write every table it made (comma-separated):
-    # docker-compose migrates as the tables' owner and runs the API and the workers as these.
+    # Roles that `python -m lifecycle.migrate` lets read and write every table it made (comma-separated): the
+    # workers'. The API's roles get the same, less writing the keys the workers publish and reading the sealed
+    # secrets (lifecycle/migrate.py). docker-compose migrates as the tables' owner and runs the API and the workers
+    # as these.
     database_dml_roles: str = ""
+    database_api_roles: str = ""
     smtp_host: str = "127.0.0.1"
     smtp_port: int = LOCAL_SMTP_PORT
     mail_from: str = "no-reply@lifecycle.local"
@@ -149,6 +154,9 @@ class Settings(BaseSettings):
     # The secret the deletion receipts' Ed25519 key is derived from (lifecycle/deletion/receipt_keys.py); only the
     # workers need it (the API serves the public keys they publish). Unset: made on a worker's first start in DATA_DIR.
     receipt_signing_key: str | None = Field(default=None, repr=False)
+    # The secrets of the X25519 keys that processors' secrets and site-server URLs are sealed to (lifecycle/sealing.py),
+    # comma-separated, the newest first; only the workers hold them. Unset: made on a worker's first start in DATA_DIR.
+    sealing_keys: str | None = Field(default=None, repr=False)
     # Rows per keyset batch while writing an export: memory holds one batch of one table at a time.
     export_batch_rows: int = Field(default=5_000, ge=1, le=100_000)
     # A window to change one's mind: DELETE /account signs the account out at once, then deletes

@@ -41,7 +41,7 @@ from lifecycle.worker_deployment import code_build_id
 from services.catalog import SERVICES
 from tests.eventually import eventually
 from tests.processes import ChildProcess, service_processes
-from tests.workers import own_worker
+from tests.workers import own_worker, publish_sealing_key
 from worker import LifecycleWorkers
 
 pytest_plugins = ["tests.hangs"]
@@ -244,6 +244,7 @@ async def worker(
 
 @pytest_asyncio.fixture(scope="session")
 async def app(settings: Settings, temporal_client: Client) -> AsyncIterator[FastAPI]:
+    await publish_sealing_key(settings)
     application = create_app(settings, temporal_client=temporal_client)
     async with application.router.lifespan_context(application):
         yield application

@@ -205,7 +205,9 @@ def test_each_service_has_its_own_database_and_queue_and_registers_itself(
             assert s3_settings(environment) == s3_settings(worker["environment"]), name
         else:
             assert s3_settings(environment) == {}, name
-        assert {"RECEIPT_SIGNING_KEY", "EXPORT_SIGNING_KEY", "SITE_DATABASE_URL"}.isdisjoint(environment), name
+        assert {"RECEIPT_SIGNING_KEY", "SEALING_KEYS", "EXPORT_SIGNING_KEY", "SITE_DATABASE_URL"}.isdisjoint(
+            environment
+        ), name
         dependencies = {dependency: rule["condition"] for dependency, rule in service["depends_on"].items()}
         assert dependencies == {
             "postgres-roles": "service_completed_successfully",
@@ -233,14 +235,15 @@ def test_compose_accepts_the_file_with_a_generated_env(
     token = re.search(r"^ADMIN_TOKEN=(\w+)$", generated_env.read_text(), re.MULTILINE)
     assert token is not None
     assert config["services"]["api"]["environment"]["ADMIN_TOKEN"] == token.group(1)
-    # Only the API holds the admin token as a variable, and only the workers the receipt signing key.
+    # Only the API holds the admin token as a variable, and only the workers the receipt signing and sealing keys.
     holders = [name for name, service in config["services"].items() if "ADMIN_TOKEN" in service.get("environment", {})]
     assert holders == ["api"]
-    receipt_key = re.search(r"^RECEIPT_SIGNING_KEY=(\w+)$", generated_env.read_text(), re.MULTILINE)
-    assert receipt_key is not None
-    for service in ("worker", "site-worker"):
-        assert config["services"][service]["environment"]["RECEIPT_SIGNING_KEY"] == receipt_key.group(1)
-    assert "RECEIPT_SIGNING_KEY" not in config["services"]["api"]["environment"]
+    for variable in ("RECEIPT_SIGNING_KEY", "SEALING_KEYS"):
+        key = re.search(rf"^{variable}=(\w+)$", generated_env.read_text(), re.MULTILINE)
+        assert key is not None, variable
+        for service in ("worker", "site-worker"):
+            assert config["services"][service]["environment"][variable] == key.group(1)
+        assert variable not in config["services"]["api"]["environment"]
 
 
 def test_the_compose_specification_accepts_the_resolved_file(
@@ -417,9 +420,10 @@ def test_the_application_never_connects_as_the_superuser(compose_file: dict[str,
         url = services[name]["environment"].get("SITE_DATABASE_URL")
         assert (url is not None) == (name in WORKER_SERVICES), name
         assert url is None or database_user(url) == "site_provisioner"
-    # The owner grants the API's and the workers' roles their rows once the tables exist.
-    granted = set(services["migrate"]["environment"]["DATABASE_DML_ROLES"].split(","))
-    assert granted == {APPLICATION_ROLES["api"], APPLICATION_ROLES["worker"]}
+    # The owner grants the API's and the workers' roles their rows once the tables exist, the API's fewer.
+    migrate = services["migrate"]["environment"]
+    assert migrate["DATABASE_DML_ROLES"].split(",") == [APPLICATION_ROLES["worker"]]
+    assert migrate["DATABASE_API_ROLES"].split(",") == [APPLICATION_ROLES["api"]]
     assert services["migrate"]["depends_on"] == {"postgres-roles": {"condition": "service_completed_successfully"}}
     roles = (project_root / "deploy/postgres-roles.sh").read_text()
     for role in set(APPLICATION_ROLES.values()):

@@ -153,7 +153,10 @@ def run_migrate_job(project_root: Path, server: PostgresServer, data_dir: Path) 
         **os.environ,
         "DATA_DIR": str(data_dir),
         "DATABASE_URL": f"postgresql+asyncpg://{OWNER}@127.0.0.1:{server.port}/lifecycle",
-        "DATABASE_DML_ROLES": compose["services"]["migrate"]["environment"]["DATABASE_DML_ROLES"],
+        **{
+            variable: compose["services"]["migrate"]["environment"][variable]
+            for variable in ("DATABASE_DML_ROLES", "DATABASE_API_ROLES")
+        },
     }
     assert project_root == PROJECT_ROOT
     job = [sys.executable, "-m", "lifecycle.migrate"]
@@ -203,6 +206,47 @@ REFUSED = {
     "DELETE FROM audit_events": "permission denied for table audit_events",
 }
 
+# What the API does to the rows that hold sealed secrets (api/deletion/processors_router.py, api/registries.py,
+# api/sites/servers_router.py), answering every column but the secret.
+API_SEALED_ROW_WORK = (
+    "BEGIN;"
+    " INSERT INTO processors (name, url, secret) VALUES ('probe', 'https://crm.example.com/', 'sealed:k:x')"
+    " ON CONFLICT (name) DO UPDATE SET secret = 'sealed:k:y', retired_at = NULL"
+    " RETURNING name, url, retired_at, registered_at = updated_at;"
+    " SELECT name, url, registered_at, updated_at, retired_at FROM processors;"
+    " UPDATE processors SET retired_at = now() WHERE name = 'probe' RETURNING name;"
+    " INSERT INTO site_db_servers (name, admin_url, capacity, pool_target, state) VALUES"
+    " ('probe', 'sealed:k:x', 1, 0, 'active') ON CONFLICT (name) DO UPDATE SET admin_url = 'sealed:k:y'"
+    " RETURNING created_at = updated_at;"
+    " UPDATE site_db_servers SET state = 'draining' WHERE name = 'probe' RETURNING name;"
+    " SELECT name, capacity, pool_target, state, state_set_by FROM site_db_servers;"
+    " SELECT key_id, public_key FROM receipt_signing_keys; SELECT key_id, public_key FROM sealing_keys;"
+    " ROLLBACK;"
+)
+# The sealed secrets, and the keys the workers publish, out of the API's reach.
+API_REFUSED = {
+    "SELECT secret FROM processors": "permission denied for table processors",
+    "SELECT * FROM processors": "permission denied for table processors",
+    "SELECT admin_url FROM site_db_servers": "permission denied for table site_db_servers",
+    "INSERT INTO receipt_signing_keys (key_id, public_key) VALUES ('forged', 'forged')": (
+        "permission denied for table receipt_signing_keys"
+    ),
+    "UPDATE receipt_signing_keys SET valid_until = now()": "permission denied for table receipt_signing_keys",
+    "DELETE FROM receipt_signing_keys": "permission denied for table receipt_signing_keys",
+    "INSERT INTO sealing_keys (key_id, public_key) VALUES ('forged', 'forged')": (
+        "permission denied for table sealing_keys"
+    ),
+    "DELETE FROM sealing_keys": "permission denied for table sealing_keys",
+}
+# What the workers do there: open the secrets, publish the keys.
+WORKER_KEY_WORK = (
+    "BEGIN;"
+    " SELECT name, secret FROM processors; SELECT name, admin_url FROM site_db_servers;"
+    " INSERT INTO receipt_signing_keys (key_id, public_key) VALUES ('probe', 'probe');"
+    " DELETE FROM sealing_keys; INSERT INTO sealing_keys (key_id, public_key) VALUES ('probe', 'probe');"
+    " ROLLBACK;"
+)
+
 
 def test_the_application_roles_migrate_as_the_owner_and_then_only_touch_rows(
     project_root: Path, postgres: PostgresServer, no_application_database: None, tmp_path: Path
@@ -224,6 +268,14 @@ def test_the_application_roles_migrate_as_the_owner_and_then_only_touch_rows(
             assert refusal in refused.stderr, (role, statement, refused.stderr)
         refused = psql_as(postgres, role, "postgres", "SELECT 1")
         assert "permission denied for database" in refused.stderr, (role, refused.stderr)
+    # Only the workers read the sealed secrets and publish keys; the API still does its own work on those rows.
+    for statement, refusal in API_REFUSED.items():
+        refused = psql_as(postgres, API, "lifecycle", statement)
+        assert refusal in refused.stderr, (statement, refused.stderr)
+    api_work = psql_as(postgres, API, "lifecycle", API_SEALED_ROW_WORK)
+    assert api_work.returncode == 0, api_work.stderr
+    worker_work = psql_as(postgres, WORKER, "lifecycle", WORKER_KEY_WORK)
+    assert worker_work.returncode == 0, worker_work.stderr
     # The deleters' pressure signals read other sessions' statistics: the workers alone may.
     can_read_stats = "SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')"
     assert psql_as(postgres, WORKER, "lifecycle", can_read_stats).stdout.strip() == "t"

@@ -11,6 +11,8 @@ from datetime import timedelta
 from temporalio.client import Client
 
 from activities.resources import ActivityResources
+from lifecycle.db.engine import make_engine
+from lifecycle.sealing import KeyRing, publish_at_start
 from lifecycle.settings import Settings
 from worker import LifecycleWorkers, build_worker
 
@@ -31,6 +33,17 @@ async def own_worker(settings: Settings, client: Client, faults: str | None = No
             yield running
     finally:
         await resources.close()
+
+
+async def publish_sealing_key(settings: Settings) -> None:
+    """What a worker's start does first with the sealing key (lifecycle/sealing.py): the API stores processors'
+    secrets and site servers' URLs only once a worker has published it, and many tests register them with no worker
+    of `settings` running yet. Idempotent: the session's workers, sharing its data directory, hold the same key."""
+    engine = make_engine(settings.database_url, pool_size=1, max_overflow=0)
+    try:
+        await publish_at_start(engine, KeyRing(settings))
+    finally:
+        await engine.dispose()
 
 
 def own_queue(settings: Settings, queue: str | None = None) -> Settings:

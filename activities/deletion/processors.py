@@ -1,9 +1,10 @@
 """Telling the processors: record whom an account deletion tells, send each one the signed erasure request, and
 record its answer or an operator's skip.
 
-The request's URL and secret are read here from `processors`, at each attempt, so neither is ever in workflow
-history; the run passes ids and names only. PostgreSQL holds each processor's answer (`processor_erasures`): what
-the receipts, the status API and a retried or reset run read.
+The request's URL and secret are read here from `processors`, at each attempt, the secret opened with the workers'
+key (lifecycle/sealing.py), so neither is ever in workflow history; the run passes ids and names only. PostgreSQL
+holds each processor's answer (`processor_erasures`): what the receipts, the status API and a retried or reset run
+read.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ class ProcessorErasures:
             # Retired while pending: nobody is left to tell; the receipt shows it skipped.
             return await self._skip(key)
         body = erasure_body(uuid.UUID(delivery.erasure_id), row.account_id, row.requested_at)
-        headers = signed_headers(row.secret, row.webhook_id, datetime.now(UTC), body)
+        headers = signed_headers(self._resources.keys.open(row.secret), row.webhook_id, datetime.now(UTC), body)
         settings = self._resources.settings
         try:
             # Again at each attempt: what the name resolves to may have changed since it was registered.

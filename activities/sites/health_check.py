@@ -151,7 +151,7 @@ class SiteServerHealth:
         """A registered URL's host is held to the outbound rule: one it refuses is a server that does not answer."""
         if admin_url is None:
             return SiteDatabaseServer(self._default_admin_url)
-        return SiteDatabaseServer(admin_url, outbound=self._resources.settings.outbound)
+        return SiteDatabaseServer(self._resources.keys.open(admin_url), outbound=self._resources.settings.outbound)
 
     async def _answers(self, name: str, server: SiteDatabaseServer) -> bool:
         try:

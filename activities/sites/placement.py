@@ -15,6 +15,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.sites.database import AdminConnections, SiteDatabaseServer
 from lifecycle.outbound import OutboundRule
+from lifecycle.sealing import KeyRing
 from lifecycle.sites.errors import NO_DATABASE_SERVER_ERROR
 from lifecycle.sites.servers import CHOOSE_SERVER
 
@@ -42,10 +43,13 @@ class SitePlacement:
         self,
         engine: AsyncEngine,
         default_admin_url: str,
+        keys: KeyRing,
         admin_connections: AdminConnections | None = None,
         outbound: OutboundRule | None = None,
     ) -> None:
         self._engine = engine
+        # Open the registered servers' URLs, stored sealed (lifecycle/sealing.py).
+        self._keys = keys
         self._admin_connections = admin_connections
         # A read of the record is one statement: autocommit spares it a BEGIN and a ROLLBACK.
         self._reads = engine.execution_options(isolation_level="AUTOCOMMIT")
@@ -79,7 +83,7 @@ class SitePlacement:
             return None
         if row.admin_url is None:
             return SiteDatabaseServer(self._default_admin_url, self._admin_connections)
-        return SiteDatabaseServer(row.admin_url, self._admin_connections, self._outbound)
+        return SiteDatabaseServer(self._keys.open(row.admin_url), self._admin_connections, self._outbound)
 
     async def server(self, site_id: str) -> SiteDatabaseServer:
         """For a forward step: the site's server, placing the site first if no step has yet."""

@@ -129,7 +129,7 @@ class SitePoolActivities:
                 return SiteDbPoolPass()
             settings = self._resources.settings
             server = (
-                SiteDatabaseServer(row.admin_url, outbound=settings.outbound)
+                SiteDatabaseServer(self._resources.keys.open(row.admin_url), outbound=settings.outbound)
                 if row.admin_url is not None
                 else SiteDatabaseServer(settings.site_admin_database_url)
             )

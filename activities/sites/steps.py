@@ -68,6 +68,7 @@ class SiteActivities:
         self._placement = SitePlacement(
             resources.engine,
             resources.settings.site_admin_database_url,
+            resources.keys,
             resources.site_admin_connections,
             resources.settings.outbound,
         )

@@ -1,6 +1,7 @@
 """The registry of processors (admin): the recipients of the accounts' data (email, CRM and metrics vendors) that
 every account deletion tells with one signed erasure request (GDPR Art. 19 and 28). Retiring one keeps its row,
-for the erasures that name it. Its secret is stored for the workers that sign and never answered back.
+for the erasures that name it. Its secret is stored sealed to the workers' key (lifecycle/sealing.py): only the workers
+that sign open it, and the API can neither answer it back nor read it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from api.problems import checked_outbound, problem_responses
 from api.registries import register, retire
 from lifecycle.db.models import Processor
 from lifecycle.deletion.registry import SERVICE_NAME_MAX_LENGTH, SERVICE_NAME_PATTERN
+from lifecycle.sealing import seal_for_workers
 
 router = APIRouter(tags=["processors"])
 
@@ -39,7 +41,7 @@ def _out(processor: Processor) -> ProcessorOut:
     "/processors/{name}",
     response_model=ProcessorOut,
     summary="Admin: register a processor that account deletions tell, or change its URL or secret (201 when new)",
-    responses={201: {"description": "Registered", "model": ProcessorOut}, **problem_responses(401, 403, 422)},
+    responses={201: {"description": "Registered", "model": ProcessorOut}, **problem_responses(401, 403, 422, 503)},
 )
 async def put_processor(
     name: ProcessorName,
@@ -52,7 +54,8 @@ async def put_processor(
     # Registering a retired processor again brings it back: deletions from now on tell it.
     url = str(body.url)
     await checked_outbound(settings.outbound.check_url(url))
-    entry, inserted = await register(session, Processor, name, {"url": url, "secret": body.secret})
+    secret = await seal_for_workers(session, body.secret)
+    entry, inserted = await register(session, Processor, name, {"url": url, "secret": secret})
     response.status_code = 201 if inserted else 200
     return _out(entry)
 

@@ -1,9 +1,11 @@
 """The catalog of site-database servers (admin): where new sites' databases go (lifecycle/sites/servers.py).
 
 Servers are added or replaced (PUT), drained, marked down or resized (PATCH), never deleted here: sites keep
-naming the server they were placed on. No answer carries a server's URL. Every change pokes the server's warm
-pool (lifecycle/sites/pool.py) once it is committed, so a new target or a drain takes effect within seconds; a
-change is idempotent, so one whose answer was lost (say, Temporal unreachable for the poke) is simply repeated.
+naming the server they were placed on. No answer carries a server's URL: it is stored sealed to the workers' key
+(lifecycle/sealing.py), which the API cannot open, in a column its role cannot read. Every change pokes the
+server's warm pool (lifecycle/sites/pool.py) once it is committed, so a new target or a drain takes effect within
+seconds; a change is idempotent, so one whose answer was lost (say, Temporal unreachable for the poke) is simply
+repeated.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Response
-from sqlalchemy import func, literal_column, update
+from sqlalchemy import func, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -21,6 +23,7 @@ from api.dependencies import AdminDep, SessionDep, SettingsDep, TemporalDep
 from api.problems import ProblemError, checked_outbound, problem_responses
 from api.sites.servers_schemas import SiteDbServerOut, SiteDbServerPatch, SiteDbServerPut, SiteDbServersOut
 from lifecycle.db.models import SiteDbServer
+from lifecycle.sealing import seal_for_workers
 from lifecycle.sites.pool import poke_pool
 from lifecycle.sites.servers import SERVER_NAME_MAX_LENGTH, SERVER_NAME_PATTERN, SERVERS_WITH_PLACED_SITES
 from lifecycle.statuses import SiteDbServerState, SiteDbServerStateSetBy
@@ -69,7 +72,7 @@ async def list_site_db_servers(_admin: AdminDep, session: SessionDep) -> SiteDbS
     "/site-db-servers/{name}",
     response_model=SiteDbServerOut,
     summary="Admin: add a site-database server, or replace its URL, capacity and pool target (201 when new)",
-    responses={201: {"description": "Added", "model": SiteDbServerOut}, **problem_responses(401, 403, 422)},
+    responses={201: {"description": "Added", "model": SiteDbServerOut}, **problem_responses(401, 403, 422, 503)},
 )
 async def put_site_db_server(
     name: ServerName,
@@ -83,13 +86,15 @@ async def put_site_db_server(
     url = make_url(body.url)
     await checked_outbound(settings.outbound.check_host(url.host or "localhost", url.port or 5432))
     # A new server is active; replacing one keeps its state (a drained server stays drained).
-    values: dict[str, Any] = {"admin_url": body.url, "capacity": body.capacity, "pool_target": body.pool_target}
+    sealed = await seal_for_workers(session, body.url)
+    values: dict[str, Any] = {"admin_url": sealed, "capacity": body.capacity, "pool_target": body.pool_target}
     upsert: ReturningInsert[bool] = (
         insert(SiteDbServer)
         .values(name=name, state=SiteDbServerState.ACTIVE, **values)
         .on_conflict_do_update(index_elements=[SiteDbServer.name], set_={**values, "updated_at": func.now()})
-        # xmax is 0 on a row this statement inserted, and the updating transaction's id on one it updated.
-        .returning(literal_column("xmax = 0").label("inserted"))
+        # Both times are this transaction's now() on a row this statement inserted (not xmax = 0: a system column
+        # takes the table's SELECT, which the API's role lacks here, lifecycle/migrate.py).
+        .returning((SiteDbServer.created_at == SiteDbServer.updated_at).label("inserted"))
     )
     inserted = (await session.execute(upsert)).scalar_one()
     await session.commit()

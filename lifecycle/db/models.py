@@ -201,8 +201,9 @@ class Processor(Base):
 
     name: Mapped[str] = mapped_column(String(40), primary_key=True)
     url: Mapped[str] = mapped_column(Text)
-    # The Standard Webhooks secret (whsec_...); only the workers that sign read it.
-    secret: Mapped[str] = mapped_column(Text)
+    # The Standard Webhooks secret (whsec_...), sealed to the workers' key (lifecycle/sealing.py): only the
+    # workers that sign open it. Never loaded with the row: the API's role may not read it.
+    secret: Mapped[str] = mapped_column(Text, deferred=True, deferred_raiseload=True)
     registered_at: Mapped[datetime] = _now_column()
     updated_at: Mapped[datetime] = _now_column()
     retired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
@@ -314,6 +315,18 @@ class ReceiptSigningKey(Base):
     valid_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
+class SealingKey(Base):
+    """The public key, published by the workers, to which stored secrets are sealed (lifecycle/sealing.py); one at
+    a time, replaced by a rotation."""
+
+    __tablename__ = "sealing_keys"
+    __table_args__ = (Index("ux_sealing_keys_one", text("(true)"), unique=True),)
+
+    key_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    public_key: Mapped[str] = mapped_column(Text)
+    published_at: Mapped[datetime] = _now_column()
+
+
 class DeletionReceiptChain(Base):
     """The identity of this database's chain of receipts (one row): the prefix of its copies in the object store,
     which a restore of the database cannot roll back (lifecycle/deletion/receipt_copies.py)."""
@@ -380,8 +393,9 @@ class Site(Base):
 
 
 class SiteDbServer(Base):
-    """A server that holds site databases (lifecycle/sites/servers.py). Its administrative URL is stored here and
-    never answered by the API; null for `default`, whose URL is each worker's SITE_DATABASE_URL."""
+    """A server that holds site databases (lifecycle/sites/servers.py). Its administrative URL is stored here
+    sealed to the workers' key (lifecycle/sealing.py), never loaded with the row (the API's role may not read it);
+    null for `default`, whose URL is each worker's SITE_DATABASE_URL."""
 
     __tablename__ = "site_db_servers"
     __table_args__ = (
@@ -394,7 +408,7 @@ class SiteDbServer(Base):
     )
 
     name: Mapped[str] = mapped_column(String(40), primary_key=True)
-    admin_url: Mapped[str | None] = mapped_column(Text)
+    admin_url: Mapped[str | None] = mapped_column(Text, deferred=True, deferred_raiseload=True)
     capacity: Mapped[int] = mapped_column(Integer)
     pool_target: Mapped[int] = mapped_column(Integer)
     state: Mapped[str] = mapped_column(String(20))

@@ -33,6 +33,7 @@ from api.app import create_app
 from devstack.postgres import PostgresServer
 from lifecycle.db.engine import make_engine
 from lifecycle.migrate import upgrade_async
+from lifecycle.sealing import KeyRing
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SITE_STEPS, SiteDbPoolInput
 from lifecycle.sites.pool import pool_database_name
@@ -222,7 +223,7 @@ async def _record_placed_site(pool: Pool) -> str:
     )
     engine = make_engine(pool.settings.database_url, pool_size=1)
     try:
-        await SitePlacement(engine, pool.settings.site_admin_database_url).place(str(site))
+        await SitePlacement(engine, pool.settings.site_admin_database_url, KeyRing(pool.settings)).place(str(site))
     finally:
         await engine.dispose()
     return str(site)

@@ -22,6 +22,7 @@ from devstack.ports import free_port
 from lifecycle.contracts import AlertInput
 from lifecycle.deletion.contracts import ErasureDelivery
 from lifecycle.outbound import OutboundRefused, OutboundRule
+from lifecycle.sealing import KeyRing
 from lifecycle.settings import Settings
 from lifecycle.statuses import AlertDelivery
 from tests.conftest import ADMIN_HEADERS
@@ -101,10 +102,12 @@ async def _http(handler: Callable[[web.Request], Awaitable[web.StreamResponse]])
 
 
 async def _pending_erasure(settings: Settings, url: str) -> ErasureDelivery:
-    """A processor at `url` and one pending erasure request to it, as begin_processor_erasure records them."""
+    """A processor at `url` (its secret sealed, as the API stores it) and one pending erasure request to it, as
+    begin_processor_erasure records them."""
     name, erasure = f"out-{uuid.uuid4().hex[:6]}", uuid.uuid4()
+    secret = KeyRing(settings).newest.published.seal(new_secret())
     async with connection(settings.database_url) as conn:
-        await conn.execute("INSERT INTO processors (name, url, secret) VALUES ($1, $2, $3)", name, url, new_secret())
+        await conn.execute("INSERT INTO processors (name, url, secret) VALUES ($1, $2, $3)", name, url, secret)
         await conn.execute(
             "INSERT INTO processor_erasures (erasure_id, processor, deletion_workflow_id, account_id, webhook_id,"
             " requested_at) VALUES ($1, $2, $3, $4, $5, $6)",

@@ -1,7 +1,7 @@
 """API keys: an optional expiry, after which a key opens nothing, and when each key was last used
 
 Revision ID: 0026
-Revises: 0024
+Revises: 0025
 """
 
 from collections.abc import Sequence
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0026"
-down_revision: str | None = "0024"
+down_revision: str | None = "0025"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
