@@ -95,6 +95,8 @@ async def test_a_start_given_up_leaves_no_child_and_the_next_start_gets_its_own(
             server.start(probe, dict(os.environ), PROJECT_ROOT, given_up)
         monkeypatch.undo()
         child = server.start(probe, dict(os.environ), PROJECT_ROOT, own)
+        # The child points its stdout at its log just after the fork, a moment after its pid is answered.
+        await eventually(lambda: _writers_to(own), "the new start's child writes its log", until=bool)
         assert _writers_to(own) == [child.pid]
         await eventually(lambda: not _writers_to(given_up), "the child of the start given up is gone")
         child.kill()
