@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from activities.alerts import Alerts
+from activities.deletion.account_lanes import AccountLanes
 from activities.deletion.account_sites import AccountSites
 from activities.deletion.follow_up import FollowUpReceipts
 from activities.deletion.grace import DeletionGrace
@@ -32,6 +33,7 @@ def build_activities(resources: ActivityResources, signer: ReceiptSigner) -> lis
     account_sites = AccountSites(resources)
     registered = RegisteredServices(resources)
     processors = ProcessorErasures(resources)
+    lanes = AccountLanes(resources)
     return [
         *SiteActivities(resources).all(),
         records.list_account_bots,
@@ -39,6 +41,8 @@ def build_activities(resources: ActivityResources, signer: ReceiptSigner) -> lis
         records.finish_bot_deletion,
         records.finish_account_deletion,
         records.await_bot_deletion,
+        lanes.take_account_lane,
+        lanes.open_account_lanes,
         registered.list_deletion_services,
         registered.record_service_progress,
         registered.deletion_service_retired,

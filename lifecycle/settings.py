@@ -185,6 +185,9 @@ class Settings(BaseSettings):
     # the clock; it alerts once this share of that time has passed unfinished, and again once overdue.
     erasure_due_within: timedelta = Field(default=timedelta(days=30), gt=timedelta(0))
     erasure_due_alert_share: float = Field(default=0.8, gt=0, lt=1)
+    # The bot deletions (DELETE /bots/{id}) of one account that run at once; the rest wait `queued`, durably, in
+    # the order they were requested (workflows/deletion/account_lane.py). Why 4: docs/design.md, "Fairness".
+    account_deletions_at_once: int = Field(default=4, ge=1, le=1_000)
     # Live progress streams (GET /sites/{id}/events and the deletion ones). A comment every events_keepalive
     # seconds keeps proxies from closing an idle stream; the API's one LISTEN connection is backed by a poll
     # every events_poll_interval seconds; a deletion's status, part of which only Temporal knows, is asked

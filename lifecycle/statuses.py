@@ -21,6 +21,10 @@ class DeletionState(StrEnum):
     ACCEPTED = "accepted"
     # In its grace period (ACCOUNT_DELETION_GRACE): signed out, nothing deleted yet, restorable until `deletes_at`.
     SCHEDULED = "scheduled"
+    # Waiting its turn behind the account's other deletions: a DELETE /bots deletion runs in one of its account's
+    # ACCOUNT_DELETIONS_AT_ONCE lanes, so one account's mass deletion keeps no other account's work waiting
+    # (workflows/deletion/account_lane.py).
+    QUEUED = "queued"
     RUNNING = "running"
     PAUSED = "paused"
     # Nobody to reach yet (no deletion service is registered, say): nothing is deleted, nothing is claimed, and the
@@ -47,6 +51,7 @@ OPEN_DELETION_STATES = frozenset(
     {
         DeletionState.ACCEPTED,
         DeletionState.SCHEDULED,
+        DeletionState.QUEUED,
         DeletionState.RUNNING,
         DeletionState.PAUSED,
         DeletionState.WAITING,

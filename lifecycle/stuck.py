@@ -44,11 +44,18 @@ class RunKind(StrEnum):
 
 
 # The deletion states in which a run is expected to move by itself.
-_MOVING_DELETIONS = (DeletionState.ACCEPTED, DeletionState.SCHEDULED, DeletionState.RUNNING, DeletionState.WAITING)
+_MOVING_DELETIONS = (
+    DeletionState.ACCEPTED,
+    DeletionState.SCHEDULED,
+    DeletionState.QUEUED,
+    DeletionState.RUNNING,
+    DeletionState.WAITING,
+)
 
-# Every open run as (kind, subject, last progress). A deletion moves with its own services' rows, or for an account
-# with any of its deletions' rows (its bots'), its processors' acknowledgements, its sites' steps and its exports
-# (DELETE /account with export_first waits for one); its clock starts at the request, or at the end of its grace
+# Every open run as (kind, subject, last progress). A deletion moves with its own services' rows; an account's (and a
+# bot deletion queued for one of its account's lanes) with any of its account's deletions' rows; an account's also
+# with its processors' acknowledgements, its sites' steps and its exports (DELETE /account with export_first waits
+# for one); its clock starts at the request, or at the end of its grace
 # period, or at the release of a legal hold. An export is one long step: its request is its last progress until it
 # is ready. A processor's erasure moves only with its acknowledgement, which closes it. A pool below its target
 # moves with each database it makes; a claim (which left it below) or a change of the server restarts its clock.
@@ -59,7 +66,8 @@ SELECT CASE r.kind WHEN 'bot' THEN '{RunKind.BOT_DELETION}' ELSE '{RunKind.ACCOU
        greatest(
          r.requested_at, r.deletes_at,
          (SELECT max(p.progressed_at) FROM deletion_progress p JOIN deletion_requests o ON o.workflow_id = p.workflow_id
-           WHERE o.workflow_id = r.workflow_id OR (r.kind = 'account' AND o.account_id = r.account_id)),
+           WHERE o.workflow_id = r.workflow_id
+              OR ((r.kind = 'account' OR r.status = '{DeletionState.QUEUED}') AND o.account_id = r.account_id)),
          (SELECT max(e.acknowledged_at) FROM processor_erasures e WHERE e.deletion_workflow_id = r.workflow_id),
          (SELECT max(h.released_at) FROM legal_holds h WHERE h.account_id = r.account_id),
          (SELECT max(s.updated_at) FROM sites s WHERE r.kind = 'account' AND s.account_id = r.account_id),

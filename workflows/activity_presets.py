@@ -112,6 +112,10 @@ DELETION_STATUS: Final = LocalActivityPreset(
     start_to_close_timeout=timedelta(seconds=10), retry_policy=_RETRY_WITHOUT_END
 )
 
+# Taking or opening an account's deletion lanes (one short transaction), a local activity like DELETION_STATUS:
+# a run waiting its turn costs no activity task, and an outage delays the lane, never loses it.
+ACCOUNT_LANE: Final = LocalActivityPreset(start_to_close_timeout=timedelta(seconds=10), retry_policy=_RETRY_WITHOUT_END)
+
 # The reconciler's pass through the marked rows: minutes at most; it heartbeats per row, so a minute of silence
 # means its worker died.
 RECONCILE: Final = ActivityPreset(

@@ -77,7 +77,7 @@ _AUTHORIZE_MARK_RECORD = f"""
         FROM marked
         -- A repeat after a stop starts a new run: the request is accepted again, not the old run's closing.
         ON CONFLICT (workflow_id) DO UPDATE
-            SET status = EXCLUDED.status, status_run_id = NULL, status_confirmed_at = now()
+            SET status = EXCLUDED.status, status_run_id = NULL, status_confirmed_at = now(), account_lane = NULL
             WHERE deletion_requests.status IN ({sql_list(sorted(CLOSED_WITHOUT_COMPLETING))})
     )
     SELECT (SELECT account_id FROM caller) AS account_id, EXISTS (SELECT FROM marked) AS marked,

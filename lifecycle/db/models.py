@@ -91,6 +91,7 @@ class DeletionRequest(Base):
     __tablename__ = "deletion_requests"
     __table_args__ = (
         CheckConstraint(f"status IN ({sql_list(DeletionState)})", name="ck_deletion_requests_status"),
+        CheckConstraint("account_lane IN ('waiting', 'taken')", name="ck_deletion_requests_account_lane"),
         # The reconciler pages through the deletions recorded as open, to record how their runs closed.
         Index("ix_deletion_requests_open", "workflow_id", postgresql_where=text(OPEN_DELETIONS_SQL)),
     )
@@ -126,6 +127,10 @@ class DeletionRequest(Base):
     # When `status` was last known true: written with every status, and by the reconciler each time it finds the run
     # still open. A run that closed without recording it (a terminate) shows its last status as of this time.
     status_confirmed_at: Mapped[datetime] = _now_column()
+    # A DELETE /bots deletion's place among its account's (activities/deletion/account_lanes.py): `waiting` for a
+    # lane, or `taken`; null for a deletion that takes none (an account's own bots) or has not asked yet. A repeat
+    # after a stop clears it, so the new run queues again.
+    account_lane: Mapped[str | None] = mapped_column(String(10))
 
 
 class LegalHold(Base):

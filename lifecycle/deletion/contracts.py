@@ -32,6 +32,26 @@ LEGAL_HOLD_RECHECK_SECONDS = 15 * 60
 # this often, besides on the API's `service_registered` signal, so a registration whose signal was lost is seen
 # within this; about 10 history events a reading, so a wait of days continues as new every few hours.
 REGISTRY_RECHECK_SECONDS = 5 * 60
+# While a deletion waits for one of its account's lanes, its run asks again on a durable timer this often, besides on
+# the signal of the run that let it in, so a lane freed without a signal (a terminated run) is taken within this.
+ACCOUNT_LANE_RECHECK_SECONDS = 5 * 60
+# The signal a deletion's run sends to the runs of its account it let into a lane.
+ACCOUNT_LANE_OPENED = "account_lane_opened"
+
+
+@dataclass
+class AccountLaneRequest:
+    workflow_id: str
+    account_id: str
+
+
+@dataclass
+class AccountLaneAnswer:
+    """Whether the deletion holds one of its account's lanes, and the other deletions that took one just now,
+    which the run tells (they would otherwise wait for their recheck)."""
+
+    taken: bool
+    opened_for: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -122,6 +142,10 @@ class BotDeletionInput:
     registry_recheck_seconds: int = REGISTRY_RECHECK_SECONDS
     # Carried across continue-as-new while it waits for a service to register: the alert went out once already.
     no_service_alerted: bool = False
+    # A DELETE /bots deletion takes one of its account's lanes before it deletes; an account deletion's bots run
+    # in the lanes their account deletion bounds (workflows/deletion/account.py).
+    takes_account_lane: bool = True
+    account_lane_recheck_seconds: int = ACCOUNT_LANE_RECHECK_SECONDS
 
 
 @dataclass

@@ -20,6 +20,8 @@ from temporalio.worker import Worker
 
 from lifecycle.contracts import AlertInput, DeletionStatusChange
 from lifecycle.deletion.contracts import (
+    AccountLaneAnswer,
+    AccountLaneRequest,
     DeletionBudget,
     FinishBotDeletionInput,
     FinishBotDeletionResult,
@@ -78,6 +80,8 @@ class FakeBotServices:
             self.list_deletion_services,
             self.record_service_progress,
             self.legal_hold_in_force,
+            self.take_account_lane,
+            self.open_account_lanes,
         ]
 
     @contextlib.asynccontextmanager
@@ -153,6 +157,15 @@ class FakeBotServices:
     async def legal_hold_in_force(self, account_id: str) -> bool:
         # These runs' accounts are never held (tests/deletion/test_legal_hold.py holds real ones).
         return False
+
+    @activity.defn(name="take_account_lane")
+    async def take_account_lane(self, request: AccountLaneRequest) -> AccountLaneAnswer:
+        # These runs' accounts have no other deletion (tests/deletion/test_account_lanes.py queues real ones).
+        return AccountLaneAnswer(taken=True)
+
+    @activity.defn(name="open_account_lanes")
+    async def open_account_lanes(self, account_id: str) -> list[str]:
+        return []
 
     @activity.defn(name="raise_alert")
     async def raise_alert(self, alert: AlertInput) -> None:

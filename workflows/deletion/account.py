@@ -324,6 +324,8 @@ class AccountDeletionWorkflow(RegistryMessages):
                     paused=self._paused,
                     legal_hold_recheck_seconds=request.legal_hold_recheck_seconds,
                     registry_recheck_seconds=request.registry_recheck_seconds,
+                    # The account deletion runs its own bots a few at a time (max_concurrent_bots); they take no lane.
+                    takes_account_lane=False,
                     operator_actions=[self._nothing_to_reach] if self._nothing_to_reach else [],
                 ),
                 # Cancelling the account deletion cancels its bots; the deleters are safe to stop anywhere.

@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.deletion.records import DeletionRecords
     from lifecycle.contracts import AlertInput
     from lifecycle.deletion.contracts import (
+        ACCOUNT_LANE_OPENED,
         MAX_BATCH_SIZE,
         MIN_BATCH_SIZE,
         TRANSIENT_ERROR,
@@ -39,11 +40,13 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.statuses import DeletionState, strongest_throttle
     from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
+    from workflows.deletion.account_lane import AccountLane
     from workflows.deletion.legal_hold import LegalHoldGate
     from workflows.deletion.operator_gate import Decision, OperatorGate
     from workflows.deletion.receipt_step import issue_receipt
     from workflows.deletion.registry_wait import RegistryMessages, RegistryWait
     from workflows.deletion.status_recorder import StatusRecorder
+    from workflows.sites.shield import uninterruptible
 
 
 def is_transient(err: ActivityError) -> bool:
@@ -110,13 +113,18 @@ class BotDeletionWorkflow(RegistryMessages):
         # One operator question at a time: the operator's signals and updates act on the single thing in `waiting_on`.
         self._operator = asyncio.Lock()
         self._hold = LegalHoldGate(
-            request.account_id, timedelta(seconds=request.legal_hold_recheck_seconds), self._show_hold
+            request.account_id, timedelta(seconds=request.legal_hold_recheck_seconds), self._show_status
         )
         self._registry_wait = RegistryWait(
             timedelta(seconds=request.registry_recheck_seconds),
             # An account deletion's operator decided it for the account's bots (workflows/deletion/account.py).
             nothing_to_reach=any(action.action == NOTHING_TO_REACH for action in request.operator_actions),
             alerted=request.no_service_alerted,
+        )
+        self._lane = AccountLane(
+            request.account_id,
+            timedelta(seconds=request.account_lane_recheck_seconds),
+            takes_one=request.takes_account_lane,
         )
 
     @workflow.run
@@ -125,6 +133,8 @@ class BotDeletionWorkflow(RegistryMessages):
             # Asked first, so a deletion of a held account shows `held` from its start, never `running` before it.
             await self._hold.refresh()
             self._set_status(self._running_or_paused())
+            if not await self._lane.take(self._show_status, give_up=lambda: self._time_to_continue_as_new(request)):
+                await self._continue_as_new(request)
             if self._registry is None:
                 await self._read_registry(request)
             rounds = 0
@@ -168,9 +178,12 @@ class BotDeletionWorkflow(RegistryMessages):
             # Wherever the cancel reached the run (a call, a wait, the hold's gate, the receipt), its stop is
             # recorded as it stops: the status never shows the run open after it closed.
             await self._recorder.record_if_cancelled(stop, self._set_status)
+            if self._status == DeletionState.CANCELLED:
+                await uninterruptible(self._lane.hand_on())
             raise
         self._set_status(final)
         await self._recorder.recorded()
+        await self._lane.hand_on()
         return BotDeletionResult(bot_id=request.bot_id, services=self._progress, status=final)
 
     @property
@@ -373,14 +386,17 @@ class BotDeletionWorkflow(RegistryMessages):
         )
 
     def _running_or_paused(self) -> DeletionState:
-        """The status while no operator question waits: a legal hold shows before an operator's pause."""
+        """The status while no operator question waits: a turn in the account's lanes shows first (a held account's
+        deletion that has one waits `held`), then a legal hold, before an operator's pause."""
+        if self._lane.queued:
+            return DeletionState.QUEUED
         if self._hold.held:
             return DeletionState.HELD
         if self._registry_wait.waiting:
             return DeletionState.WAITING
         return DeletionState.PAUSED if self._paused else DeletionState.RUNNING
 
-    def _show_hold(self) -> None:
+    def _show_status(self) -> None:
         if self._gate.waiting_on is None:
             self._set_status(self._running_or_paused())
 
@@ -415,6 +431,11 @@ class BotDeletionWorkflow(RegistryMessages):
         self._paused = False
         if self._gate.waiting_on is None:
             self._set_status(self._running_or_paused())
+
+    @workflow.signal(name=ACCOUNT_LANE_OPENED)
+    def account_lane_opened(self) -> None:
+        """Another deletion of the account let this one into a lane."""
+        self._lane.opened()
 
     @workflow.signal(name=LEGAL_HOLD_CHANGED)
     def legal_hold_changed(self) -> None:

@@ -1,0 +1,71 @@
+"""An account's deletion lanes: at most ACCOUNT_DELETIONS_AT_ONCE of its DELETE /bots deletions run at once, the
+others wait their turn in the order they were requested (deletion_requests.account_lane).
+
+A lane is `taken` by an open deletion and freed when its status is recorded closed, so nothing needs releasing
+by hand: a run that is cancelled, fails or is terminated frees its lane with the status that records it. Each
+call fills the free lanes, oldest request first, under a transaction-scoped lock on the account, and answers
+which deletions it let in, so the caller's run can tell them.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+from temporalio import activity
+
+from activities.resources import ActivityResources
+from lifecycle.deletion.contracts import AccountLaneAnswer, AccountLaneRequest
+from lifecycle.statuses import OPEN_DELETIONS_SQL
+
+_LOCK_ACCOUNT = text("SELECT pg_advisory_xact_lock(hashtextextended('account-lanes:' || :account, 0))")
+_JOIN = text(
+    "UPDATE deletion_requests SET account_lane = 'waiting' WHERE workflow_id = :workflow_id AND account_lane IS NULL"
+    " RETURNING workflow_id"
+)
+_FILL = text(
+    f"""
+    WITH free AS (
+        SELECT greatest(:at_once - count(*), 0) AS lanes FROM deletion_requests
+        WHERE account_id = CAST(:account AS uuid) AND account_lane = 'taken' AND {OPEN_DELETIONS_SQL}
+    ), next AS (
+        SELECT workflow_id FROM deletion_requests
+        WHERE account_id = CAST(:account AS uuid) AND account_lane = 'waiting' AND {OPEN_DELETIONS_SQL}
+        ORDER BY requested_at, workflow_id LIMIT (SELECT lanes FROM free)
+    )
+    UPDATE deletion_requests SET account_lane = 'taken' WHERE workflow_id IN (SELECT workflow_id FROM next)
+    RETURNING workflow_id
+    """
+)
+_LANE = text("SELECT account_lane FROM deletion_requests WHERE workflow_id = :workflow_id")
+
+
+class AccountLanes:
+    def __init__(self, resources: ActivityResources) -> None:
+        self._resources = resources
+
+    @activity.defn(name="take_account_lane")
+    async def take_account_lane(self, request: AccountLaneRequest) -> AccountLaneAnswer:
+        """Join the account's queue (once) and fill its free lanes. Idempotent: a lane once taken stays the
+        deletion's while it is open. A deletion with no request record (a run started by hand) takes no lane."""
+        async with self._resources.engine.begin() as conn:
+            await conn.execute(_LOCK_ACCOUNT, {"account": request.account_id})
+            await conn.execute(_JOIN, {"workflow_id": request.workflow_id})
+            opened = await self._fill(conn, request.account_id)
+            # None: no request record to queue on.
+            lane = await conn.scalar(_LANE, {"workflow_id": request.workflow_id})
+        others = [workflow_id for workflow_id in opened if workflow_id != request.workflow_id]
+        return AccountLaneAnswer(taken=lane in (None, "taken"), opened_for=others)
+
+    @activity.defn(name="open_account_lanes")
+    async def open_account_lanes(self, account_id: str) -> list[str]:
+        """Fill the account's free lanes (a run calls it once its own closed status is recorded); the deletions
+        let in."""
+        async with self._resources.engine.begin() as conn:
+            await conn.execute(_LOCK_ACCOUNT, {"account": account_id})
+            return await self._fill(conn, account_id)
+
+    async def _fill(self, conn: AsyncConnection, account_id: str) -> list[str]:
+        rows = await conn.execute(
+            _FILL, {"account": account_id, "at_once": self._resources.settings.account_deletions_at_once}
+        )
+        return sorted(workflow_id for (workflow_id,) in rows)
