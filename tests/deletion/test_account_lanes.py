@@ -50,7 +50,7 @@ async def test_an_accounts_deletions_take_turns_and_another_account_does_not_wai
     at_once = settings.account_deletions_at_once
     seeded = await seed(settings, bots=at_once + 2, rows=ROWS)
     bots, headers = seeded.bot_ids, {"Authorization": f"Bearer {seeded.api_key}"}
-    first, next_in_line, last = bots[:at_once], bots[at_once], bots[at_once + 1]
+    first, last = bots[:at_once], bots[-1]
     account_id = await conn.fetchval("SELECT account_id::text FROM bots WHERE id = $1::uuid", bots[0])
     placed = await api.put(f"/accounts/{account_id}/legal-hold", json={"reason": "lanes"}, headers=ADMIN_HEADERS)
     assert placed.status_code in (200, 201), placed.text
@@ -61,7 +61,7 @@ async def test_an_accounts_deletions_take_turns_and_another_account_does_not_wai
         async def settled() -> list[Any]:
             return [await _lanes(conn, bots), await _statuses(api, bots, headers)]
 
-        lanes, statuses = await eventually(
+        lanes, _ = await eventually(
             settled, "the lanes fill", until=lambda got: got[1] == ["held"] * at_once + ["queued"] * 2
         )
         assert lanes == ["taken"] * at_once + ["waiting"] * 2
