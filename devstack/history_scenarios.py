@@ -533,6 +533,24 @@ async def account_deletion_held_then_released(ctx: Context) -> str:
     return account.id
 
 
+async def bot_deletion_queued_for_a_lane(ctx: Context) -> str:
+    """One more of an account's bot deletions than it has lanes, during a legal hold: the last waits `queued`,
+    then, once the hold is released, is let in by the run that frees a lane, and finishes."""
+    at_once = ctx.settings.account_deletions_at_once
+    seeded = await seed(ctx.settings, bots=at_once + 1, rows=50)
+    hold = f"/accounts/{seeded.account_id}/legal-hold"
+    (await ctx.api.put(hold, json={"reason": "recorded history"}, headers=ctx.admin_headers)).raise_for_status()
+    for bot_id in seeded.bot_ids:
+        response = await ctx.api.delete(f"/bots/{bot_id}", headers={"Authorization": f"Bearer {seeded.api_key}"})
+        response.raise_for_status()
+    last = ctx.client.get_workflow_handle(bot_deletion_id(seeded.bot_ids[-1]))
+    await _query_until(last, lambda s: s.status == DeletionState.QUEUED)
+    (await ctx.api.delete(hold, headers=ctx.admin_headers)).raise_for_status()
+    for bot_id in seeded.bot_ids:
+        await ctx.client.get_workflow_handle(bot_deletion_id(bot_id)).result()
+    return last.id
+
+
 async def _tell_processor(ctx: Context, url: str, then: Callable[[WorkflowHandle, str], Awaitable[None]]) -> str:
     """An account deletion that tells one processor at `url`; `then` sees its processors' run through. The
     processor is retired afterwards, so no later deletion tells it."""
@@ -603,6 +621,7 @@ HAPPY: list[tuple[str, Scenario]] = [
     ("grace-restored", account_deletion_grace_restored),
     ("grace-expedited", account_deletion_grace_expedited),
     ("held-then-released", account_deletion_held_then_released),
+    ("queued-for-a-lane", bot_deletion_queued_for_a_lane),
     ("waits-for-server", site_creation_waits_for_server),
     ("happy", health_check_happy),
     ("marks-down", health_check_marks_down),

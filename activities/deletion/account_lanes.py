@@ -45,8 +45,9 @@ class AccountLanes:
 
     @activity.defn(name="take_account_lane")
     async def take_account_lane(self, request: AccountLaneRequest) -> AccountLaneAnswer:
-        """Join the account's queue (once) and fill its free lanes. Idempotent: a lane once taken stays the
-        deletion's while it is open. A deletion with no request record (a run started by hand) takes no lane."""
+        """Fill the account's free lanes, the deletion joining its queue first if its request did not (a run an
+        operator started). Idempotent: a lane once taken stays the deletion's while it is open. A deletion with no
+        request record takes no lane."""
         async with self._resources.engine.begin() as conn:
             await conn.execute(_LOCK_ACCOUNT, {"account": request.account_id})
             await conn.execute(_JOIN, {"workflow_id": request.workflow_id})

@@ -70,14 +70,16 @@ _AUTHORIZE_MARK_RECORD = f"""
         WHERE id = $2::uuid AND account_id = (SELECT account_id FROM caller)
         RETURNING account_id
     ), recorded AS (
-        INSERT INTO deletion_requests (workflow_id, kind, account_id, bot_id, status, due_at)
+        INSERT INTO deletion_requests (workflow_id, kind, account_id, bot_id, status, due_at, account_lane)
         SELECT $3::text, 'bot', account_id, $2::uuid,
             CASE WHEN (SELECT held FROM held) THEN '{DeletionState.HELD}' ELSE '{DeletionState.ACCEPTED}' END,
-            now() + $4::interval
+            now() + $4::interval, 'waiting'
         FROM marked
-        -- A repeat after a stop starts a new run: the request is accepted again, not the old run's closing.
+        -- A repeat after a stop starts a new run: the request is accepted again, not the old run's closing, and
+        -- queues for one of its account's lanes again (activities/deletion/account_lanes.py) at its first place.
         ON CONFLICT (workflow_id) DO UPDATE
-            SET status = EXCLUDED.status, status_run_id = NULL, status_confirmed_at = now(), account_lane = NULL
+            SET status = EXCLUDED.status, status_run_id = NULL, status_confirmed_at = now(),
+                account_lane = 'waiting'
             WHERE deletion_requests.status IN ({sql_list(sorted(CLOSED_WITHOUT_COMPLETING))})
     )
     SELECT (SELECT account_id FROM caller) AS account_id, EXISTS (SELECT FROM marked) AS marked,

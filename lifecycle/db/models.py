@@ -128,8 +128,8 @@ class DeletionRequest(Base):
     # still open. A run that closed without recording it (a terminate) shows its last status as of this time.
     status_confirmed_at: Mapped[datetime] = _now_column()
     # A DELETE /bots deletion's place among its account's (activities/deletion/account_lanes.py): `waiting` for a
-    # lane, or `taken`; null for a deletion that takes none (an account's own bots) or has not asked yet. A repeat
-    # after a stop clears it, so the new run queues again.
+    # lane from its request on (so lanes go in the order requested, whichever run asks first), then `taken`; null
+    # for a deletion that takes none (an account's own bots). A repeat after a stop queues again.
     account_lane: Mapped[str | None] = mapped_column(String(10))
 
 
