@@ -328,6 +328,11 @@ DRILL_TIMEOUT = 600
 LONG_TIMEOUT = 400
 
 
+# Left out of the edit-test loop (`pytest -m "not slow"`, docs/testing.md) with the drills and the long tests: the
+# browser's, and those that kill, stop or freeze processes.
+SLOW_FOLDERS = ("tests/browser/",)
+
+
 def drill_group(nodeid: str) -> str | None:
     if not nodeid.startswith("tests/drills/"):
         return None
@@ -375,6 +380,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         group = drill_group(item.nodeid)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+        if group is not None or item.nodeid.startswith(SLOW_FOLDERS) or item.get_closest_marker("long") is not None:
+            item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("timeout") is None:
             if group is not None:
                 item.add_marker(pytest.mark.timeout(DRILL_TIMEOUT))

@@ -33,6 +33,8 @@ from tests.exports.helpers import (
 )
 from tests.processes import ChildProcess, worker_process
 
+pytestmark = pytest.mark.slow  # it kills processes
+
 # Kills tried until one lands in the middle of a write.
 KILL_ATTEMPTS = 5
 # Documents given random content of this size: incompressible, so deflating them into the ZIP takes a while.

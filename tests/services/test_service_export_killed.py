@@ -15,6 +15,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -32,6 +33,8 @@ from services.runtime.worker import task_queue_variable
 from tests.eventually import eventually
 from tests.processes import ChildProcess, settings_environment
 from tests.services.export_call import ExportCall
+
+pytestmark = pytest.mark.slow  # it kills processes
 
 # Random, so base64-encoding and uploading them takes long enough for a kill to land inside the call.
 DOCUMENTS = 6

@@ -14,6 +14,8 @@ from activities.sites.reachability import SiteDatabaseServerUnreachable
 from devstack.ports import free_port
 from devstack.postgres import PostgresServer
 
+pytestmark = pytest.mark.slow  # it kills processes
+
 
 async def _backend(server: SiteDatabaseServer) -> int:
     async with server.connect() as admin:

@@ -33,6 +33,8 @@ from tests.sites.fleet import Fleet, fleet_of, with_password
 from tests.stuck import assert_alerts_once_stuck
 from workflows.activity_presets import SITE_STEP
 
+pytestmark = pytest.mark.slow  # it kills processes
+
 STEP_ATTEMPTS = SITE_STEP["retry_policy"].maximum_attempts
 
 
