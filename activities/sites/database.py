@@ -27,6 +27,8 @@ _POOL = re.compile(r"^pool_[0-9a-f]{32}$")
 
 # Given whether it may take a new one: the pool database the site claimed (its pool name), or None.
 ClaimFromPool = Callable[[bool], Awaitable[str | None]]
+# Records, durably, that the site's database may live on this server from now on (activities/sites/placement.py).
+Touch = Callable[[], Awaitable[None]]
 
 
 def checked_site_identifier(name: str) -> str:
@@ -105,6 +107,8 @@ class SiteDatabaseServer:
     # For a URL an admin registered in the catalog: its host is checked before each connection (lifecycle/
     # outbound.py). None for the operator's own SITE_DATABASE_URL.
     outbound: OutboundRule | None = field(default=None, compare=False)
+    # Its name in the catalog, when it came from there.
+    name: str | None = field(default=None, compare=False)
 
     def _dsn(self, database: str | None = None) -> str:
         url = make_url(self.admin_url).set(drivername="postgresql")
@@ -140,11 +144,21 @@ class SiteDatabaseServer:
                 await connection.close(timeout=CONNECT_TIMEOUT_SECONDS)
         except Exception as err:
             if is_unreachable(err):
-                raise SiteDatabaseServerUnreachable(f"{type(err).__name__}: {err}") from err
+                raise SiteDatabaseServerUnreachable(f"{type(err).__name__}: {err}", self.name) from err
             raise
 
-    async def create(self, name: str, password: str, connection_limit: int, claim: ClaimFromPool | None = None) -> None:
+    async def create(
+        self,
+        name: str,
+        password: str,
+        connection_limit: int,
+        claim: ClaimFromPool | None = None,
+        touch: Touch | None = None,
+    ) -> None:
         """The site's role, allowed `connection_limit` sessions at once, and its database, reachable by it alone.
+
+        `touch` runs once the server has answered and before anything that could create something on it (the
+        claim's renames, CREATE ROLE, CREATE DATABASE): a server that never answered holds nothing of the site.
 
         `claim` takes the site's database from the server's warm pool (lifecycle/sites/pool.py): it is asked
         whether the site holds a claim, and may take one only while nothing of the site exists here yet, so a
@@ -153,11 +167,20 @@ class SiteDatabaseServer:
         checked_site_identifier(name)
         limit = int(connection_limit)  # interpolated into DDL: an integer and nothing else
         async with self.connect() as admin:
-            role_limit, database = await admin.fetchrow(
-                "SELECT (SELECT rolconnlimit FROM pg_roles WHERE rolname = $1),"
-                " EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)",
-                name,
-            )
+            try:
+                # Bounded: a pooled connection to a server that stopped (SIGSTOP, a frozen VM) would wait forever.
+                role_limit, database = await admin.fetchrow(
+                    "SELECT (SELECT rolconnlimit FROM pg_roles WHERE rolname = $1),"
+                    " EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)",
+                    name,
+                    timeout=CONNECT_TIMEOUT_SECONDS,
+                )
+            except TimeoutError:
+                # Its server stopped answering mid-statement: the connection is of no further use to anyone.
+                admin.terminate()
+                raise
+            if touch is not None:
+                await touch()
             pool_name = await claim(role_limit is None and not database) if claim is not None else None
             if pool_name is not None:
                 await _adopt(admin, checked_pool_identifier(pool_name), name, password, limit)

@@ -27,7 +27,11 @@ _UNREACHABLE = (
 
 
 class SiteDatabaseServerUnreachable(Exception):
-    """The site's database server did not answer, or went away mid-step."""
+    """The site's database server did not answer, or went away mid-step; `server` is its catalog name, if known."""
+
+    def __init__(self, message: str, server: str | None = None) -> None:
+        super().__init__(message)
+        self.server = server
 
 
 def is_unreachable(exc: BaseException) -> bool:

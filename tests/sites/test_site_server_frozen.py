@@ -1,0 +1,106 @@
+"""A site-database server that stops answering (SIGSTOP) before the health check notices: the sites placed on it
+whose database step never reached it are placed again on the healthy server and finish there
+(activities/sites/placement.py, workflows/sites/creation.py), through a lost answer of the move, a worker stopped
+mid-step and a reset; nothing of them is left on the frozen server once it answers again.
+
+Two real servers: the session's PostgreSQL (as `steady`) and one of this module's (as `frozen`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+
+from activities.sites.files import site_directory
+from devstack.ports import free_port
+from devstack.postgres import PostgresServer
+from lifecycle.settings import Settings
+from lifecycle.workflow_ids import site_creation_id
+from tests.eventually import eventually
+from tests.operators.cli import AsyncCli
+from tests.sites.fleet import Fleet, fleet_of, freeze, thaw
+from tests.sites.helpers import start_creation
+from tests.workers import own_queue, own_worker
+
+
+@pytest.fixture(scope="module")
+def frozen_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    server = PostgresServer(tmp_path_factory.mktemp("postgres-frozen"), free_port(), durable=False)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest_asyncio.fixture(scope="module")
+async def fleet(
+    settings: Settings, postgres_server: PostgresServer, frozen_server: PostgresServer, temporal_client: Client
+) -> AsyncIterator[Fleet]:
+    urls = {"steady": postgres_server.url(), "frozen": frozen_server.url()}
+    async with fleet_of(settings, postgres_server, temporal_client, urls) as fleet:
+        yield fleet
+
+
+@pytest.fixture(scope="module")
+def cli(temporal_client: Client) -> AsyncCli:
+    return AsyncCli(temporal_client.service_client.config.target_host)
+
+
+@pytest.mark.long
+async def test_sites_placed_on_a_frozen_server_move_to_the_healthy_one_through_kills_and_resets(
+    fleet: Fleet, frozen_server: PostgresServer, postgres_server: PostgresServer, temporal_client: Client, cli: AsyncCli
+) -> None:
+    await fleet.set_free({"steady": 5, "frozen": 8})
+    queue = own_queue(fleet.settings)
+    sites = [await fleet.record_site() for _ in range(3)]
+    freeze(frozen_server)
+    try:
+        # The move's first answer is lost after it committed (its retry finds the site moved already), and each
+        # bootstrap hangs on its first attempt, so the worker stops inside it, after the move.
+        faults = "move_site_database_server=lose:1,bootstrap_site=delay:60:1"
+        async with own_worker(queue, temporal_client, faults=faults):
+            for site_id in sites:
+                await start_creation(temporal_client, queue.site_task_queue, site_id)
+
+            async def all_placed_on_frozen() -> bool:
+                return all([(await fleet.site(site_id))["database_server"] == "frozen" for site_id in sites])
+
+            # Placed before any health check noticed: the catalog still says active, and `frozen` has the most room
+            # (its database step then waits CONNECT_TIMEOUT_SECONDS for an answer).
+            await eventually(all_placed_on_frozen, "every site is placed on frozen")
+
+            async def all_bootstrapping() -> bool:
+                for site_id in sites:
+                    site = await fleet.site(site_id)
+                    described = await temporal_client.get_workflow_handle(site_creation_id(site_id)).describe()
+                    pending = {activity.activity_type.name for activity in described.raw_description.pending_activities}
+                    if (site["database_server"], site["steps"]["database"]) != ("steady", "done"):
+                        return False
+                    if "bootstrap_site" not in pending:
+                        return False
+                return True
+
+            await eventually(all_bootstrapping, "every site moves to steady and reaches its bootstrap")
+        # The worker is gone mid-bootstrap; one run is reset to its start, and a new worker finishes them all.
+        handle = temporal_client.get_workflow_handle(site_creation_id(sites[0]))
+        first_run = (await handle.describe()).run_id
+        await cli.run(
+            "workflow", "reset", "--workflow-id", handle.id, "--type", "FirstWorkflowTask", "--reason", "test"
+        )
+        async with own_worker(queue, temporal_client):
+            assert (await temporal_client.get_workflow_handle(handle.id).describe()).run_id != first_run
+            for site_id in sites:
+                site = await fleet.until_status(site_id, "active")
+                assert site["database_server"] == "steady" and set(site["steps"].values()) == {"done"}
+                # The files step wrote the frozen server into the config; the site's config names steady.
+                config = (site_directory(fleet.settings.sites_path, site_id) / "wp-config.php").read_text()
+                assert f"127.0.0.1:{postgres_server.port}'" in config
+                assert f":{frozen_server.port}'" not in config
+    finally:
+        thaw(frozen_server)
+    # One database per site, on steady; nothing on the server it left.
+    for site_id in sites:
+        assert await fleet.holds_database("steady", site_id)
+        assert not await fleet.holds_database("frozen", site_id)
