@@ -26,6 +26,8 @@ from lifecycle.db.engine import make_engine
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SITE_STEPS
+from lifecycle.sites.errors import SERVER_UNREACHABLE_ERROR
+from lifecycle.workflow_ids import site_creation_id
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually
 from tests.workers import own_queue, own_worker
@@ -125,6 +127,16 @@ class Fleet:
                 "SELECT count(*) FROM pg_database WHERE datname = $1", name
             ) + await admin.fetchval("SELECT count(*) FROM pg_roles WHERE rolname = $1", name)
         return bool(found)
+
+
+async def unreachable_failures(client: Client, site_id: str) -> int:
+    """How many times the site's creation ran a step that found its server unreachable."""
+    history = await client.get_workflow_handle(site_creation_id(site_id)).fetch_history()
+    return sum(
+        event.activity_task_failed_event_attributes.failure.application_failure_info.type == SERVER_UNREACHABLE_ERROR
+        for event in history.events
+        if event.HasField("activity_task_failed_event_attributes")
+    )
 
 
 def freeze(server: PostgresServer) -> None:

@@ -23,14 +23,13 @@ from devstack.ports import free_port
 from devstack.postgres import PostgresServer
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SiteServersChecked
-from lifecycle.sites.errors import SERVER_UNREACHABLE_ERROR
 from lifecycle.statuses import SiteDbServerState, SiteDbServerStateSetBy
 from lifecycle.stuck import RunKind
 from lifecycle.workflow_ids import site_creation_id, site_deletion_id
 from lifecycle.workflow_types import SITE_SERVER_HEALTH_CHECK_WORKFLOW
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually
-from tests.sites.fleet import Fleet, fleet_of, with_password
+from tests.sites.fleet import Fleet, fleet_of, unreachable_failures, with_password
 from tests.stuck import assert_alerts_once_stuck
 from workflows.activity_presets import SITE_STEP
 
@@ -61,16 +60,6 @@ async def check_health(fleet: Fleet, client: Client) -> SiteServersChecked:
         id=f"health-check-test-{uuid.uuid4().hex[:8]}",
         task_queue=fleet.settings.site_task_queue,
         result_type=SiteServersChecked,
-    )
-
-
-async def unreachable_failures(client: Client, site_id: str) -> int:
-    """How many times the site's creation ran a step that found its server unreachable."""
-    history = await client.get_workflow_handle(site_creation_id(site_id)).fetch_history()
-    return sum(
-        event.activity_task_failed_event_attributes.failure.application_failure_info.type == SERVER_UNREACHABLE_ERROR
-        for event in history.events
-        if event.HasField("activity_task_failed_event_attributes")
     )
 
 

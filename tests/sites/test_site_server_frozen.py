@@ -1,7 +1,8 @@
 """A site-database server that stops answering (SIGSTOP) before the health check notices: the sites placed on it
 whose database step never reached it are placed again on the healthy server and finish there
 (activities/sites/placement.py, workflows/sites/creation.py), through a lost answer of the move, a worker stopped
-mid-step and a reset; nothing of them is left on the frozen server once it answers again.
+mid-step and a reset; nothing of them is left on the frozen server once it answers again. A site whose database
+step had reached the server before it froze waits for it, and finishes there.
 
 Two real servers: the session's PostgreSQL (as `steady`) and one of this module's (as `frozen`).
 """
@@ -10,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 
+import asyncpg
 import pytest
 import pytest_asyncio
+from sqlalchemy.engine import make_url
 from temporalio.client import Client
 
+from activities.sites.database import site_database_name
 from activities.sites.files import site_directory
 from devstack.ports import free_port
 from devstack.postgres import PostgresServer
@@ -21,7 +25,7 @@ from lifecycle.settings import Settings
 from lifecycle.workflow_ids import site_creation_id
 from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
-from tests.sites.fleet import Fleet, fleet_of, freeze, thaw
+from tests.sites.fleet import Fleet, fleet_of, freeze, thaw, unreachable_failures
 from tests.sites.helpers import start_creation
 from tests.workers import own_queue, own_worker
 
@@ -104,3 +108,70 @@ async def test_sites_placed_on_a_frozen_server_move_to_the_healthy_one_through_k
     for site_id in sites:
         assert await fleet.holds_database("steady", site_id)
         assert not await fleet.holds_database("frozen", site_id)
+
+
+async def moves_tried(client: Client, site_id: str) -> int:
+    history = await client.get_workflow_handle(site_creation_id(site_id)).fetch_history()
+    return sum(
+        event.activity_task_scheduled_event_attributes.activity_type.name == "move_site_database_server"
+        for event in history.events
+        if event.HasField("activity_task_scheduled_event_attributes")
+    )
+
+
+@pytest.mark.long
+async def test_a_site_whose_database_step_reached_the_frozen_server_waits_for_it_and_finishes_there(
+    fleet: Fleet, frozen_server: PostgresServer, temporal_client: Client
+) -> None:
+    await fleet.set_free({"steady": 5, "frozen": 8})
+    queue = own_queue(fleet.settings)
+    site_id = await fleet.record_site()
+    name = site_database_name(site_id)
+    admin_url = make_url(fleet.urls["frozen"]).set(drivername="postgresql").render_as_string(hide_password=False)
+    # CREATE ROLE waits behind this lock: the step has reached the server and recorded so, and created nothing yet.
+    holder = await asyncpg.connect(admin_url)
+    watcher = await asyncpg.connect(admin_url)
+    frozen = False
+    try:
+        await holder.execute("BEGIN; LOCK TABLE pg_catalog.pg_authid IN SHARE MODE")
+        async with own_worker(queue, temporal_client):
+            await start_creation(temporal_client, queue.site_task_queue, site_id)
+
+            async def blocked_step() -> int | None:
+                described = await temporal_client.get_workflow_handle(site_creation_id(site_id)).describe()
+                pending = {activity.activity_type.name for activity in described.raw_description.pending_activities}
+                if "create_site_database" not in pending:
+                    return None  # still the first try, whose timeout would cancel the statement
+                pid: int | None = await watcher.fetchval(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
+                    f"CREATE ROLE {name} %",
+                )
+                return pid
+
+            pid = await eventually(blocked_step, "the database step waits inside the server")
+            assert (await fleet.site(site_id))["database_server"] == "frozen"
+            # The server goes away under the step, then stops answering at all.
+            await watcher.execute("SELECT pg_terminate_backend($1)", pid)
+            freeze(frozen_server)
+            frozen = True
+            await holder.execute("ROLLBACK")
+
+            async def move_refused_and_waiting() -> bool:
+                return (
+                    await moves_tried(temporal_client, site_id) >= 1
+                    and await unreachable_failures(temporal_client, site_id) >= 2
+                )
+
+            await eventually(move_refused_and_waiting, "the move is refused and the step waits for its server")
+            site = await fleet.site(site_id)
+            assert (site["status"], site["database_server"]) == ("provisioning", "frozen")
+            thaw(frozen_server)
+            frozen = False
+            site = await fleet.until_status(site_id, "active")
+        assert site["database_server"] == "frozen"
+        assert await fleet.holds_database("frozen", site_id) and not await fleet.holds_database("steady", site_id)
+    finally:
+        if frozen:
+            thaw(frozen_server)
+        await holder.close()
+        await watcher.close()
