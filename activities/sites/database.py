@@ -167,18 +167,11 @@ class SiteDatabaseServer:
         checked_site_identifier(name)
         limit = int(connection_limit)  # interpolated into DDL: an integer and nothing else
         async with self.connect() as admin:
-            try:
-                # Bounded: a pooled connection to a server that stopped (SIGSTOP, a frozen VM) would wait forever.
-                role_limit, database = await admin.fetchrow(
-                    "SELECT (SELECT rolconnlimit FROM pg_roles WHERE rolname = $1),"
-                    " EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)",
-                    name,
-                    timeout=CONNECT_TIMEOUT_SECONDS,
-                )
-            except TimeoutError:
-                # Its server stopped answering mid-statement: the connection is of no further use to anyone.
-                admin.terminate()
-                raise
+            role_limit, database = await admin.fetchrow(
+                "SELECT (SELECT rolconnlimit FROM pg_roles WHERE rolname = $1),"
+                " EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)",
+                name,
+            )
             if touch is not None:
                 await touch()
             pool_name = await claim(role_limit is None and not database) if claim is not None else None

@@ -152,9 +152,9 @@ async def test_a_site_whose_database_step_reached_the_frozen_server_waits_for_it
             assert (await fleet.site(site_id))["database_server"] == "frozen"
             # The server goes away under the step, then stops answering at all.
             await watcher.execute("SELECT pg_terminate_backend($1)", pid)
+            await holder.execute("ROLLBACK")
             freeze(frozen_server)
             frozen = True
-            await holder.execute("ROLLBACK")
 
             async def move_refused_and_waiting() -> bool:
                 return (
