@@ -171,14 +171,19 @@ class SiteCreationWorkflow:
         self._undos.append(step)
         self._set_step(step.name, StepStatus.RUNNING)
         wait = _SERVER_WAIT_FIRST
+        moved = False
         while True:
             try:
                 found = await self._attempt(site, step)
                 break
             except ActivityError as err:
                 if _server_unreachable(err) and not _cancel_pending():
-                    if step is DATABASE and await self._moved(site, err):
+                    # One move between two waits: a site whose new server does not answer either waits before it
+                    # moves again, rather than going from one dead server to another without pause.
+                    if step is DATABASE and not moved and await self._moved(site, err):
+                        moved = True
                         continue  # placed on another server, which holds nothing of it yet: the step runs there
+                    moved = False
                     # An outage of the site's server, not a failure of the step: wait for it, holding no worker
                     # slot, and run the step again with its retries whole. A cancellation still rolls back.
                     self._waiting_for_server = f"{step.name} waits for its database server: {_cause(err)}"
