@@ -1,8 +1,10 @@
 """A site-database server that stops answering (SIGSTOP) before the health check notices: the sites placed on it
 whose database step never reached it are placed again on the healthy server and finish there
 (activities/sites/placement.py, workflows/sites/creation.py), through a lost answer of the move, a worker stopped
-mid-step and a reset; nothing of them is left on the frozen server once it answers again. A site whose database
-step had reached the server before it froze waits for it, and finishes there.
+mid-step and two resets; nothing of them is left on the frozen server once it answers again. A site whose database
+step had reached the server before it froze waits for it, and finishes there. The worker's pooled administrative
+connections to the frozen server neither hang a step cut short on them nor keep it waiting for an answer
+(activities/sites/database.py).
 
 Two real servers: the session's PostgreSQL (as `steady`) and one of this module's (as `frozen`).
 """
@@ -61,6 +63,7 @@ def cli(temporal_client: Client) -> AsyncCli:
     return AsyncCli(temporal_client.service_client.config.target_host)
 
 
+@pytest.mark.long
 async def test_an_administrative_connection_to_a_server_that_froze_is_dropped_not_waited_on(
     fleet: Fleet, frozen_server: PostgresServer
 ) -> None:
