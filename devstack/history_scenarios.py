@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import uuid
 from collections.abc import Awaitable, Callable
@@ -15,6 +16,7 @@ from datetime import timedelta
 
 import httpx
 from aiohttp import web
+from sqlalchemy import text
 from temporalio.api.errordetails.v1 import WorkflowNotReadyFailure
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -25,9 +27,9 @@ from devstack.seed import seed
 from lifecycle.db.engine import make_engine, make_sessionmaker
 from lifecycle.deletion.contracts import AccountDeletionInput, BotDeletionInput, BotDeletionResult, DeletionStatus
 from lifecycle.settings import Settings
-from lifecycle.sites.contracts import SiteProgress
+from lifecycle.sites.contracts import SITE_STEPS, SiteCreationInput, SiteProgress
 from lifecycle.sites.servers import DEFAULT_SERVER, MAX_CAPACITY
-from lifecycle.start_options import account_deletion_options, bot_deletion_options
+from lifecycle.start_options import account_deletion_options, bot_deletion_options, site_creation_options
 from lifecycle.statuses import DeletionState
 from lifecycle.workflow_ids import (
     account_deletion_id,
@@ -245,8 +247,10 @@ async def site_deletion_reset(ctx: Context) -> str:
     return workflow_id
 
 
-async def _put_server(ctx: Context, name: str, url: str, capacity: int) -> None:
-    body = {"url": url, "capacity": capacity}
+async def _put_server(ctx: Context, name: str, url: str, capacity: int, pool_target: int | None = None) -> None:
+    body: dict[str, object] = {"url": url, "capacity": capacity}
+    if pool_target is not None:
+        body["pool_target"] = pool_target
     (await ctx.api.put(f"/site-db-servers/{name}", json=body, headers=ctx.admin_headers)).raise_for_status()
 
 
@@ -254,16 +258,43 @@ def _unreachable_url() -> str:
     return f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/postgres"
 
 
+_TOUCHED_SITE = text(
+    "INSERT INTO sites (id, account_id, name, tagline, domain, status, steps, database_server, database_touched)"
+    " SELECT :id, id, 'Late', '', :domain, 'provisioning', CAST(:steps AS jsonb), :server, true FROM accounts"
+    " WHERE email = :email"
+)
+
+
 async def site_creation_waits_for_server(ctx: Context) -> str:
-    """The site is placed on a server that does not answer (all the room is there); its database step waits for
-    it, and finishes once the server's URL leads to a live one (woken by the health check, or by its own timer)."""
+    """A site whose database step reached its server before the server stopped answering (as an earlier run left
+    it: placed there, `database_touched`): the move is refused, so its database step waits for that server, and
+    finishes once the server's URL leads to a live one (woken by the health check, or by its own timer)."""
     await _put_server(ctx, "recorder-late", _unreachable_url(), MAX_CAPACITY)
-    headers = await _account(ctx)
-    created = await ctx.api.post(
-        "/sites", json={"name": "Late", "domain": f"late-{uuid.uuid4().hex[:10]}.example.com"}, headers=headers
-    )
+    email = f"late-{uuid.uuid4().hex[:8]}@example.com"
+    created = await ctx.api.post("/accounts", json={"name": "Late", "email": email}, headers=ctx.admin_headers)
     created.raise_for_status()
-    handle = ctx.client.get_workflow_handle(site_creation_id(str(created.json()["id"])))
+    site_id = uuid.uuid4()
+    engine = make_engine(ctx.settings.database_url, pool_size=1)
+    try:
+        async with engine.begin() as connection:
+            params = {
+                "id": site_id,
+                "domain": f"late-{site_id.hex[:10]}.example.com",
+                "steps": json.dumps(dict.fromkeys(SITE_STEPS, "pending")),
+                "server": "recorder-late",
+                "email": email,
+            }
+            await connection.execute(_TOUCHED_SITE, params)
+    finally:
+        await engine.dispose()
+    # As the API starts it.
+    account_id = str(created.json()["id"])
+    handle = await site_creation_options(str(site_id), account_id).start(
+        ctx.client,
+        SiteCreationInput(site_id=str(site_id), account_id=account_id),
+        task_queue=ctx.settings.site_task_queue,
+        result_type=SiteProgress,
+    )
     while await _scheduled(handle, "create_site_database") < 2:  # noqa: ASYNC110
         await asyncio.sleep(0.1)
     # The health check marks it down; once its URL leads to a live server, active again, and wakes the creation.
@@ -277,6 +308,17 @@ async def site_creation_waits_for_server(ctx: Context) -> str:
         await ctx.api.patch("/site-db-servers/recorder-late", json={"state": "draining"}, headers=ctx.admin_headers)
     ).raise_for_status()
     return handle.id
+
+
+async def site_creation_moves_off_server(ctx: Context) -> str:
+    """A new site is placed on a server that does not answer, before any health check noticed (all the room is
+    there): its database step never reached it, so the site moves to the server with room next, and is built there."""
+    await _put_server(ctx, "recorder-dead", _unreachable_url(), MAX_CAPACITY, pool_target=0)
+    site_id = await _active_site(ctx, await _account(ctx))
+    (
+        await ctx.api.patch("/site-db-servers/recorder-dead", json={"state": "draining"}, headers=ctx.admin_headers)
+    ).raise_for_status()
+    return site_creation_id(site_id)
 
 
 async def _health_check(ctx: Context) -> str:
@@ -623,6 +665,7 @@ HAPPY: list[tuple[str, Scenario]] = [
     ("held-then-released", account_deletion_held_then_released),
     ("queued-for-a-lane", bot_deletion_queued_for_a_lane),
     ("waits-for-server", site_creation_waits_for_server),
+    ("moves-off-server", site_creation_moves_off_server),
     ("happy", health_check_happy),
     ("marks-down", health_check_marks_down),
     ("happy", deletion_preview_happy),

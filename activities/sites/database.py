@@ -9,14 +9,20 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
+from functools import partial
 
 import asyncpg
 from sqlalchemy.engine import make_url
 
 from activities.sites.files import site_key
-from activities.sites.reachability import CONNECT_TIMEOUT_SECONDS, SiteDatabaseServerUnreachable, is_unreachable
+from activities.sites.reachability import (
+    CONNECT_TIMEOUT_SECONDS,
+    FIRST_ANSWER_TIMEOUT_SECONDS,
+    SiteDatabaseServerUnreachable,
+    is_unreachable,
+)
 from activities.sites.scram import scram_verifier
 from lifecycle.outbound import OutboundRule
 
@@ -27,6 +33,8 @@ _POOL = re.compile(r"^pool_[0-9a-f]{32}$")
 
 # Given whether it may take a new one: the pool database the site claimed (its pool name), or None.
 ClaimFromPool = Callable[[bool], Awaitable[str | None]]
+# Records, durably, that the site's database may live on this server from now on (activities/sites/placement.py).
+Touch = Callable[[], Awaitable[None]]
 
 
 def checked_site_identifier(name: str) -> str:
@@ -81,10 +89,24 @@ class AdminConnections:
                 self._pools[dsn] = pool
             return pool
 
+    def discard(self, dsn: str, pool: asyncpg.Pool) -> None:
+        """Drop the pool of a server that stopped answering, and its connections with it, at once: each was opened
+        to that server, and each would cost its next user the bounded wait again. The next use opens a new pool."""
+        if self._pools.get(dsn) is pool:
+            del self._pools[dsn]
+        pool.terminate()
+
+    def discarded(self, dsn: str, pool: asyncpg.Pool) -> bool:
+        return self._pools.get(dsn) is not pool
+
     async def close(self) -> None:
         pools, self._pools = list(self._pools.values()), {}
         for pool in pools:
-            await pool.close()
+            # Closing waits for the server to see each connection go; one that does not answer is left at once
+            # (asyncpg terminates a pool whose close is cut short).
+            with suppress(TimeoutError):
+                async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+                    await pool.close()
 
 
 async def _rollback_if_in_transaction(connection: asyncpg.Connection) -> None:
@@ -105,8 +127,10 @@ class SiteDatabaseServer:
     # For a URL an admin registered in the catalog: its host is checked before each connection (lifecycle/
     # outbound.py). None for the operator's own SITE_DATABASE_URL.
     outbound: OutboundRule | None = field(default=None, compare=False)
+    # Its name in the catalog, when it came from there.
+    name: str | None = field(default=None, compare=False)
 
-    def _dsn(self, database: str | None = None) -> str:
+    def dsn(self, database: str | None = None) -> str:
         url = make_url(self.admin_url).set(drivername="postgresql")
         if database is not None:
             url = url.set(database=database)
@@ -127,24 +151,40 @@ class SiteDatabaseServer:
         address the outbound rule refuses raises OutboundRefused."""
         if self.outbound is not None:
             await self.outbound.check_host(self.host, self.port)
+        dsn, pool = self.dsn(database), None
         try:
             if database is None and self.admin_connections is not None:
-                pool = await self.admin_connections.pool(self._dsn())
-                async with pool.acquire() as pooled:
+                pool = await self.admin_connections.pool(dsn)
+                pooled = await pool.acquire()
+                async with _given_back(pooled, partial(pool.release, pooled, timeout=CONNECT_TIMEOUT_SECONDS)):
                     yield pooled
                 return
-            connection = await asyncpg.connect(self._dsn(database), timeout=CONNECT_TIMEOUT_SECONDS)
-            try:
+            connection = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_SECONDS)
+            async with _given_back(connection, partial(connection.close, timeout=CONNECT_TIMEOUT_SECONDS)):
                 yield connection
-            finally:
-                await connection.close(timeout=CONNECT_TIMEOUT_SECONDS)
         except Exception as err:
+            if pool is not None and self.admin_connections is not None:
+                if is_unreachable(err):
+                    self.admin_connections.discard(dsn, pool)
+                elif isinstance(err, asyncpg.InterfaceError) and self.admin_connections.discarded(dsn, pool):
+                    # Its pool was dropped under it, by a step that found the server not answering.
+                    raise SiteDatabaseServerUnreachable(f"{type(err).__name__}: {err}", self.name) from err
             if is_unreachable(err):
-                raise SiteDatabaseServerUnreachable(f"{type(err).__name__}: {err}") from err
+                raise SiteDatabaseServerUnreachable(f"{type(err).__name__}: {err}", self.name) from err
             raise
 
-    async def create(self, name: str, password: str, connection_limit: int, claim: ClaimFromPool | None = None) -> None:
+    async def create(
+        self,
+        name: str,
+        password: str,
+        connection_limit: int,
+        claim: ClaimFromPool | None = None,
+        touch: Touch | None = None,
+    ) -> None:
         """The site's role, allowed `connection_limit` sessions at once, and its database, reachable by it alone.
+
+        `touch` runs once the server has answered and before anything that could create something on it (the
+        claim's renames, CREATE ROLE, CREATE DATABASE): a server that never answered holds nothing of the site.
 
         `claim` takes the site's database from the server's warm pool (lifecycle/sites/pool.py): it is asked
         whether the site holds a claim, and may take one only while nothing of the site exists here yet, so a
@@ -157,7 +197,10 @@ class SiteDatabaseServer:
                 "SELECT (SELECT rolconnlimit FROM pg_roles WHERE rolname = $1),"
                 " EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)",
                 name,
+                timeout=FIRST_ANSWER_TIMEOUT_SECONDS,
             )
+            if touch is not None:
+                await touch()
             pool_name = await claim(role_limit is None and not database) if claim is not None else None
             if pool_name is not None:
                 await _adopt(admin, checked_pool_identifier(pool_name), name, password, limit)
@@ -185,13 +228,45 @@ class SiteDatabaseServer:
         """The database and the role named `name` (a site's, or a pool's), whichever exist."""
         checked_droppable_identifier(name)
         async with self.connect() as admin:
-            if await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+            if await admin.fetchval(
+                "SELECT 1 FROM pg_database WHERE datname = $1", name, timeout=FIRST_ANSWER_TIMEOUT_SECONDS
+            ):
                 await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
             await admin.execute(f"DROP ROLE IF EXISTS {name}")
 
     async def exists(self, name: str) -> bool:
         async with self.connect() as admin:
-            return bool(await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name))
+            return bool(
+                await admin.fetchval(
+                    "SELECT 1 FROM pg_database WHERE datname = $1", name, timeout=FIRST_ANSWER_TIMEOUT_SECONDS
+                )
+            )
+
+
+@asynccontextmanager
+async def _given_back(connection: asyncpg.Connection, give_back: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
+    """Use `connection`, then `give_back` (a release to its pool, or a close), bounded by CONNECT_TIMEOUT_SECONDS.
+
+    The bound is what lets a step cut short on a server that stopped (SIGSTOP, a frozen VM) end. A statement cut
+    short (its step cancelled, as a first try is at its timeout, or past its own `timeout=`) has asyncpg send the
+    server a cancel request, over a connection of its own, and wait for the server to close that connection; a
+    release or a close waits for that first, a release shielded from cancellation, and with no timeout for ever,
+    since a stopped server's kernel accepts the connection and nobody closes it. With the bound, the driver drops
+    the connection instead; a live server acknowledges the cancel in milliseconds, and the connection is reused.
+
+    A server that did not answer (the statement's bound, a connection lost) gets no cancel request at all: the
+    connection is dropped at once. A failure while giving it back never hides the one that ended its use.
+    """
+    try:
+        yield
+    except BaseException as err:
+        if is_unreachable(err):
+            with suppress(asyncpg.InterfaceError):  # released already: the driver saw it close
+                connection.terminate()
+        with suppress(Exception):
+            await give_back()
+        raise
+    await give_back()
 
 
 async def _adopt(admin: asyncpg.Connection, pool_name: str, site_name: str, password: str, limit: int) -> None:

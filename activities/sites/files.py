@@ -7,6 +7,7 @@ need it, so the first to ask creates it, atomically, in a private credentials di
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import uuid
@@ -111,6 +112,21 @@ def create_site_tree(sites_root: Path, site_id: str, database: str, host: str, p
         _write_private(partial, _wp_config(database, password, host, port))
         os.replace(partial, config)
     return root
+
+
+def point_config_at(sites_root: Path, site_id: str, host: str, port: int) -> None:
+    """Make wp-config.php name the database server `host:port`, if it names another (a site moved after its files
+    were made); a config that names it already is left alone."""
+    config = site_directory(sites_root, site_id) / "wp-config.php"
+    text = config.read_text()
+    wanted = f"define('DB_HOST', '{host}:{port}');"
+    pointed = re.sub(r"^define\('DB_HOST', '[^']*'\);$", lambda _: wanted, text, count=1, flags=re.MULTILINE)
+    if pointed == text:
+        return
+    partial = config.with_suffix(".host.tmp")
+    partial.unlink(missing_ok=True)
+    _write_private(partial, pointed)
+    os.replace(partial, config)
 
 
 def remove_site_tree(sites_root: Path, site_id: str) -> None:

@@ -1,8 +1,14 @@
-"""Which server holds a site's database: chosen once, recorded on the site, read by every later step.
+"""Which server holds a site's database: recorded on the site, read by every later step.
 
 `place` is idempotent: a site that already has a server keeps it, whatever the catalog says now, so a retry, a
 reset or a new run never moves a site. The choice (lifecycle/sites/servers.py) and its record happen under one
 transaction-scoped advisory lock, so concurrent placements count each other and never pass a server's capacity.
+
+Only `move` changes a placement: when the site's server does not answer the database step, and only while that
+step has not touched the server (`sites.database_touched`, recorded by `touch` once the server answered and before
+anything could be created there), so the site has nothing on it. The touch and the move are each one conditional
+UPDATE of the site's row, so whichever comes second sees the first: a site is either moved with nothing on its old
+server, or kept there, never both.
 """
 
 from __future__ import annotations
@@ -18,12 +24,19 @@ from lifecycle.outbound import OutboundRule
 from lifecycle.sealing import KeyRing
 from lifecycle.sites.errors import NO_DATABASE_SERVER_ERROR
 from lifecycle.sites.servers import CHOOSE_SERVER
+from lifecycle.statuses import SiteStatus
 
 _LOCK = text("SELECT pg_advisory_xact_lock(hashtext('site_placement'))")
 _PLACED = text("SELECT database_server FROM sites WHERE id = :id")
 _RECORD = text("UPDATE sites SET database_server = :server WHERE id = :id AND database_server IS NULL")
 _SERVER_OF_SITE = text(
     "SELECT s.name, s.admin_url FROM sites t JOIN site_db_servers s ON s.name = t.database_server WHERE t.id = :id"
+)
+_TOUCH = text("UPDATE sites SET database_touched = true WHERE id = :id AND database_server = :server")
+_PLACEMENT = text("SELECT database_server, database_touched, status FROM sites WHERE id = :id")
+_MOVE = text(
+    "UPDATE sites SET database_server = :to, updated_at = now() WHERE id = :id AND database_server = :from"
+    " AND NOT database_touched AND status = :provisioning"
 )
 
 
@@ -69,7 +82,7 @@ class SitePlacement:
             placed = (await connection.execute(_PLACED, {"id": uuid.UUID(site_id)})).scalar_one_or_none()
             if placed is not None:
                 return str(placed)
-            chosen = (await connection.execute(CHOOSE_SERVER)).scalar_one_or_none()
+            chosen = (await connection.execute(CHOOSE_SERVER, {"excluded": None})).scalar_one_or_none()
             if chosen is None:
                 raise NoDatabaseServerError(site_id)
             await connection.execute(_RECORD, {"id": uuid.UUID(site_id), "server": chosen})
@@ -82,8 +95,35 @@ class SitePlacement:
         if row is None:
             return None
         if row.admin_url is None:
-            return SiteDatabaseServer(self._default_admin_url, self._admin_connections)
-        return SiteDatabaseServer(self._keys.open(row.admin_url), self._admin_connections, self._outbound)
+            return SiteDatabaseServer(self._default_admin_url, self._admin_connections, name=row.name)
+        return SiteDatabaseServer(self._keys.open(row.admin_url), self._admin_connections, self._outbound, row.name)
+
+    async def touch(self, site_id: str, server: str) -> None:
+        """Record that the database step reached `server`: the site's database may live there from now on. A site
+        moved meanwhile raises SiteChanged, so that the step creates nothing on the server it left."""
+        async with self._reads.connect() as connection:
+            touched = (await connection.execute(_TOUCH, {"id": uuid.UUID(site_id), "server": server})).rowcount
+        if not touched:
+            raise ApplicationError(f"site {site_id} is no longer placed on {server}", type="SiteChanged")
+
+    async def move(self, site_id: str, server: str) -> bool:
+        """Place the site again, on another active server with room, if `server` holds nothing of it; True when
+        the site is (now, or already) placed elsewhere than `server`, False when it stays and waits for it."""
+        async with self._engine.begin() as connection:
+            await connection.execute(_LOCK)
+            row = (await connection.execute(_PLACEMENT, {"id": uuid.UUID(site_id)})).one_or_none()
+            if row is None or row.database_server is None:
+                return False
+            if row.database_server != server:
+                return True  # moved already: a retry, or a reset run, of this move
+            if row.database_touched or row.status != SiteStatus.PROVISIONING:
+                return False
+            chosen = (await connection.execute(CHOOSE_SERVER, {"excluded": server})).scalar_one_or_none()
+            if chosen is None:
+                return False
+            params = {"id": uuid.UUID(site_id), "from": server, "to": chosen, "provisioning": SiteStatus.PROVISIONING}
+            # Conditional still: a database step that touched the server since the read above keeps the site there.
+            return bool((await connection.execute(_MOVE, params)).rowcount)
 
     async def server(self, site_id: str) -> SiteDatabaseServer:
         """For a forward step: the site's server, placing the site first if no step has yet."""

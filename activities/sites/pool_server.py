@@ -12,6 +12,7 @@ import asyncpg
 
 from activities.sites import wordpress_schema
 from activities.sites.database import SiteDatabaseServer, checked_droppable_identifier, checked_pool_identifier
+from activities.sites.reachability import FIRST_ANSWER_TIMEOUT_SECONDS
 from lifecycle.sites.pool import TEMPLATE_DATABASE
 
 _POOL_PATTERN = r"^pool_[0-9a-f]{32}$"
@@ -19,7 +20,10 @@ _POOL_PATTERN = r"^pool_[0-9a-f]{32}$"
 
 async def _ensure_template(admin: asyncpg.Connection, server: SiteDatabaseServer) -> None:
     """The template every pool database is cloned from: WordPress's core tables, no rows, reachable by no site."""
-    if not await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", TEMPLATE_DATABASE):
+    # The first statement on a pooled connection, hence bounded (activities/sites/reachability.py).
+    if not await admin.fetchval(
+        "SELECT 1 FROM pg_database WHERE datname = $1", TEMPLATE_DATABASE, timeout=FIRST_ANSWER_TIMEOUT_SECONDS
+    ):
         await admin.execute(f"CREATE DATABASE {TEMPLATE_DATABASE}")
     await admin.execute(f"REVOKE CONNECT ON DATABASE {TEMPLATE_DATABASE} FROM PUBLIC")
     # Every time, in one transaction: a pass that died between CREATE DATABASE and the tables left it empty.
@@ -60,6 +64,7 @@ async def pool_objects(server: SiteDatabaseServer) -> set[str]:
             "SELECT datname AS name FROM pg_database WHERE datname ~ $1"
             " UNION SELECT rolname FROM pg_roles WHERE rolname ~ $1",
             _POOL_PATTERN,
+            timeout=FIRST_ANSWER_TIMEOUT_SECONDS,
         )
     return {checked_droppable_identifier(row["name"]) for row in rows}
 
@@ -70,5 +75,6 @@ async def whole_pool_databases(server: SiteDatabaseServer) -> set[str]:
         rows = await admin.fetch(
             "SELECT datname FROM pg_database d JOIN pg_roles r ON r.rolname = d.datname WHERE datname ~ $1",
             _POOL_PATTERN,
+            timeout=FIRST_ANSWER_TIMEOUT_SECONDS,
         )
     return {row["datname"] for row in rows}

@@ -35,7 +35,14 @@ from activities.sites.placement import SitePlacement
 from activities.sites.pool import SiteDbPool, poke_in_background
 from activities.sites.reachability import SiteDatabaseServerUnreachable
 from activities.step_log import step_skipped
-from lifecycle.sites.contracts import SiteDeletionInput, SiteRef, SiteRollbackFailure, SiteRollbackInput, SiteStep
+from lifecycle.sites.contracts import (
+    SiteDeletionInput,
+    SiteMove,
+    SiteRef,
+    SiteRollbackFailure,
+    SiteRollbackInput,
+    SiteStep,
+)
 from lifecycle.sites.errors import SERVER_UNREACHABLE_ERROR, SiteErrorCode
 from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteStatus, StepStatus
 from lifecycle.workflow_ids import site_creation_id
@@ -84,6 +91,7 @@ class SiteActivities:
             self.remove_site_filesystem,
             self.create_site_database,
             self.drop_site_database,
+            self.move_site_database_server,
             self.bootstrap_site,
             self.drop_site_tables,
             self.activate_site,
@@ -159,8 +167,10 @@ class SiteActivities:
             try:
                 await work()
             except SiteDatabaseServerUnreachable as err:
-                # Not one of the step's retries: the saga waits for the server and runs the step again.
-                raise ApplicationError(str(err), type=SERVER_UNREACHABLE_ERROR, non_retryable=True) from err
+                # Not one of the step's retries: the saga moves the site or waits for the server, and runs the step
+                # again. The server's name, a detail, says which server the move is away from.
+                details = [err.server] if err.server is not None else []
+                raise ApplicationError(str(err), *details, type=SERVER_UNREACHABLE_ERROR, non_retryable=True) from err
             await self._set_step(site_id, step, StepStatus.DONE)
             return SiteStatus.PROVISIONING
 
@@ -260,9 +270,21 @@ class SiteActivities:
             )
             limit = self._resources.settings.site_role_connection_limit
             server = await self._placement.server(site.site_id)
-            await server.create(site_database_name(site.site_id), password, limit, claim)
+
+            async def touch() -> None:
+                if server.name is not None:
+                    await self._placement.touch(site.site_id, server.name)
+
+            await server.create(site_database_name(site.site_id), password, limit, claim, touch)
 
         return await self._forward(site.site_id, SiteStep.DATABASE, work)
+
+    @activity.defn(name="move_site_database_server")
+    async def move_site_database_server(self, move: SiteMove) -> bool:
+        """The site placed again, away from a server that does not answer, if its database step never touched it
+        (activities/sites/placement.py): True when the site's database step should run again at once."""
+        async with heartbeating():
+            return await self._placement.move(move.site_id, move.server)
 
     @activity.defn(name="drop_site_database")
     async def drop_site_database(self, site: SiteRef) -> bool:
@@ -293,6 +315,11 @@ class SiteActivities:
                 name=row.name, tagline=row.tagline, domain=row.domain, admin_email=row.email
             )
             server = await self._placement.server(site.site_id)
+            # The files step, parallel with the database step, may have named a server the site then moved away
+            # from: the config names the one its database is on.
+            await asyncio.to_thread(
+                site_files.point_config_at, self._sites_root, site.site_id, server.host, server.port
+            )
             async with server.connect(name) as connection:
                 await wordpress_schema.install(connection, name, install)
 

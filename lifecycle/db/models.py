@@ -391,6 +391,9 @@ class Site(Base):
     # The catalog server its database is on, chosen once by the first forward step (activities/sites/placement.py)
     # and read by every later step, undo and teardown. Null until then.
     database_server: Mapped[str | None] = mapped_column(String(40), ForeignKey("site_db_servers.name"))
+    # Set by the database step once its server answered, before its first statement that could create anything
+    # there: from then on the site's database may live on that server, so the site waits for it and is never moved.
+    database_touched: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     created_at: Mapped[datetime] = _now_column()
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now(), nullable=False

@@ -71,6 +71,15 @@ class SiteRef:
 
 
 @dataclass(frozen=True)
+class SiteMove:
+    """A site whose database step found `server` unreachable, to be placed on another server if it holds nothing
+    there (activities/sites/placement.py)."""
+
+    site_id: str
+    server: str
+
+
+@dataclass(frozen=True)
 class SiteRollbackInput:
     site_id: str
     reason: str  # the cause, for the worker's log

@@ -1,8 +1,9 @@
 """The catalog of site-database servers (`site_db_servers`): what the API, the placement and the tooling share.
 
-A site is placed once, on the active server with the most free capacity (capacity minus the sites it holds),
-ties going to the first name; the choice is recorded on the site (`sites.database_server`) and every later step,
-retry, reset, undo and teardown reads it from there (activities/sites/placement.py).
+A site is placed on the active server with the most free capacity (capacity minus the sites it holds), ties going
+to the first name; the choice is recorded on the site (`sites.database_server`) and every later step, retry,
+reset, undo and teardown reads it from there (activities/sites/placement.py). A site whose server stops answering
+before its database step touched it is placed again, on another server (SitePlacement.move).
 
 `SITE_DATABASE_URL` is the catalog's `default` server: migration 0014 registers it with no URL of its own, which
 means "the server SITE_DATABASE_URL names, else the product's own" as each worker's environment says. A `PUT` of
@@ -50,10 +51,12 @@ SERVERS_WITH_PLACED_SITES = text(
     f" LEFT JOIN ({PLACED_SITES_SQL}) p ON p.database_server = s.name ORDER BY s.name"
 )
 
-# The server a new site goes to: active, with free capacity, the most of it, ties by name.
+# The server a new site goes to: active, with free capacity, the most of it, ties by name; never `:excluded` (the
+# server a moved site leaves, which may not be marked down yet; None for a first placement).
 CHOOSE_SERVER = text(
     "SELECT s.name FROM site_db_servers s"
     f" LEFT JOIN ({PLACED_SITES_SQL}) p ON p.database_server = s.name"
     f" WHERE s.state = '{SiteDbServerState.ACTIVE.value}' AND s.capacity - coalesce(p.placed, 0) > 0"
+    " AND s.name IS DISTINCT FROM CAST(:excluded AS text)"
     " ORDER BY s.capacity - coalesce(p.placed, 0) DESC, s.name LIMIT 1"
 )

@@ -6,20 +6,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
+import signal
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from temporalio.client import Client
 
 from activities.sites.database import SiteDatabaseServer, site_database_name
 from api.app import create_app
 from devstack.postgres import PostgresServer
+from lifecycle.db.engine import make_engine
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
+from lifecycle.sites.contracts import SITE_STEPS
+from lifecycle.sites.errors import SERVER_UNREACHABLE_ERROR
+from lifecycle.workflow_ids import site_creation_id
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually
 from tests.workers import own_queue, own_worker
@@ -89,6 +98,29 @@ class Fleet:
 
         return await eventually(reached, f"site {site_id} becomes {status}")
 
+    async def record_site(self) -> str:
+        """A site row as the API records it, for a run started on a queue of the test's own."""
+        engine = make_engine(self.settings.database_url, pool_size=1)
+        site = uuid.uuid4()
+        try:
+            async with engine.begin() as connection:
+                account = (await connection.execute(text("SELECT id FROM accounts LIMIT 1"))).scalar_one()
+                await connection.execute(
+                    text(
+                        "INSERT INTO sites (id, account_id, name, tagline, domain, status, steps) VALUES"
+                        " (:id, :account, 'Reset', '', :domain, 'provisioning', CAST(:steps AS jsonb))"
+                    ),
+                    {
+                        "id": site,
+                        "account": account,
+                        "domain": f"reset-{site.hex[:12]}.example.com",
+                        "steps": json.dumps(dict.fromkeys(SITE_STEPS, "pending")),
+                    },
+                )
+        finally:
+            await engine.dispose()
+        return str(site)
+
     async def holds_database(self, server: str, site_id: str) -> bool:
         async with SiteDatabaseServer(self.urls[server]).connect() as admin:
             name = site_database_name(site_id)
@@ -96,6 +128,42 @@ class Fleet:
                 "SELECT count(*) FROM pg_database WHERE datname = $1", name
             ) + await admin.fetchval("SELECT count(*) FROM pg_roles WHERE rolname = $1", name)
         return bool(found)
+
+
+async def unreachable_failures(client: Client, site_id: str) -> int:
+    """How many times the site's creation ran a step that found its server unreachable."""
+    history = await client.get_workflow_handle(site_creation_id(site_id)).fetch_history()
+    return sum(
+        event.activity_task_failed_event_attributes.failure.application_failure_info.type == SERVER_UNREACHABLE_ERROR
+        for event in history.events
+        if event.HasField("activity_task_failed_event_attributes")
+    )
+
+
+def freeze(server: PostgresServer) -> None:
+    """SIGSTOP the server's postmaster and its backends, as when its machine stalls: a new connection is accepted
+    by the kernel and then hears nothing, and an open one gets no answer, where a killed server would refuse at
+    once. Each backend leads a process group of its own (PostgreSQL's setsid), hence one signal each."""
+    for pid in _server_pids(server):
+        os.kill(pid, signal.SIGSTOP)
+
+
+def thaw(server: PostgresServer) -> None:
+    for pid in reversed(_server_pids(server)):
+        os.kill(pid, signal.SIGCONT)
+
+
+def _server_pids(server: PostgresServer) -> list[int]:
+    """The postmaster, then its children."""
+    assert server.process is not None
+    postmaster = server.process.pid
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            # The command name, in parentheses, may hold spaces: the parent's pid is the second field after it.
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                children.append(int(stat.parent.name))
+    return [postmaster, *children]
 
 
 @contextlib.asynccontextmanager

@@ -9,21 +9,16 @@ is marked down here, so it takes nothing.
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
 import pytest_asyncio
-from sqlalchemy import text
 from temporalio.client import Client
 
 from devstack.ports import free_port
 from devstack.postgres import PostgresServer
-from lifecycle.db.engine import make_engine
 from lifecycle.settings import Settings
-from lifecycle.sites.contracts import SITE_STEPS
 from lifecycle.workflow_ids import site_creation_id
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually
@@ -136,36 +131,12 @@ async def test_a_drained_or_down_server_takes_no_new_site_and_keeps_its_own(flee
     await fleet.patch("two", state="active")
 
 
-async def _record_site(fleet: Fleet) -> str:
-    """A site row as the API records it, for a run started on a queue of the test's own."""
-    engine = make_engine(fleet.settings.database_url, pool_size=1)
-    site = uuid.uuid4()
-    try:
-        async with engine.begin() as connection:
-            account = (await connection.execute(text("SELECT id FROM accounts LIMIT 1"))).scalar_one()
-            await connection.execute(
-                text(
-                    "INSERT INTO sites (id, account_id, name, tagline, domain, status, steps) VALUES"
-                    " (:id, :account, 'Reset', '', :domain, 'provisioning', CAST(:steps AS jsonb))"
-                ),
-                {
-                    "id": site,
-                    "account": account,
-                    "domain": f"reset-{site.hex[:12]}.example.com",
-                    "steps": json.dumps(dict.fromkeys(SITE_STEPS, "pending")),
-                },
-            )
-    finally:
-        await engine.dispose()
-    return str(site)
-
-
 async def test_a_reset_after_placement_keeps_the_site_on_its_server(
     fleet: Fleet, temporal_client: Client, cli: AsyncCli
 ) -> None:
     await fleet.set_free({"one": 5, "two": 3})
     queue = own_queue(fleet.settings)
-    site_id = await _record_site(fleet)
+    site_id = await fleet.record_site()
     # The database step hangs on its first attempt, so the reset lands after the placement and before the database.
     async with own_worker(queue, temporal_client, faults="create_site_database=delay:60:1"):
         await start_creation(temporal_client, queue.site_task_queue, site_id)

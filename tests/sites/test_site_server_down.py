@@ -1,6 +1,7 @@
 """A site-database server that fails (activities/sites/health_check.py, workflows/sites/creation.py): a killed
-server gets no new site once the health check marks it down; a site caught mid-creation on it waits (and alerts once
-stuck for STUCK_AFTER_SITE_CREATION, its step's retries being no progress), and one
+server gets no new site once the health check marks it down; a site caught mid-creation on it, with no other server
+to move to (tests/sites/test_site_server_frozen.py has one that moves), waits (and alerts once stuck for
+STUCK_AFTER_SITE_CREATION, its step's retries being no progress), and one
 deleted meanwhile is removed, once it is back; a creation cancelled while it waits rolls back once the server
 answers; the health check never overrides an operator; and a drained server's sites are still deleted.
 
@@ -22,14 +23,13 @@ from devstack.ports import free_port
 from devstack.postgres import PostgresServer
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SiteServersChecked
-from lifecycle.sites.errors import SERVER_UNREACHABLE_ERROR
 from lifecycle.statuses import SiteDbServerState, SiteDbServerStateSetBy
 from lifecycle.stuck import RunKind
 from lifecycle.workflow_ids import site_creation_id, site_deletion_id
 from lifecycle.workflow_types import SITE_SERVER_HEALTH_CHECK_WORKFLOW
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually
-from tests.sites.fleet import Fleet, fleet_of, with_password
+from tests.sites.fleet import Fleet, fleet_of, unreachable_failures, with_password
 from tests.stuck import assert_alerts_once_stuck
 from workflows.activity_presets import SITE_STEP
 
@@ -65,16 +65,6 @@ async def check_health(fleet: Fleet, client: Client) -> SiteServersChecked:
     )
 
 
-async def unreachable_failures(client: Client, site_id: str) -> int:
-    """How many times the site's creation ran a step that found its server unreachable."""
-    history = await client.get_workflow_handle(site_creation_id(site_id)).fetch_history()
-    return sum(
-        event.activity_task_failed_event_attributes.failure.application_failure_info.type == SERVER_UNREACHABLE_ERROR
-        for event in history.events
-        if event.HasField("activity_task_failed_event_attributes")
-    )
-
-
 @pytest.mark.long
 async def test_a_killed_server_takes_no_new_site_and_its_site_in_flight_finishes_once_back(
     fleet: Fleet, flaky_server: PostgresServer, temporal_client: Client
@@ -82,6 +72,8 @@ async def test_a_killed_server_takes_no_new_site_and_its_site_in_flight_finishes
     await fleet.set_free({"steady": 3, "flaky": 5})
     placed = await fleet.create_site()
     assert (await fleet.until_status(placed, "active"))["database_server"] == "flaky"
+    # No other server takes a site: the one caught on `flaky` cannot move, and waits for it.
+    await fleet.patch("steady", state="draining")
     flaky_server.kill()
     try:
         # Placed before any check noticed: the catalog still says active, and `flaky` has the most room.
@@ -112,8 +104,9 @@ async def test_a_killed_server_takes_no_new_site_and_its_site_in_flight_finishes
         assert "flaky" in (await check_health(fleet, temporal_client)).marked_down
         flaky = (await fleet.servers())["flaky"]
         assert (flaky["state"], flaky["state_set_by"]) == ("down", "health_check")
+        # Down, it takes no new site, though it has room: with `steady` drained, none can be placed.
         elsewhere = await fleet.create_site()
-        assert (await fleet.until_status(elsewhere, "active"))["database_server"] == "steady"
+        assert (await fleet.until_status(elsewhere, "rolled_back"))["error_code"] == "no_database_server"
 
         # More tries than a step's retry policy allows it (which would have rolled the site back), and it waits on.
         async def outlasted_the_retries() -> bool:
@@ -135,6 +128,7 @@ async def test_a_killed_server_takes_no_new_site_and_its_site_in_flight_finishes
         await eventually(teardown_retrying, "the teardown's database step retries while its server is down")
     finally:
         flaky_server.start()
+        await fleet.patch("steady", state="active")
     assert "flaky" not in (await check_health(fleet, temporal_client)).marked_active
     assert "flaky" in (await check_health(fleet, temporal_client)).marked_active
     flaky = (await fleet.servers())["flaky"]
@@ -150,7 +144,7 @@ async def test_a_killed_server_takes_no_new_site_and_its_site_in_flight_finishes
     assert not await fleet.holds_database("flaky", placed)
     # Each site's database is on its own server only: nothing duplicated, no orphan.
     assert await fleet.holds_database("flaky", caught) and not await fleet.holds_database("steady", caught)
-    assert await fleet.holds_database("steady", elsewhere) and not await fleet.holds_database("flaky", elsewhere)
+    assert not await fleet.holds_database("steady", elsewhere) and not await fleet.holds_database("flaky", elsewhere)
 
 
 async def test_the_health_check_never_overrides_an_operators_state(fleet: Fleet, temporal_client: Client) -> None:
@@ -212,6 +206,9 @@ async def test_a_creation_cancelled_while_it_waits_for_its_server_rolls_back_onc
     late = {"url": with_password(f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/postgres"), "capacity": 100}
     added = await fleet.api.put("/site-db-servers/late", json=late, headers=ADMIN_HEADERS)
     assert added.status_code == 201, added.text
+    # Nowhere else to go, the site waits for `late` rather than moving.
+    await fleet.patch("steady", state="draining")
+    await fleet.patch("flaky", state="draining")
     try:
         site_id = await fleet.create_site()
         assert (await fleet.site(site_id))["database_server"] == "late"
@@ -240,3 +237,5 @@ async def test_a_creation_cancelled_while_it_waits_for_its_server_rolls_back_onc
         assert not await fleet.holds_database("flaky", site_id)
     finally:
         await fleet.patch("late", state="draining")
+        await fleet.patch("steady", state="active")
+        await fleet.patch("flaky", state="active")

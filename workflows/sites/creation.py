@@ -6,6 +6,9 @@ every step works at once, the site is active after one workflow task, and the ru
 fails, or runs past its short timeout, gives way to the regular activity, with its retries and a pending activity
 an operator can see.
 
+A database step whose server does not answer moves the site to another healthy server when the step never touched
+that server, and runs there at once; otherwise the step waits for its server.
+
 Safe under resets: every step answers the site's status, and a run that finds the site settled (active,
 rolled back, deleted, being deleted) finishes as that status without building or undoing anything; one that
 finds a rollback interrupted (rolling back, rollback failed) finishes the rollback. Undos run only while the
@@ -37,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         SERVER_BACK_SIGNAL,
         SITE_STEPS,
         SiteCreationInput,
+        SiteMove,
         SiteProgress,
         SiteRef,
         SiteRollbackFailure,
@@ -167,12 +171,19 @@ class SiteCreationWorkflow:
         self._undos.append(step)
         self._set_step(step.name, StepStatus.RUNNING)
         wait = _SERVER_WAIT_FIRST
+        moved = False
         while True:
             try:
                 found = await self._attempt(site, step)
                 break
             except ActivityError as err:
                 if _server_unreachable(err) and not _cancel_pending():
+                    # One move between two waits: a site whose new server does not answer either waits before it
+                    # moves again, rather than going from one dead server to another without pause.
+                    if step is DATABASE and not moved and await self._moved(site, err):
+                        moved = True
+                        continue  # placed on another server, which holds nothing of it yet: the step runs there
+                    moved = False
                     # An outage of the site's server, not a failure of the step: wait for it, holding no worker
                     # slot, and run the step again with its retries whole. A cancellation still rolls back.
                     self._waiting_for_server = f"{step.name} waits for its database server: {_cause(err)}"
@@ -198,6 +209,21 @@ class SiteCreationWorkflow:
         if status in (SiteStatus.PROVISIONING, SiteStatus.ACTIVE):
             self._set_step(step.name, StepStatus.DONE)
         return status
+
+    @staticmethod
+    async def _moved(site: SiteRef, err: ActivityError) -> bool:
+        """Whether the site left the server that did not answer its database step, which it does only while the
+        step never touched that server (activities/sites/placement.py)."""
+        details = err.cause.details if isinstance(err.cause, ApplicationError) else ()
+        if not details:
+            return False
+        moved: bool = await workflow.execute_activity_method(
+            SiteActivities.move_site_database_server,
+            SiteMove(site.site_id, str(details[0])),
+            **presets.SITE_UNDO,
+            summary="database: place on another server",
+        )
+        return moved
 
     @staticmethod
     async def _attempt(site: SiteRef, step: SiteStep) -> str:
