@@ -2,7 +2,7 @@
 (deletion_requests.account_lane: `waiting`, then `taken`)
 
 Revision ID: 0028
-Revises: 0026
+Revises: 0027
 """
 
 from collections.abc import Sequence
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0028"
-down_revision: str | None = "0026"
+down_revision: str | None = "0027"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
