@@ -2,9 +2,13 @@
 `pause`, `resume`, `retry` and `skip`, the `progress` query, and when a run continues as new.
 
 A workflow says where it differs through a few overrides: its open status (`_open_status`, `_show_status`), its
-current details (`_details`), what the query counts (`_services`, `_pace`), and where an operator's message goes
+current details (`_details`), what the query counts (`_services`, `_pace`), what it keeps of an operator's
+messages (`_record`, `_set_paused`), what an update answers (`_answer`), and where an operator's decision goes
 when the run itself asks nothing (`_unasked`, `_refusal`). The message names and payloads are the operators' and
 the API's contract, the same for both workflow types.
+
+The handlers are coroutines; one that never awaits runs to its end at once, as a plain function would, so a
+workflow whose overrides do not await issues its commands where a synchronous handler would.
 """
 
 from __future__ import annotations
