@@ -66,6 +66,14 @@ CLOSED_WITHOUT_COMPLETING = frozenset({DeletionState.CANCELLED, DeletionState.TE
 TERMINAL_DELETION_STATES = frozenset(DeletionState) - OPEN_DELETION_STATES
 
 
+def requested_deletion_state(*, scheduled: bool, held: bool) -> DeletionState:
+    """How a deletion request stands until its run records otherwise: in its grace period first (a legal hold is
+    waited for once the grace is over), then held, else accepted."""
+    if scheduled:
+        return DeletionState.SCHEDULED
+    return DeletionState.HELD if held else DeletionState.ACCEPTED
+
+
 class ProcessorAnswer(StrEnum):
     """A processor's answer to one deletion's erasure request (`processor_erasures.status`), as receipts show it."""
 

@@ -10,13 +10,13 @@ from fastapi import APIRouter, Body, Response, status
 from fastapi.responses import JSONResponse
 
 from api.deletion.answer import NO_WAIT, PreferHeader, WaitPlan, deletion_answers, plan_wait
-from api.deletion.requests import Finished, await_deletion, redrive_account_deletion, request_account_deletion
+from api.deletion.requests import Accepted, Finished, await_deletion, redrive_account_deletion, request_account_deletion
 from api.deletion.schemas import AccountDeletionFinished, DeletionAccepted
 from api.dependencies import AdminDep, CallerDep, EngineDep, SessionDep, SettingsDep, TemporalDep
 from api.exports.schemas import AccountDeletionOptions
 from api.problems import ProblemError, problem_responses
 from lifecycle.exports.starts import request_account_export
-from lifecycle.statuses import DeletionState
+from lifecycle.statuses import DeletionState, requested_deletion_state
 
 router = APIRouter(tags=["accounts"])
 
@@ -53,16 +53,9 @@ async def delete_account(
     # while the request waits (tests/deletion/test_inline_answer.py checks the pool while it does).
     await session.close()
     # The one place that decides whether this deletion can end within the request. One that cannot (a grace
-    # period before it, an export first) returns `_accepted(response, accepted.workflow_id, NO_WAIT, <status>)`
-    # here, before anything is counted or awaited.
-    if accepted.deletes_at is not None:
-        # A grace period first (ACCOUNT_DELETION_GRACE): signed out now, nothing deleted before deletes_at.
-        return _accepted(response, accepted.workflow_id, NO_WAIT, DeletionState.SCHEDULED, accepted.deletes_at)
-    if accepted.held:
-        # A legal hold is in force: the run waits until it is released.
-        return _accepted(response, accepted.workflow_id, NO_WAIT, DeletionState.HELD)
-    if export_first:
-        return _accepted(response, accepted.workflow_id, NO_WAIT, DeletionState.ACCEPTED)
+    # period before it, a legal hold in force, an export first) answers here, before anything is counted or awaited.
+    if accepted.deletes_at is not None or accepted.held or export_first:
+        return _accepted(response, accepted.workflow_id, NO_WAIT, _state(accepted), accepted.deletes_at)
     plan = plan_wait(prefer, settings)
     if plan.seconds > 0:
         outcome = await await_deletion(client, accepted.workflow_id, plan.seconds, account=True)
@@ -77,6 +70,10 @@ async def delete_account(
             return JSONResponse(finished.model_dump(mode="json"), headers=plan.headers(finished=True))
         return _accepted(response, accepted.workflow_id, plan, outcome.status)
     return _accepted(response, accepted.workflow_id, plan, DeletionState.ACCEPTED)
+
+
+def _state(accepted: Accepted) -> DeletionState:
+    return requested_deletion_state(scheduled=accepted.deletes_at is not None, held=accepted.held)
 
 
 def _accepted(
@@ -101,17 +98,8 @@ async def redrive_account(
     accepted = await redrive_account_deletion(session, client, settings, account_id=account_id)
     if accepted is None:
         raise ProblemError(404, "No such account, and none was deleted.")
-    if accepted.finished:
-        state = DeletionState.COMPLETED
-    else:
-        # A re-drive within the grace period waits out what is left of it (restorable until deletes_at).
-        state = (
-            DeletionState.SCHEDULED
-            if accepted.deletes_at is not None
-            else DeletionState.HELD
-            if accepted.held
-            else DeletionState.ACCEPTED
-        )
+    # A re-drive within the grace period waits out what is left of it (restorable until deletes_at).
+    state = DeletionState.COMPLETED if accepted.finished else _state(accepted)
     return DeletionAccepted(
         workflow_id=accepted.workflow_id, status=state, status_url=None, deletes_at=accepted.deletes_at
     )

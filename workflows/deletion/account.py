@@ -30,15 +30,12 @@ with workflow.unsafe.imports_passed_through():
         BotDeletionInput,
         BotDeletionResult,
         DeletionEmailInput,
-        DeletionStatus,
         FinishAccountDeletionInput,
         OperatorAction,
         ReceiptSubject,
         ServiceProgress,
     )
     from lifecycle.deletion.legal_holds import LEGAL_HOLD_CHANGED
-    from lifecycle.deletion.registry import NO_SERVICE_REGISTERED
-    from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.sites.contracts import SiteDeletionInput
     from lifecycle.start_options import bot_deletion_options, site_deletion_options
     from lifecycle.statuses import DeletionState
@@ -48,11 +45,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.deletion.after_erasure import before_receipt, tell_processors
     from workflows.deletion.bot import BotDeletionWorkflow
-    from workflows.deletion.legal_hold import LegalHoldGate
-    from workflows.deletion.operator_gate import Decision, OperatorGate
+    from workflows.deletion.operator_gate import Decision
     from workflows.deletion.receipt_step import issue_receipt
-    from workflows.deletion.registry_wait import RegistryMessages, RegistryWait
-    from workflows.deletion.status_recorder import StatusRecorder
+    from workflows.deletion.workflow_base import DeletionWorkflowBase
     from workflows.sites.deletion import SiteDeletionWorkflow
 
 
@@ -71,38 +66,27 @@ def _redrive_backoff(attempt: int) -> timedelta:
 # Pinned: a run never meets new code mid-history; it runs for hours or days (grace, waves of bot deletions), so
 # it moves to a new current version at its next continue-as-new instead (_continue_as_new).
 @workflow.defn(name=ACCOUNT_DELETION_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
-class AccountDeletionWorkflow(RegistryMessages):
+class AccountDeletionWorkflow(DeletionWorkflowBase):
     @workflow.init
     def __init__(self, request: AccountDeletionInput) -> None:
+        super().__init__(request, nothing_to_reach=request.nothing_to_reach is not None)
         self._finished = list(request.finished_bot_ids)
         self._totals = {name: replace(p) for name, p in request.totals.items()}
         self._bots_total = len(self._finished)
-        # An operator's pause outlives continue-as-new (AccountDeletionInput.paused).
-        self._paused = request.paused
-        self._hold = LegalHoldGate(
-            request.account_id, timedelta(seconds=request.legal_hold_recheck_seconds), self._show_hold
-        )
         # The registry the account read before deleting its bots; None until then.
         self._registry = request.registry
         self._nothing_to_reach = request.nothing_to_reach
-        self._registry_wait = RegistryWait(
-            timedelta(seconds=request.registry_recheck_seconds),
-            nothing_to_reach=self._nothing_to_reach is not None,
-            alerted=request.no_service_alerted,
-        )
         # The grace period: `_in_grace` is true while nothing may be deleted yet and the account can still be
         # restored. Known from the input here, not in run(): an `expedite` or a `restore` handled in the run's first
         # workflow task is validated before run() starts, and was refused as "not in a grace period".
         self._grace = _grace_left(request)
         self._in_grace = self._grace is not None
         self._status = DeletionState.SCHEDULED if self._in_grace else self._open_status()
-        self._recorder = StatusRecorder()
         # Bot deletions in flight (children, or runs a DELETE /bots started that we wait for): the operator's
         # signals and updates to the account reach them.
         self._bot_runs: set[str] = set()
         # What each bot deletion of this run counted, so a bot deleted again is not counted twice.
         self._counted: dict[str, dict[str, ServiceProgress]] = {}
-        self._gate = OperatorGate()
         # Held while a message is forwarded to the bot deletions: they go out one at a time, each once the
         # previous one was delivered, so a `resume` never overtakes the `pause` sent before it.
         self._forwarding = asyncio.Lock()
@@ -125,8 +109,8 @@ class AccountDeletionWorkflow(RegistryMessages):
         if grace is None:
             # Asked first, so a deletion requested during a legal hold shows `held` from its start.
             await self._hold.refresh()
-        workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(self._status.value)])
-        self._recorder.set(self._status)
+        # Published and recorded even where a hold found above already did: the run's first status, as it begins.
+        self._record_status(self._shown_status)
         self._publish_details()
         if self._in_grace and grace is not None:
             if not await self._wait_out_grace(request, grace):
@@ -170,7 +154,7 @@ class AccountDeletionWorkflow(RegistryMessages):
         """Before any bot: an empty registry is waited on (workflows/deletion/registry_wait.py), once for the
         account rather than once per bot; a long wait continues as new, unread."""
         registry = await self._registry_wait.read(
-            lambda: self._set_status(self._open_status()), give_up=lambda: self._time_to_continue_as_new(request)
+            lambda: self._set_status(self._open_status()), give_up=self._time_to_continue_as_new
         )
         if registry is None:
             await self._continue_as_new(request)
@@ -261,11 +245,7 @@ class AccountDeletionWorkflow(RegistryMessages):
             reason=f"bots or sites of account {request.account_id} remained after "
             f"{policies.FINISH_ROUNDS} rounds of deleting; `retry` goes around again, `skip` ends it incomplete",
         )
-        decision = await self._gate.ask(
-            "remaining bots or sites", alert, lambda: self._set_status(DeletionState.WAITING_FOR_OPERATOR)
-        )
-        self._set_status(self._open_status())
-        return decision
+        return await self._ask("remaining bots or sites", alert)
 
     async def _list_bots(self, request: AccountDeletionInput) -> list[str]:
         return await workflow.execute_activity_method(
@@ -292,7 +272,7 @@ class AccountDeletionWorkflow(RegistryMessages):
             more = start + request.max_concurrent_bots < len(pending)
             # After a wave, never before one, and once every message handler has finished, so no message
             # waiting its turn is lost with this run.
-            if more and self._time_to_continue_as_new(request):
+            if more and self._time_to_continue_as_new():
                 await self._continue_as_new(request)
 
     async def _delete_bot(self, request: AccountDeletionInput, bot_id: str) -> BotDeletionResult:
@@ -390,22 +370,12 @@ class AccountDeletionWorkflow(RegistryMessages):
                 summary=f"wait for the running deletion of site {site_id}",
             )
 
-    @staticmethod
-    def _time_to_continue_as_new(request: AccountDeletionInput) -> bool:
-        """The history is long, or a new version became current (the next run starts on it)."""
-        info = workflow.info()
-        return (
-            info.get_current_history_length() >= request.continue_as_new_after_events
-            or info.is_continue_as_new_suggested()
-            or info.is_target_worker_deployment_version_changed()
-        )
-
     async def _continue_as_new(self, request: AccountDeletionInput) -> NoReturn:
         # Once every message handler has finished, so no message waiting its turn is lost with this run, and its
         # last status change is recorded (the next run records its own, never before this one's).
         await workflow.wait_condition(lambda: workflow.all_handlers_finished() and self._recorder.is_recorded())
         # Past its grace (if it had one): the next run deletes on at once, even if the grace was expedited.
-        workflow.continue_as_new(
+        self._continue_on_current_version(
             replace(
                 request,
                 finished_bot_ids=self._finished,
@@ -415,44 +385,29 @@ class AccountDeletionWorkflow(RegistryMessages):
                 registry=self._registry,
                 no_service_alerted=self._registry_wait.alerted,
                 nothing_to_reach=self._nothing_to_reach,
-            ),
-            # The next run starts on the current version, not pinned to this one: how a long deletion upgrades.
-            initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE,
+            )
         )
 
     async def _wait_while_held(self, request: AccountDeletionInput) -> None:
         """At once without a legal hold; else once it is released. A hold that outlasts this run's history
         continues as new: the next run asks again first."""
-        if not await self._hold.wait_until_released(give_up=lambda: self._time_to_continue_as_new(request)):
+        if not await self._hold.wait_until_released(give_up=self._time_to_continue_as_new):
             await self._continue_as_new(request)
 
-    def _open_status(self) -> DeletionState:
-        """The status while deleting may go on or waits (no operator question, past the grace)."""
-        if self._hold.held:
-            return DeletionState.HELD
-        if self._registry_wait.waiting:
-            return DeletionState.WAITING
-        return DeletionState.PAUSED if self._paused else DeletionState.RUNNING
+    def _show_status(self) -> None:
+        # In the grace it stays `scheduled`: nothing runs to pause or hold yet (the hold is waited for once the grace
+        # is over, and deleting then starts paused if it was paused).
+        if not self._in_grace:
+            super()._show_status()
 
-    def _show_hold(self) -> None:
-        # In the grace it stays `scheduled` (the hold is waited for once the grace is over).
-        if self._gate.waiting_on is None and not self._in_grace:
-            self._set_status(self._open_status())
-
-    def _set_status(self, status: DeletionState) -> None:
-        if status != self._status:
-            self._status = status
-            workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(status.value)])
-            # `waiting` is the account deletion's only status with a reason: no service to reach yet.
-            self._recorder.set(status, NO_SERVICE_REGISTERED if status == DeletionState.WAITING else None)
-        self._publish_details()
-
-    def _publish_details(self) -> None:
-        deleted = sum(p.deleted for p in self._totals.values())
-        line = f"bots: {len(self._finished)} of {self._bots_total} deleted ({deleted:,} rows); {self._status}"
+    def _details(self) -> str:
         if self._in_grace:
-            line = f"scheduled: deletes at {self._deletes_at}; an admin may restore the account until then"
-        workflow.set_current_details(f"{line}; {self._gate.ignored}" if self._gate.ignored else line)
+            return f"scheduled: deletes at {self._deletes_at}; an admin may restore the account until then"
+        deleted = sum(p.deleted for p in self._totals.values())
+        return f"bots: {len(self._finished)} of {self._bots_total} deleted ({deleted:,} rows); {self._status}"
+
+    def _services(self) -> dict[str, ServiceProgress]:
+        return self._totals
 
     async def _forward(self, decision: Decision | None = None, *, only: str | None = None) -> int:
         """Send `decision`, or else the account's pause state, to every bot deletion in flight (or to `only`);
@@ -474,20 +429,9 @@ class AccountDeletionWorkflow(RegistryMessages):
         except Exception as err:  # a bot deletion that closed meanwhile needs no message
             workflow.logger.info("%s not forwarded to %s: %s", message, workflow_id, err)
 
-    @workflow.signal
-    async def pause(self) -> None:
-        """The bot deletions in flight pause after their current slice, and new ones start paused."""
-        self._paused = True
-        # During the grace it stays `scheduled`: nothing runs to pause yet; deleting then starts paused.
-        if self._gate.waiting_on is None and not self._in_grace:
-            self._set_status(self._open_status())
-        await self._forward()
-
-    @workflow.signal
-    async def resume(self) -> None:
-        self._paused = False
-        if self._gate.waiting_on is None and not self._in_grace:
-            self._set_status(self._open_status())
+    async def _set_paused(self, paused: bool) -> None:
+        """The bot deletions in flight pause after their current slice (or resume), and new ones start so."""
+        await super()._set_paused(paused)
         await self._forward()
 
     @workflow.signal(name=LEGAL_HOLD_CHANGED)
@@ -497,54 +441,20 @@ class AccountDeletionWorkflow(RegistryMessages):
         self._hold.changed()
         await self._hold.refresh()
 
-    async def _decide(self, decision: Decision) -> str:
-        """The account's own question if one waits, else the bot deletions' (each takes or ignores it)."""
-        if self._gate.waiting_on is not None:
-            waiting_on = self._gate.waiting_on
-            self._gate.deliver(decision)
-            self._publish_details()
-            return f"{decision}: {waiting_on}"
+    async def _unasked(self, decision: Decision) -> str:
+        """With no question of the account's own, the bot deletions' (each takes or ignores it)."""
         forwarded = await self._forward(decision)
         if not forwarded:
-            self._gate.deliver(decision)  # nothing waits anywhere: logged and shown as ignored
-            self._publish_details()
+            await super()._unasked(decision)  # nothing waits anywhere: logged and shown as ignored
         return f"{decision} sent to {forwarded} bot deletions"
 
     def _refusal(self, decision: Decision) -> str | None:
         if self._bot_runs:
             return None
-        return self._gate.refusal(decision)
+        return super()._refusal(decision)
 
     def _took_nothing_to_reach(self, action: OperatorAction) -> None:
         self._nothing_to_reach = action
-
-    @workflow.signal
-    async def retry(self) -> None:
-        await self._decide(Decision.RETRY)
-
-    @workflow.signal
-    async def skip(self) -> None:
-        await self._decide(Decision.SKIP)
-
-    @workflow.update(name="retry")
-    async def retry_update(self) -> str:
-        """`retry` that answers; refused while neither the account nor any of its bot deletions can take it."""
-        return await self._decide(Decision.RETRY)
-
-    @retry_update.validator
-    def _validate_retry(self) -> None:
-        if (refused := self._refusal(Decision.RETRY)) is not None:
-            raise ValueError(refused)
-
-    @workflow.update(name="skip")
-    async def skip_update(self) -> str:
-        """`skip` that answers: on the account's own question, it ends the run `incomplete`, account kept."""
-        return await self._decide(Decision.SKIP)
-
-    @skip_update.validator
-    def _validate_skip(self) -> None:
-        if (refused := self._refusal(Decision.SKIP)) is not None:
-            raise ValueError(refused)
 
     @workflow.update
     def restore(self) -> str:
@@ -576,16 +486,6 @@ class AccountDeletionWorkflow(RegistryMessages):
         if not self._in_grace:
             return f"not in a grace period: the deletion is {self._status}"
         return None
-
-    @workflow.query
-    def progress(self) -> DeletionStatus:
-        return DeletionStatus(
-            status=self._status,
-            services=self._totals,
-            batch_size=0,
-            waiting_on=self._gate.waiting_on,
-            ignored_message=self._gate.ignored,
-        )
 
 
 def _grace_left(request: AccountDeletionInput) -> timedelta | None:

@@ -25,7 +25,6 @@ with workflow.unsafe.imports_passed_through():
         TRANSIENT_ERROR,
         BotDeletionInput,
         BotDeletionResult,
-        DeletionStatus,
         FinishBotDeletionInput,
         FinishBotDeletionResult,
         OperatorAction,
@@ -36,16 +35,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from lifecycle.deletion.legal_holds import LEGAL_HOLD_CHANGED
     from lifecycle.deletion.pace import Pace
-    from lifecycle.deletion.registry import NO_SERVICE_REGISTERED, NOTHING_TO_REACH
-    from lifecycle.search_attributes import LIFECYCLE_STATUS
+    from lifecycle.deletion.registry import NOTHING_TO_REACH
     from lifecycle.statuses import DeletionState, strongest_throttle
     from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
     from workflows.deletion.account_lane import AccountLane
-    from workflows.deletion.legal_hold import LegalHoldGate
-    from workflows.deletion.operator_gate import Decision, OperatorGate
+    from workflows.deletion.operator_gate import Decision
     from workflows.deletion.receipt_step import issue_receipt
-    from workflows.deletion.registry_wait import RegistryMessages, RegistryWait
-    from workflows.deletion.status_recorder import StatusRecorder
+    from workflows.deletion.workflow_base import DeletionWorkflowBase
     from workflows.sites.shield import uninterruptible
 
 
@@ -63,7 +59,7 @@ def is_transient(err: ActivityError) -> bool:
     return isinstance(cause, ApplicationError) and cause.type == TRANSIENT_ERROR and not cause.non_retryable
 
 
-def describe_progress(services: dict[str, ServiceProgress], status: str, ignored: str | None = None) -> str:
+def describe_progress(services: dict[str, ServiceProgress], status: str) -> str:
     """One line for the UI's current details, e.g.
     'search-index: 420,000 of 1,000,000 deleted; running; 20,000 rows/s, throttled: budget, done by 12:04:10Z'."""
     current = next((name for name, p in services.items() if not p.done), None)
@@ -73,15 +69,15 @@ def describe_progress(services: dict[str, ServiceProgress], status: str, ignored
     else:
         p = services[current]
         line = f"{current}: {p.deleted:,} of {p.total:,} deleted; {status}"
-        if status == DeletionState.RUNNING and (pace := _pace(services)).rows_per_second:
+        if status == DeletionState.RUNNING and (pace := pace_of(services)).rows_per_second:
             throttled = f", throttled: {pace.throttled}" if pace.throttled else ""
             line += f"; {pace.rows_per_second:,} rows/s{throttled}"
             if (eta := pace.estimated_completion(workflow.now())) is not None:
                 line += f", done by {eta:%H:%M:%S}Z"
-    return f"{line}; {ignored}" if ignored else line
+    return line
 
 
-def _pace(services: dict[str, ServiceProgress]) -> Pace:
+def pace_of(services: dict[str, ServiceProgress]) -> Pace:
     """The pace of the services under way, as their last deleter calls measured it."""
     under_way = [p for p in services.values() if not p.done]
     return Pace(
@@ -94,33 +90,22 @@ def _pace(services: dict[str, ServiceProgress]) -> Pace:
 # Pinned: a run never meets new code mid-history; it runs for hours and continues as new at slice boundaries,
 # where it moves to a new current version (_continue_as_new).
 @workflow.defn(name=BOT_DELETION_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
-class BotDeletionWorkflow(RegistryMessages):
+class BotDeletionWorkflow(DeletionWorkflowBase):
     @workflow.init
     def __init__(self, request: BotDeletionInput) -> None:
+        super().__init__(
+            request,
+            # An account deletion's operator decided it for the account's bots (workflows/deletion/account.py).
+            nothing_to_reach=any(action.action == NOTHING_TO_REACH for action in request.operator_actions),
+        )
         # The registered services, once the first run has read them (run's first step); carried on after that.
         self._registry = request.registry
         registered = [service.name for service in self._registry.services] if self._registry else []
         self._progress = {s: replace(request.progress.get(s, ServiceProgress())) for s in registered}
         # What the registered services' VerifySubjectErased counted, for the receipt.
         self._verified: dict[str, ServiceVerification] = {}
-        self._paused = request.paused
         self._batch_size = request.batch_size
-        # Set by run's first step, which also publishes it as the search attribute and records it.
-        self._status: DeletionState | None = None
-        self._recorder = StatusRecorder()
         self._operator_actions = list(request.operator_actions)
-        self._gate = OperatorGate()
-        # One operator question at a time: the operator's signals and updates act on the single thing in `waiting_on`.
-        self._operator = asyncio.Lock()
-        self._hold = LegalHoldGate(
-            request.account_id, timedelta(seconds=request.legal_hold_recheck_seconds), self._show_status
-        )
-        self._registry_wait = RegistryWait(
-            timedelta(seconds=request.registry_recheck_seconds),
-            # An account deletion's operator decided it for the account's bots (workflows/deletion/account.py).
-            nothing_to_reach=any(action.action == NOTHING_TO_REACH for action in request.operator_actions),
-            alerted=request.no_service_alerted,
-        )
         self._lane = AccountLane(
             request.account_id,
             timedelta(seconds=request.account_lane_recheck_seconds),
@@ -132,8 +117,8 @@ class BotDeletionWorkflow(RegistryMessages):
         try:
             # Asked first, so a deletion of a held account shows `held` from its start, never `running` before it.
             await self._hold.refresh()
-            self._set_status(self._running_or_paused())
-            if not await self._lane.take(self._show_status, give_up=lambda: self._time_to_continue_as_new(request)):
+            self._set_status(self._open_status())
+            if not await self._lane.take(self._show_status, give_up=self._time_to_continue_as_new):
                 await self._continue_as_new(request)
             if self._registry is None:
                 await self._read_registry(request)
@@ -160,7 +145,7 @@ class BotDeletionWorkflow(RegistryMessages):
                     # ledger.py), and its ledger keeps counting every row once.
                     self._progress[service] = replace(self._progress[service], done=False)
             # Not even the bot row goes while a hold is in force; a long hold continues as new, every service done.
-            if not await self._hold.wait_until_released(give_up=lambda: self._time_to_continue_as_new(request)):
+            if not await self._hold.wait_until_released(give_up=self._time_to_continue_as_new):
                 await self._continue_as_new(request)
             await self._finish(request)
             # A deletion that reached no service (an operator's nothing_to_reach) is `incomplete`, never
@@ -194,8 +179,7 @@ class BotDeletionWorkflow(RegistryMessages):
         """Once per deletion: every later run and every replay calls the services this read found. An empty
         registry is waited on (workflows/deletion/registry_wait.py); a long wait continues as new, unread."""
         registry = await self._registry_wait.read(
-            lambda: self._set_status(self._running_or_paused()),
-            give_up=lambda: self._time_to_continue_as_new(request),
+            lambda: self._set_status(self._open_status()), give_up=self._time_to_continue_as_new
         )
         if registry is None:
             await self._continue_as_new(request)
@@ -238,8 +222,8 @@ class BotDeletionWorkflow(RegistryMessages):
         while not self._progress[service].done:
             await workflow.wait_condition(lambda: not self._paused)
             # A batch boundary: a legal hold placed meanwhile stops the deletion here until its release.
-            await self._hold.wait_until_released(give_up=lambda: self._time_to_continue_as_new(request))
-            if self._time_to_continue_as_new(request):
+            await self._hold.wait_until_released(give_up=self._time_to_continue_as_new)
+            if self._time_to_continue_as_new():
                 return
             if self._paused:  # paused while it was held
                 continue
@@ -278,9 +262,8 @@ class BotDeletionWorkflow(RegistryMessages):
             subject=f"bot deletion stuck on {service}",
             reason=str(err.cause or err),
         )
-        async with self._operator:
-            if await self._ask(service, alert) == Decision.SKIP:
-                self._skip([service])
+        if await self._ask(service, alert) == Decision.SKIP:
+            self._skip([service])
 
     async def _record_service(self, service: str, *, answered: bool) -> None:
         assert self._registry is not None
@@ -342,36 +325,17 @@ class BotDeletionWorkflow(RegistryMessages):
             subject="bot deletion: rows keep arriving",
             reason=f"rows of {services} remained after {policies.FINISH_ROUNDS} rounds of deleting",
         )
-        async with self._operator:
-            return await self._ask(services, alert)
-
-    async def _ask(self, waiting_on: str, alert: AlertInput) -> Decision:
-        def announce() -> None:
-            self._set_status(DeletionState.WAITING_FOR_OPERATOR)
-
-        decision = await self._gate.ask(waiting_on, alert, announce)
-        self._set_status(self._running_or_paused())
-        return decision
+        return await self._ask(services, alert)
 
     def _skip(self, services: list[str]) -> None:
         for service in services:
             self._progress[service] = replace(self._progress[service], done=True, skipped=True)
 
-    @staticmethod
-    def _time_to_continue_as_new(request: BotDeletionInput) -> bool:
-        """The history is long, or a new version became current (the next run starts on it)."""
-        info = workflow.info()
-        return (
-            info.get_current_history_length() >= request.continue_as_new_after_events
-            or info.is_continue_as_new_suggested()
-            or info.is_target_worker_deployment_version_changed()
-        )
-
     async def _continue_as_new(self, request: BotDeletionInput) -> None:
         """Called once every service has stopped at a slice boundary, so no deleter call is in flight."""
         # The next run records its own status; this one's last change goes in first, never after it.
         await self._recorder.recorded()
-        workflow.continue_as_new(
+        self._continue_on_current_version(
             replace(
                 request,
                 batch_size=self._batch_size,
@@ -380,57 +344,30 @@ class BotDeletionWorkflow(RegistryMessages):
                 operator_actions=self._operator_actions,
                 registry=self._registry,
                 no_service_alerted=self._registry_wait.alerted,
-            ),
-            # The next run starts on the current version, not pinned to this one: how a long deletion upgrades.
-            initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE,
+            )
         )
 
-    def _running_or_paused(self) -> DeletionState:
-        """The status while no operator question waits: a turn in the account's lanes shows first (a held account's
-        deletion that has one waits `held`), then a legal hold, before an operator's pause."""
-        if self._lane.queued:
-            return DeletionState.QUEUED
-        if self._hold.held:
-            return DeletionState.HELD
-        if self._registry_wait.waiting:
-            return DeletionState.WAITING
-        return DeletionState.PAUSED if self._paused else DeletionState.RUNNING
+    def _open_status(self) -> DeletionState:
+        """A turn in the account's lanes shows first (a held account's deletion that has one waits `held`)."""
+        return DeletionState.QUEUED if self._lane.queued else super()._open_status()
 
-    def _show_status(self) -> None:
-        if self._gate.waiting_on is None:
-            self._set_status(self._running_or_paused())
+    def _details(self) -> str:
+        return describe_progress(self._progress, self._shown_status)
 
-    def _set_status(self, status: DeletionState) -> None:
-        if status != self._status:
-            self._status = status
-            workflow.upsert_search_attributes([LIFECYCLE_STATUS.value_set(status.value)])
-            # `waiting` is the bot deletion's only status with a reason: no service to reach yet.
-            self._recorder.set(status, NO_SERVICE_REGISTERED if status == DeletionState.WAITING else None)
-        self._publish_details()
+    def _services(self) -> dict[str, ServiceProgress]:
+        return self._progress
 
-    def _publish_details(self) -> None:
-        workflow.set_current_details(
-            describe_progress(self._progress, self._status or self._running_or_paused(), self._gate.ignored)
-        )
+    def _pace(self) -> Pace:
+        return pace_of(self._progress) if self._status == DeletionState.RUNNING else Pace()
 
     def _record(self, action: str, target: str | None = None) -> None:
         """An operator's message the run acts on, for the receipt."""
         self._operator_actions.append(OperatorAction(action, workflow.now().isoformat(), target))
 
-    @workflow.signal
-    def pause(self) -> None:
-        """Stop after the current slice of batches (at most DELETER_SLICE)."""
-        self._record("pause")
-        self._paused = True
-        if self._gate.waiting_on is None:
-            self._set_status(self._running_or_paused())
-
-    @workflow.signal
-    def resume(self) -> None:
-        self._record("resume")
-        self._paused = False
-        if self._gate.waiting_on is None:
-            self._set_status(self._running_or_paused())
+    def _answer(self, decision: Decision, waiting_on: str) -> str:
+        if decision == Decision.SKIP:
+            return f"skipping {waiting_on}; its rows and the bot row stay"
+        return f"retrying {waiting_on}"
 
     @workflow.signal(name=ACCOUNT_LANE_OPENED)
     def account_lane_opened(self) -> None:
@@ -444,63 +381,6 @@ class BotDeletionWorkflow(RegistryMessages):
 
     def _took_nothing_to_reach(self, action: OperatorAction) -> None:
         self._operator_actions.append(action)
-
-    @workflow.signal
-    def retry(self) -> None:
-        """Operator: call the stuck service's deleter again (ignored, logged and shown if nothing waits)."""
-        if self._gate.waiting_on is not None:
-            self._record("retry", self._gate.waiting_on)
-        self._gate.deliver(Decision.RETRY)
-        self._publish_details()
-
-    @workflow.signal
-    def skip(self) -> None:
-        """Operator: leave the stuck service's rows (and so the bot row) in place and go on."""
-        if self._gate.waiting_on is not None:
-            self._record("skip", self._gate.waiting_on)
-        self._gate.deliver(Decision.SKIP)
-        self._publish_details()
-
-    @workflow.update(name="retry")
-    def retry_update(self) -> str:
-        """`retry` that answers: refused by the validator while nothing waits."""
-        waiting_on = self._gate.waiting_on
-        self._record("retry", waiting_on)
-        self._gate.deliver(Decision.RETRY)
-        return f"retrying {waiting_on}"
-
-    @retry_update.validator
-    def _validate_retry(self) -> None:
-        if (refused := self._gate.refusal(Decision.RETRY)) is not None:
-            raise ValueError(refused)
-
-    @workflow.update(name="skip")
-    def skip_update(self) -> str:
-        """`skip` that answers: refused by the validator while nothing waits."""
-        waiting_on = self._gate.waiting_on
-        self._record("skip", waiting_on)
-        self._gate.deliver(Decision.SKIP)
-        return f"skipping {waiting_on}; its rows and the bot row stay"
-
-    @skip_update.validator
-    def _validate_skip(self) -> None:
-        if (refused := self._gate.refusal(Decision.SKIP)) is not None:
-            raise ValueError(refused)
-
-    @workflow.query
-    def progress(self) -> DeletionStatus:
-        pace = _pace(self._progress) if self._status == DeletionState.RUNNING else Pace()
-        eta = pace.estimated_completion(workflow.now())
-        return DeletionStatus(
-            status=self._status or self._running_or_paused(),
-            services=self._progress,
-            batch_size=self._batch_size,
-            waiting_on=self._gate.waiting_on,
-            ignored_message=self._gate.ignored,
-            rows_per_second=pace.rows_per_second,
-            throttled=pace.throttled,
-            estimated_completion=None if eta is None else eta.isoformat(),
-        )
 
     @workflow.update
     def set_batch_size(self, size: int) -> int:
