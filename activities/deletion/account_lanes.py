@@ -10,7 +10,7 @@ which deletions it let in, so the caller's run can tell them.
 from __future__ import annotations
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from temporalio import activity
 
 from activities.resources import ActivityResources
@@ -39,9 +39,30 @@ _FILL = text(
 _LANE = text("SELECT account_lane FROM deletion_requests WHERE workflow_id = :workflow_id")
 
 
+_ACCOUNT_OF_LANE = text(
+    "SELECT CAST(account_id AS text) FROM deletion_requests WHERE workflow_id = :workflow_id"
+    " AND account_lane IS NOT NULL"
+)
+
+
+async def _fill(conn: AsyncConnection, account_id: str, at_once: int) -> list[str]:
+    await conn.execute(_LOCK_ACCOUNT, {"account": account_id})
+    rows = await conn.execute(_FILL, {"account": account_id, "at_once": at_once})
+    return sorted(workflow_id for (workflow_id,) in rows)
+
+
+async def open_lanes_after(engine: AsyncEngine, workflow_id: str, at_once: int) -> list[str]:
+    """Once a deletion's closed status is recorded without its run (the reconciler's `terminated`): the deletions
+    of its account let into the lane it freed; none if it took no lane."""
+    async with engine.begin() as conn:
+        account_id = await conn.scalar(_ACCOUNT_OF_LANE, {"workflow_id": workflow_id})
+        return [] if account_id is None else await _fill(conn, account_id, at_once)
+
+
 class AccountLanes:
     def __init__(self, resources: ActivityResources) -> None:
         self._resources = resources
+        self._at_once = resources.settings.account_deletions_at_once
 
     @activity.defn(name="take_account_lane")
     async def take_account_lane(self, request: AccountLaneRequest) -> AccountLaneAnswer:
@@ -51,7 +72,7 @@ class AccountLanes:
         async with self._resources.engine.begin() as conn:
             await conn.execute(_LOCK_ACCOUNT, {"account": request.account_id})
             await conn.execute(_JOIN, {"workflow_id": request.workflow_id})
-            opened = await self._fill(conn, request.account_id)
+            opened = await _fill(conn, request.account_id, self._at_once)
             # None: no request record to queue on.
             lane = await conn.scalar(_LANE, {"workflow_id": request.workflow_id})
         others = [workflow_id for workflow_id in opened if workflow_id != request.workflow_id]
@@ -62,11 +83,4 @@ class AccountLanes:
         """Fill the account's free lanes (a run calls it once its own closed status is recorded); the deletions
         let in."""
         async with self._resources.engine.begin() as conn:
-            await conn.execute(_LOCK_ACCOUNT, {"account": account_id})
-            return await self._fill(conn, account_id)
-
-    async def _fill(self, conn: AsyncConnection, account_id: str) -> list[str]:
-        rows = await conn.execute(
-            _FILL, {"account": account_id, "at_once": self._resources.settings.account_deletions_at_once}
-        )
-        return sorted(workflow_id for (workflow_id,) in rows)
+            return await _fill(conn, account_id, self._at_once)

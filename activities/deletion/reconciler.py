@@ -28,8 +28,10 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.deletion.account_lanes import open_lanes_after
 from activities.resources import ActivityResources
 from lifecycle.contracts import ReconcileResult
+from lifecycle.deletion.contracts import ACCOUNT_LANE_OPENED
 from lifecycle.deletion.starts import row_check, start_account_deletion, start_bot_deletion
 from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.statuses import OPEN_DELETION_STATES, OPEN_DELETIONS_SQL, DeletionState
@@ -202,4 +204,19 @@ class Reconciler:
             )
         if written.rowcount:
             activity.logger.warning("%s: recorded %s (was %s), from Temporal", workflow_id, observed, seen)
+            if observed not in OPEN_DELETION_STATES:
+                await self._hand_on_lane(workflow_id)
         return int(written.rowcount or 0)
+
+    async def _hand_on_lane(self, workflow_id: str) -> None:
+        """A run closed without a word (terminated) freed its account lane: the next in line is told now, as the
+        run itself would have told it, rather than at its own recheck."""
+        opened = await open_lanes_after(
+            self._resources.engine, workflow_id, self._resources.settings.account_deletions_at_once
+        )
+        for other in opened:
+            try:
+                await self._resources.client.get_workflow_handle(other).signal(ACCOUNT_LANE_OPENED)
+            except RPCError as err:
+                if err.status != RPCStatusCode.NOT_FOUND:
+                    raise

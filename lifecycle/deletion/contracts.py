@@ -145,6 +145,8 @@ class BotDeletionInput:
     # A DELETE /bots deletion takes one of its account's lanes before it deletes; an account deletion's bots run
     # in the lanes their account deletion bounds (workflows/deletion/account.py).
     takes_account_lane: bool = True
+    # Carried across continue-as-new once the run holds its lane: the next run goes on deleting, never queues again.
+    holds_account_lane: bool = False
     account_lane_recheck_seconds: int = ACCOUNT_LANE_RECHECK_SECONDS
 
 

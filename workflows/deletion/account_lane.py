@@ -25,10 +25,12 @@ with workflow.unsafe.imports_passed_through():
 
 
 class AccountLane:
-    def __init__(self, account_id: str, recheck: timedelta, *, takes_one: bool) -> None:
+    def __init__(self, account_id: str, recheck: timedelta, *, takes_one: bool, held: bool) -> None:
         self._account_id = account_id
         self._recheck = recheck
         self._takes_one = takes_one
+        # The run holds its lane (taken by this run or one it continued from, or one that needs none).
+        self.held = held or not takes_one
         self.queued = False
         self._opened = False
 
@@ -39,7 +41,7 @@ class AccountLane:
     async def take(self, show_status: Callable[[], None], give_up: Callable[[], bool]) -> bool:
         """True once the run holds a lane (at once for a run that takes none); False if `give_up` (time to
         continue as new) while it waits. `show_status` publishes the status as `queued` changes."""
-        if not self._takes_one:
+        if self.held:
             return True
         while True:
             # Cleared before asking, so a signal that arrives while the answer comes back is not lost.
@@ -64,6 +66,7 @@ class AccountLane:
         if self.queued:
             self.queued = False
             show_status()
+        self.held = answer.taken
         return answer.taken
 
     async def hand_on(self) -> None:

@@ -110,6 +110,7 @@ class BotDeletionWorkflow(DeletionWorkflowBase):
             request.account_id,
             timedelta(seconds=request.account_lane_recheck_seconds),
             takes_one=request.takes_account_lane,
+            held=request.holds_account_lane,
         )
 
     @workflow.run
@@ -344,6 +345,7 @@ class BotDeletionWorkflow(DeletionWorkflowBase):
                 operator_actions=self._operator_actions,
                 registry=self._registry,
                 no_service_alerted=self._registry_wait.alerted,
+                holds_account_lane=self._lane.held,
             )
         )
 
