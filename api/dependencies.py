@@ -91,9 +91,7 @@ class TemporalConnection:
         return client
 
 
-# The trivial dependencies are `async def` on purpose: FastAPI runs a plain `def` dependency in its thread pool,
-# and those hand-offs were a visible share of the API's CPU per request (bench.api, docs/benchmarks.md).
-async def get_settings(request: Request) -> Settings:
+def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
@@ -104,7 +102,7 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
         yield session
 
 
-async def get_engine(request: Request) -> AsyncEngine:
+def get_engine(request: Request) -> AsyncEngine:
     engine: AsyncEngine = request.app.state.engine
     return engine
 
@@ -114,12 +112,12 @@ async def get_temporal(request: Request) -> Client:
     return await connection.get()
 
 
-async def get_rate_limit(request: Request) -> AccountRateLimit:
+def get_rate_limit(request: Request) -> AccountRateLimit:
     limit: AccountRateLimit = request.app.state.rate_limit
     return limit
 
 
-async def get_object_store(request: Request) -> ObjectStore:
+def get_object_store(request: Request) -> ObjectStore:
     store: ObjectStore = request.app.state.objects
     return store
 
