@@ -25,6 +25,7 @@ from activities.errors import is_transient
 from activities.interceptors import interceptors_for
 from activities.registry import build_activities
 from activities.resources import ActivityResources
+from lifecycle.backoff import until_it_answers
 from lifecycle.db.engine import POOL_CAPACITY
 from lifecycle.deletion.receipt_keys import ReceiptKey, ReceiptKeyError, ReceiptSigner, publish_at_start
 from lifecycle.logging_setup import configure_logging
@@ -33,7 +34,7 @@ from lifecycle.sealing import KeyRing, SealingKeyError, reseal
 from lifecycle.sealing import publish_at_start as publish_sealing_key
 from lifecycle.settings import Settings, get_settings
 from lifecycle.sites.pool import poke_every_pool
-from lifecycle.temporal_client import CONNECT_BACKOFF_MAX_SECONDS, TemporalMisconfigured, connect_when_up
+from lifecycle.temporal_client import TemporalMisconfigured, connect_when_up
 from lifecycle.tracing import configure_tracing, stop_tracing
 from lifecycle.worker_deployment import deployment_config, deployment_version, make_current
 from lifecycle.workflow_runner import workflow_runner
@@ -204,21 +205,17 @@ def _runtime(settings: Settings) -> Runtime | None:
 async def _publish_keys(engine: AsyncEngine, key: ReceiptKey, keys: KeyRing) -> None:
     """Publish the receipt and sealing keys, or check them against the published ones, then seal the stored secrets
     not sealed to the published key; a PostgreSQL that does not answer yet is waited for, with the backoff Temporal
-    is waited for with (connect_when_up), while a key this worker must not use stops it."""
-    delay = 0.5
-    while True:
-        try:
-            await publish_at_start(engine, key)
-            await publish_sealing_key(engine, keys)
-            if resealed := await reseal(engine, keys):
-                logger.info("sealed %d stored secrets to the published sealing key", resealed)
-            return
-        except Exception as err:
-            if not is_transient(err):
-                raise
-            logger.warning("PostgreSQL is not answering (%s); publishing the receipt key again in %.1f s", err, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, CONNECT_BACKOFF_MAX_SECONDS)
+    is waited for as Temporal is (lifecycle/backoff.py), while a key this worker must not use stops it."""
+
+    async def publish() -> None:
+        await publish_at_start(engine, key)
+        await publish_sealing_key(engine, keys)
+        if resealed := await reseal(engine, keys):
+            logger.info("sealed %d stored secrets to the published sealing key", resealed)
+
+    await until_it_answers(
+        publish, transient=is_transient, doing="publishing the receipt key again once PostgreSQL answers"
+    )
 
 
 # The queue every sites worker polls unless configured otherwise: a worker on it starts the warm pools; one on a
