@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import compileall
 import logging
 import os
 import signal
@@ -12,7 +11,6 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
-from pathlib import Path
 from types import TracebackType
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -39,8 +37,6 @@ from lifecycle.tracing import configure_tracing, stop_tracing
 from lifecycle.worker_deployment import deployment_config, deployment_version, make_current
 from lifecycle.workflow_runner import workflow_runner
 from workflows.registry import WORKFLOWS
-
-WORKFLOWS_DIR = Path(__file__).resolve().parent / "workflows"
 
 logger = logging.getLogger("worker")
 
@@ -181,17 +177,6 @@ def build_worker(
     )
 
 
-def ensure_workflow_bytecode(directory: Path = WORKFLOWS_DIR) -> bool:
-    """Write the workflow modules' bytecode if it is missing; False if it cannot be written (a read-only tree).
-
-    The sandbox imports the workflow modules afresh for every new run. Without their bytecode on disk
-    (PYTHONDONTWRITEBYTECODE, set in the image and in many shells, stops imports from writing it) each run
-    compiles the module's source again: about 2 ms of CPU in the first workflow task of every site creation,
-    more under load (py-spy of the worker under bench.sites, docs/benchmarks.md). The image compiles at build.
-    """
-    return bool(compileall.compile_dir(directory, quiet=2))
-
-
 def _runtime(settings: Settings) -> Runtime | None:
     if settings.worker_metrics_port is None:
         return None
@@ -264,8 +249,6 @@ async def _serve(settings: Settings, started: asyncio.Event, stop: asyncio.Event
     # Before anything else: a worker without a usable receipt key stops here, not at its first receipt.
     signer = ReceiptSigner(settings)
     configure_tracing("worker")
-    if not ensure_workflow_bytecode():
-        logger.warning("could not write the workflow modules' bytecode: each new run compiles them from source")
     runtime = _runtime(settings)
     client = await connect_when_up(settings, runtime=runtime)
     if settings.task_queue in task_queues(settings):
