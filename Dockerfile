@@ -14,7 +14,7 @@ COPY api ./api
 COPY services ./services
 COPY worker.py ./
 # Bytecode at build time: PYTHONDONTWRITEBYTECODE stops imports from writing it, and the workflow sandbox imports
-# the workflow modules afresh for every new run (worker.py, ensure_workflow_bytecode).
+# the workflow modules afresh for every new run.
 RUN python -m compileall -q lifecycle workflows activities api services worker.py
 RUN useradd --system --create-home app && mkdir -p /var/lib/lifecycle && chown app /var/lib/lifecycle
 USER app

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import compileall
 import logging
 import os
 import signal
@@ -12,7 +11,6 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
-from pathlib import Path
 from types import TracebackType
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -25,6 +23,7 @@ from activities.errors import is_transient
 from activities.interceptors import interceptors_for
 from activities.registry import build_activities
 from activities.resources import ActivityResources
+from lifecycle.backoff import until_it_answers
 from lifecycle.db.engine import POOL_CAPACITY
 from lifecycle.deletion.receipt_keys import ReceiptKey, ReceiptKeyError, ReceiptSigner, publish_at_start
 from lifecycle.logging_setup import configure_logging
@@ -33,13 +32,11 @@ from lifecycle.sealing import KeyRing, SealingKeyError, reseal
 from lifecycle.sealing import publish_at_start as publish_sealing_key
 from lifecycle.settings import Settings, get_settings
 from lifecycle.sites.pool import poke_every_pool
-from lifecycle.temporal_client import CONNECT_BACKOFF_MAX_SECONDS, TemporalMisconfigured, connect_when_up
+from lifecycle.temporal_client import TemporalMisconfigured, connect_when_up
 from lifecycle.tracing import configure_tracing, stop_tracing
 from lifecycle.worker_deployment import deployment_config, deployment_version, make_current
 from lifecycle.workflow_runner import workflow_runner
 from workflows.registry import WORKFLOWS
-
-WORKFLOWS_DIR = Path(__file__).resolve().parent / "workflows"
 
 logger = logging.getLogger("worker")
 
@@ -180,17 +177,6 @@ def build_worker(
     )
 
 
-def ensure_workflow_bytecode(directory: Path = WORKFLOWS_DIR) -> bool:
-    """Write the workflow modules' bytecode if it is missing; False if it cannot be written (a read-only tree).
-
-    The sandbox imports the workflow modules afresh for every new run. Without their bytecode on disk
-    (PYTHONDONTWRITEBYTECODE, set in the image and in many shells, stops imports from writing it) each run
-    compiles the module's source again: about 2 ms of CPU in the first workflow task of every site creation,
-    more under load (py-spy of the worker under bench.sites, docs/benchmarks.md). The image compiles at build.
-    """
-    return bool(compileall.compile_dir(directory, quiet=2))
-
-
 def _runtime(settings: Settings) -> Runtime | None:
     if settings.worker_metrics_port is None:
         return None
@@ -204,21 +190,17 @@ def _runtime(settings: Settings) -> Runtime | None:
 async def _publish_keys(engine: AsyncEngine, key: ReceiptKey, keys: KeyRing) -> None:
     """Publish the receipt and sealing keys, or check them against the published ones, then seal the stored secrets
     not sealed to the published key; a PostgreSQL that does not answer yet is waited for, with the backoff Temporal
-    is waited for with (connect_when_up), while a key this worker must not use stops it."""
-    delay = 0.5
-    while True:
-        try:
-            await publish_at_start(engine, key)
-            await publish_sealing_key(engine, keys)
-            if resealed := await reseal(engine, keys):
-                logger.info("sealed %d stored secrets to the published sealing key", resealed)
-            return
-        except Exception as err:
-            if not is_transient(err):
-                raise
-            logger.warning("PostgreSQL is not answering (%s); publishing the receipt key again in %.1f s", err, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, CONNECT_BACKOFF_MAX_SECONDS)
+    is waited for as Temporal is (lifecycle/backoff.py), while a key this worker must not use stops it."""
+
+    async def publish() -> None:
+        await publish_at_start(engine, key)
+        await publish_sealing_key(engine, keys)
+        if resealed := await reseal(engine, keys):
+            logger.info("sealed %d stored secrets to the published sealing key", resealed)
+
+    await until_it_answers(
+        publish, transient=is_transient, doing="publishing the receipt key again once PostgreSQL answers"
+    )
 
 
 # The queue every sites worker polls unless configured otherwise: a worker on it starts the warm pools; one on a
@@ -267,8 +249,6 @@ async def _serve(settings: Settings, started: asyncio.Event, stop: asyncio.Event
     # Before anything else: a worker without a usable receipt key stops here, not at its first receipt.
     signer = ReceiptSigner(settings)
     configure_tracing("worker")
-    if not ensure_workflow_bytecode():
-        logger.warning("could not write the workflow modules' bytecode: each new run compiles them from source")
     runtime = _runtime(settings)
     client = await connect_when_up(settings, runtime=runtime)
     if settings.task_queue in task_queues(settings):

@@ -91,9 +91,7 @@ class TemporalConnection:
         return client
 
 
-# The trivial dependencies are `async def` on purpose: FastAPI runs a plain `def` dependency in its thread pool,
-# and those hand-offs were a visible share of the API's CPU per request (bench.api, docs/benchmarks.md).
-async def get_settings(request: Request) -> Settings:
+def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
@@ -104,7 +102,7 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
         yield session
 
 
-async def get_engine(request: Request) -> AsyncEngine:
+def get_engine(request: Request) -> AsyncEngine:
     engine: AsyncEngine = request.app.state.engine
     return engine
 
@@ -114,12 +112,12 @@ async def get_temporal(request: Request) -> Client:
     return await connection.get()
 
 
-async def get_rate_limit(request: Request) -> AccountRateLimit:
+def get_rate_limit(request: Request) -> AccountRateLimit:
     limit: AccountRateLimit = request.app.state.rate_limit
     return limit
 
 
-async def get_object_store(request: Request) -> ObjectStore:
+def get_object_store(request: Request) -> ObjectStore:
     store: ObjectStore = request.app.state.objects
     return store
 
@@ -153,7 +151,7 @@ _RECORD_USE = text(record_use_sql(":key_id"))
 async def account_key_hash(credentials: Credentials) -> str:
     """The hash of the caller's account key. Every operation that takes an account key depends on this, and
     tests/trust/test_authorization_matrix.py reads the dependency to know which credential an operation needs.
-    Whether the key opens an account is checked by the statement that uses the hash (require_account here)."""
+    Whether the key opens an account is checked by require_account."""
     if credentials is None:
         raise ProblemError(401, "Send an API key as `Authorization: Bearer <key>`.", headers=_UNAUTHORIZED_HEADERS)
     return hash_api_key(credentials.credentials)
@@ -221,24 +219,8 @@ async def require_account(key_hash: AccountKeyDep, session: SessionDep, rate_lim
     caller = await _caller_of_key(session, key_hash)
     if caller is None:
         raise unknown_api_key()
-    rate_limit.remember(key_hash, caller.account_id)
     await rate_limit.take(caller.account_id)
     return caller
-
-
-async def rate_limited_key(key_hash: AccountKeyDep, engine: EngineDep, rate_limit: RateLimitDep) -> str:
-    """For an operation that checks its key inside the statement that acts (DELETE /bots/{id}): the key's hash,
-    once its account's rate allows the request. The account is looked up once per key and process."""
-    account_id = rate_limit.account_of(key_hash)
-    if account_id is None:
-        async with engine.connect() as connection:
-            row = (await connection.execute(_ACCOUNT_OF_KEY, {"key_hash": key_hash})).one_or_none()
-        if row is None:
-            raise unknown_api_key()
-        account_id = row.account_id
-        rate_limit.remember(key_hash, account_id)
-    await rate_limit.take(account_id)
-    return key_hash
 
 
 # Who an admin act is recorded as (audit_events.actor, api/admin/audit.py): the bootstrap token, or an issued
@@ -338,7 +320,6 @@ async def require_metrics_reader(
 
 
 CallerDep = Annotated[Caller, Depends(require_account)]
-RateLimitedKeyDep = Annotated[str, Depends(rate_limited_key)]
 # Each the actor's name, as the audit trail records it.
 AdminDep = Annotated[str, Depends(require_admin)]
 ServiceOrAdminDep = Annotated[str, Depends(require_service_or_admin)]

@@ -11,8 +11,6 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections import OrderedDict
-from typing import Final
 
 from limits import RateLimitItemPerSecond
 from limits.aio.storage import MemoryStorage
@@ -20,17 +18,12 @@ from limits.aio.strategies import FixedWindowRateLimiter
 
 from api.problems import ProblemError
 
-# The keys whose account this process knows, for DELETE /bots/{id}, which learns its caller's account only in the
-# statement that acts (api/deletion/requests.py). A key's account never changes, so an entry is never stale.
-_REMEMBERED_KEYS: Final = 10_000
-
 
 class AccountRateLimit:
     def __init__(self, per_second: int) -> None:
         # 0: no limit.
         self._item = RateLimitItemPerSecond(per_second) if per_second else None
         self._limiter = FixedWindowRateLimiter(MemoryStorage())
-        self._accounts: OrderedDict[str, uuid.UUID] = OrderedDict()
 
     async def take(self, account_id: uuid.UUID) -> None:
         """Count one request of the account; a ProblemError 429 if it is one too many."""
@@ -44,13 +37,3 @@ class AccountRateLimit:
             title="Too many requests",
             headers={"Retry-After": str(max(1, math.ceil(reset - time.time())))},
         )
-
-    def remember(self, key_hash: str, account_id: uuid.UUID) -> None:
-        self._accounts[key_hash] = account_id
-        self._accounts.move_to_end(key_hash)
-        if len(self._accounts) > _REMEMBERED_KEYS:
-            self._accounts.popitem(last=False)
-
-    def account_of(self, key_hash: str) -> uuid.UUID | None:
-        """The account of a key this process has seen open one (so a revoked key may still have one here)."""
-        return self._accounts.get(key_hash)

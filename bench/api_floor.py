@@ -26,7 +26,7 @@ import psutil
 from starlette.types import Receive, Scope, Send
 from temporalio.client import Client
 
-from api.deletion.requests import _AUTHORIZE_MARK_RECORD
+from api.accounts.keys import account_of_key_sql, record_use_sql
 from api.security import hash_api_key
 from bench.processes import PROJECT_ROOT, cpu_by_thread_name, load_phase, settings_env
 from devstack.ports import free_port
@@ -35,6 +35,7 @@ from devstack.throwaway import throwaway_stack
 from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.starts import RowCheck, start_bot_deletion
 from lifecycle.settings import Settings, get_settings
+from lifecycle.statuses import CLOSED_WITHOUT_COMPLETING, DeletionState, sql_list
 from lifecycle.workflow_ids import bot_deletion_id
 
 FLOORS = ("answer", "answer+sql", "answer+sql+start")
@@ -46,6 +47,33 @@ RATIO_TARGET = 1.3
 # Requests before the reading starts: the pool's connections, prepared statements and the start's channel.
 WARM_UP = 50
 _state: dict[str, Any] = {}
+
+# The API's key check, mark and record for DELETE /bots/{id} (api/dependencies.py, api/deletion/requests.py) as one
+# asyncpg statement: the least the database part of the route can cost a Python process.
+_AUTHORIZE_MARK_RECORD = f"""
+    WITH caller AS ({account_of_key_sql("$1::text")}), used AS (
+        {record_use_sql("(SELECT key_id FROM caller)")}
+    ), held AS (
+        SELECT EXISTS (
+            SELECT FROM legal_holds WHERE account_id = (SELECT account_id FROM caller) AND released_at IS NULL
+        ) AS held
+    ), marked AS (
+        UPDATE bots SET deletion_requested_at = coalesce(deletion_requested_at, now())
+        WHERE id = $2::uuid AND account_id = (SELECT account_id FROM caller)
+        RETURNING account_id
+    ), recorded AS (
+        INSERT INTO deletion_requests (workflow_id, kind, account_id, bot_id, status, due_at, account_lane)
+        SELECT $3::text, 'bot', account_id, $2::uuid,
+            CASE WHEN (SELECT held FROM held) THEN '{DeletionState.HELD}' ELSE '{DeletionState.ACCEPTED}' END,
+            now() + interval '30 days', 'waiting'
+        FROM marked
+        ON CONFLICT (workflow_id) DO UPDATE
+            SET status = EXCLUDED.status, status_run_id = NULL, status_confirmed_at = now(),
+                account_lane = 'waiting'
+            WHERE deletion_requests.status IN ({sql_list(sorted(CLOSED_WITHOUT_COMPLETING))})
+    )
+    SELECT (SELECT account_id FROM caller) AS account_id
+    """
 
 
 async def app(scope: Scope, receive: Receive, send: Send) -> None:

@@ -14,24 +14,19 @@ never retried. Temporal not answering yet raises TemporalUnreachable, which call
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import os
 import re
+from functools import partial
 from typing import Any
 
 from temporalio.client import Client
 from temporalio.envconfig import ClientConfigProfile, ClientConnectConfig
 from temporalio.runtime import Runtime
 
+from lifecycle.backoff import until_it_answers
 from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.settings import Settings
 from lifecycle.tracing import temporal_interceptors
-
-logger = logging.getLogger(__name__)
-
-# A process started while Temporal is down waits for it rather than exiting: backoff from 0.5 s up to 10 s.
-CONNECT_BACKOFF_MAX_SECONDS = 10.0
 
 
 class TemporalMisconfigured(Exception):
@@ -78,14 +73,11 @@ async def connect(settings: Settings, *, runtime: Runtime | None = None) -> Clie
 
 async def connect_when_up(settings: Settings, *, runtime: Runtime | None = None) -> Client:
     """Connect, waiting for a Temporal that does not answer yet; a misconfiguration is raised at once."""
-    delay = 0.5
-    while True:
-        try:
-            return await connect(settings, runtime=runtime)
-        except TemporalUnreachable as err:
-            logger.warning("%s; retrying in %.1f s", err, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, CONNECT_BACKOFF_MAX_SECONDS)
+    return await until_it_answers(
+        partial(connect, settings, runtime=runtime),
+        transient=lambda err: isinstance(err, TemporalUnreachable),
+        doing="connecting to Temporal",
+    )
 
 
 # What the SDK's core reports, by cause. Its errors are text (RuntimeError), so the cause is read from the text.

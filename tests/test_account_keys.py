@@ -142,7 +142,7 @@ async def test_the_last_use_of_each_key_is_shown_and_written_at_most_once_a_minu
     assert listed[second_id]["last_used_at"] is None  # issued, never used
 
     bot = await api.post("/bots", json={"name": "Used"}, headers=account.headers)
-    # A use through DELETE /bots/{id}, whose one statement checks the key, is recorded too.
+    # A use through DELETE /bots/{id} is recorded too.
     assert (await api.delete(f"/bots/{bot.json()['id']}", headers=_bearer(second))).status_code in (200, 202)
     used = {key["id"]: key["last_used_at"] for key in (await api.get("/account/keys", headers=account.headers)).json()}
     assert used[second_id] is not None

@@ -1,9 +1,8 @@
 """The API-key rule, written once: a key opens its account while the key is neither revoked nor past its expiry
 and the account is not being deleted (asking for the account's deletion signs it out at once).
 
-The API checks it in three shapes: as a statement of its own (api.dependencies.require_account), inside the
-one statement that authorizes, marks and records a bot's deletion (api.deletion.requests), and for the
-keys behind open event streams, all of a process's at once (api.streams.credentials). All take their SQL from here,
+The API checks it in two shapes: as a statement of its own (api.dependencies.require_account), and for the keys
+behind open event streams, all of a process's at once (api.streams.credentials). Both take their SQL from here,
 and the keys router counts an account's live keys with the same rule (LIVE_KEY_SQL).
 """
 

@@ -10,16 +10,14 @@ from sqlalchemy import func, select
 
 from api.bots.schemas import BotCreate, BotOut
 from api.deletion.answer import NO_WAIT, PreferHeader, deletion_answers, plan_wait
-from api.deletion.requests import Finished, Unauthorized, await_deletion, request_bot_deletion
+from api.deletion.requests import Finished, await_deletion, request_bot_deletion
 from api.deletion.schemas import DeletionAccepted, DeletionFinished
 from api.dependencies import (
     CallerDep,
     EngineDep,
-    RateLimitedKeyDep,
     SessionDep,
     SettingsDep,
     TemporalDep,
-    unknown_api_key,
 )
 from api.paging import DEFAULT_PAGE, PAGED, Cursor, Limit, page
 from api.problems import ProblemError, problem_responses
@@ -103,25 +101,23 @@ async def get_bot(bot_id: uuid.UUID, caller: CallerDep, session: SessionDep) -> 
 )
 async def delete_bot(
     bot_id: uuid.UUID,
-    # The key is checked inside the deletion's own statement rather than through CallerDep: one round trip.
-    key_hash: RateLimitedKeyDep,
+    caller: CallerDep,
+    session: SessionDep,
     engine: EngineDep,
     client: TemporalDep,
     settings: SettingsDep,
     response: Response,
     prefer: PreferHeader = None,
 ) -> DeletionAccepted | JSONResponse:
-    try:
-        accepted = await request_bot_deletion(
-            engine,
-            client,
-            settings.task_queue,
-            key_hash=key_hash,
-            bot_id=bot_id,
-            due_within=settings.erasure_due_within,
-        )
-    except Unauthorized:
-        raise unknown_api_key() from None
+    accepted = await request_bot_deletion(
+        session,
+        engine,
+        client,
+        settings.task_queue,
+        account_id=caller.account_id,
+        bot_id=bot_id,
+        due_within=settings.erasure_due_within,
+    )
     if accepted is None:
         raise ProblemError(404, _NOT_FOUND)
     status_url = f"/bots/{bot_id}/deletion"

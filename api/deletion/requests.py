@@ -11,24 +11,22 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Literal, cast
+from typing import Literal
 
-import asyncpg
 from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError, TerminatedError
 from temporalio.service import RPCError
 
-from api.accounts.keys import account_of_key_sql, record_use_sql
-from lifecycle.db.models import Account, ApiKey, DeletionRequest
+from lifecycle.db.models import Account, ApiKey, Bot, DeletionRequest
 from lifecycle.deletion.contracts import AccountDeletionResult, BotDeletionResult, ServiceProgress
 from lifecycle.deletion.legal_holds import is_held
 from lifecycle.deletion.starts import row_check, start_account_deletion, start_bot_deletion
 from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
-from lifecycle.statuses import CLOSED_WITHOUT_COMPLETING, OPEN_DELETION_STATES, DeletionState, sql_list
+from lifecycle.statuses import CLOSED_WITHOUT_COMPLETING, OPEN_DELETION_STATES, DeletionState
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 
 log = logging.getLogger(__name__)
@@ -49,92 +47,76 @@ class Accepted:
     held: bool = False
 
 
-# The caller's key check, the bot's mark and the request record in one statement: one round trip and one
-# implicit transaction instead of four, on the API's busiest write path (bench.api). The key is still checked
-# against the database on every request (its use recorded at most once a minute: `used`), and the record still
-# commits before the workflow starts.
-# Written for the driver ($n parameters): request_bot_deletion runs it on the pooled connection's asyncpg
-# connection, which spares SQLAlchemy's statement and result handling on every DELETE /bots/{id}. Kept for its
-# figure: the same statement through SQLAlchemy (`text()` in AUTOCOMMIT) cost the API 0.15, 0.17, 0.39 and
-# 0.59 ms more CPU per request (four runs, median 0.28 ms). Re-measure with `python -m bench.api --against
-# <a copy of the checkout running it through SQLAlchemy>` (docs/benchmarks.md); under 0.2 ms, this goes.
-_AUTHORIZE_MARK_RECORD = f"""
-    WITH caller AS ({account_of_key_sql("$1::text")}), used AS (
-        {record_use_sql("(SELECT key_id FROM caller)")}
-    ), held AS (
-        SELECT EXISTS (
-            SELECT FROM legal_holds WHERE account_id = (SELECT account_id FROM caller) AND released_at IS NULL
-        ) AS held
-    ), marked AS (
-        UPDATE bots SET deletion_requested_at = coalesce(deletion_requested_at, now())
-        WHERE id = $2::uuid AND account_id = (SELECT account_id FROM caller)
-        RETURNING account_id
-    ), recorded AS (
-        INSERT INTO deletion_requests (workflow_id, kind, account_id, bot_id, status, due_at, account_lane)
-        SELECT $3::text, 'bot', account_id, $2::uuid,
-            CASE WHEN (SELECT held FROM held) THEN '{DeletionState.HELD}' ELSE '{DeletionState.ACCEPTED}' END,
-            now() + $4::interval, 'waiting'
-        FROM marked
-        -- A repeat after a stop starts a new run: the request is accepted again, not the old run's closing, and
-        -- queues for one of its account's lanes again (activities/deletion/account_lanes.py) at its first place.
-        ON CONFLICT (workflow_id) DO UPDATE
-            SET status = EXCLUDED.status, status_run_id = NULL, status_confirmed_at = now(),
-                account_lane = 'waiting'
-            WHERE deletion_requests.status IN ({sql_list(sorted(CLOSED_WITHOUT_COMPLETING))})
-    )
-    SELECT (SELECT account_id FROM caller) AS account_id, EXISTS (SELECT FROM marked) AS marked,
-        (SELECT held FROM held) AS held,
-        (SELECT account_id FROM deletion_requests WHERE workflow_id = $3::text) AS recorded_for,
-        (SELECT completed_at IS NOT NULL FROM deletion_requests WHERE workflow_id = $3::text) AS finished
-    """
-
-
-async def _driver_connection(conn: AsyncConnection) -> asyncpg.Connection:
-    """`conn`'s asyncpg connection. Use it only while SQLAlchemy has run nothing in `conn`'s transaction: then
-    SQLAlchemy has sent no BEGIN (its asyncpg adapter begins lazily, at the first statement it runs)."""
-    raw = await conn.get_raw_connection()
-    driver = raw.driver_connection
-    assert driver is not None, "a pooled connection always has its driver connection"
-    return cast(asyncpg.Connection, driver)
-
-
-class Unauthorized(Exception):
-    """The API key is unknown or revoked, or its account is being deleted."""
-
-
 async def request_bot_deletion(
-    engine: AsyncEngine, client: Client, task_queue: str, *, key_hash: str, bot_id: uuid.UUID, due_within: timedelta
+    session: AsyncSession,
+    engine: AsyncEngine,
+    client: Client,
+    task_queue: str,
+    *,
+    account_id: uuid.UUID,
+    bot_id: uuid.UUID,
+    due_within: timedelta,
 ) -> Accepted | None:
-    """Authorize, mark, record and start the bot's deletion; None if the account has no such bot (nor had).
-
-    Raises Unauthorized for a key that does not (or no longer) open an account.
-    """
+    """Mark and record the bot's deletion in one transaction, then start it; None if the account has no such bot
+    (nor had)."""
     workflow_id = bot_deletion_id(bot_id)
-    # A single statement outside a transaction commits on its own (no BEGIN and COMMIT round trips), and the
-    # record is still committed before the workflow starts. The connection comes from the engine's pool, so
-    # the process keeps one pool and its limits.
-    async with engine.connect() as connection:
-        driver = await _driver_connection(connection)
-        row = await driver.fetchrow(_AUTHORIZE_MARK_RECORD, key_hash, bot_id, workflow_id, due_within)
-    assert row is not None, "the statement always answers one row"
-    if row["account_id"] is None:
-        raise Unauthorized
-    if not row["marked"]:
+    marked = await session.scalar(
+        update(Bot)
+        .where(Bot.id == bot_id, Bot.account_id == account_id)
+        .values(deletion_requested_at=func.coalesce(Bot.deletion_requested_at, func.now()))
+        .returning(Bot.id)
+    )
+    if marked is None:
         # The bot row goes when its deletion completes; the request record says whether it was ours.
-        if row["recorded_for"] != row["account_id"]:
+        recorded = (
+            await session.execute(
+                select(DeletionRequest.account_id, DeletionRequest.completed_at).where(
+                    DeletionRequest.workflow_id == workflow_id
+                )
+            )
+        ).one_or_none()
+        await session.commit()
+        if recorded is None or recorded.account_id != account_id:
             return None
-        return Accepted(workflow_id, finished=bool(row["finished"]))
-    # The bot row still existed, so its data may too: start a run, or join the open one. The connection went back
-    # to the pool first: nothing of the database is held while Temporal answers (lifecycle/deletion/starts.py).
+        return Accepted(workflow_id, finished=recorded.completed_at is not None)
+    held = await is_held(session, account_id)
+    status = DeletionState.HELD if held else DeletionState.ACCEPTED
+    record = insert(DeletionRequest).values(
+        workflow_id=workflow_id,
+        kind="bot",
+        account_id=account_id,
+        bot_id=bot_id,
+        status=status,
+        due_at=func.now() + due_within,
+        account_lane="waiting",
+    )
+    # A repeat after a stop starts a new run: the request is accepted again, not the old run's closing, and
+    # queues for one of its account's lanes again (activities/deletion/account_lanes.py) at its first place.
+    await session.execute(
+        record.on_conflict_do_update(
+            index_elements=[DeletionRequest.workflow_id],
+            set_={
+                "status": record.excluded.status,
+                "status_run_id": None,
+                "status_confirmed_at": func.now(),
+                "account_lane": "waiting",
+            },
+            where=DeletionRequest.status.in_(sorted(CLOSED_WITHOUT_COMPLETING)),
+        )
+    )
+    # The record commits before the run starts, and nothing of the database is held while Temporal answers
+    # (lifecycle/deletion/starts.py).
+    await session.commit()
+    # The bot row still existed, so its data may too: start a run, or join the open one.
     started = await start_bot_deletion(
         client,
         task_queue,
         bot_id=str(bot_id),
-        account_id=str(row["account_id"]),
+        account_id=str(account_id),
         row_exists=row_check(engine, "bots", bot_id),
     )
-    # Not started: the run completed (and deleted the row) since the statement above.
-    return Accepted(workflow_id, finished=not started, held=started and bool(row["held"]))
+    # Not started: the run completed (and deleted the row) since the commit above.
+    return Accepted(workflow_id, finished=not started, held=started and held)
 
 
 async def request_account_deletion(

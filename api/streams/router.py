@@ -202,7 +202,7 @@ async def _stream_account(
             return _Opened(grant.account_id, StreamCredential(grant.key_id, grant.expires))
         key_hash = await account_key_hash(None)  # neither: answers 401 as every account operation does
     async with _sessions(request)() as session:
-        caller = await require_account(key_hash, session, await get_rate_limit(request))
+        caller = await require_account(key_hash, session, get_rate_limit(request))
     return _Opened(caller.account_id, StreamCredential(caller.key_id, expires=None))
 
 

@@ -22,8 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from temporalio import client as temporal
 from temporalio.client import Client
 
-from api.deletion.requests import request_account_deletion, request_bot_deletion
-from api.security import hash_api_key
+from api.deletion.requests import Accepted, request_account_deletion, request_bot_deletion
 from devstack.seed import seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.db.engine import make_engine, make_sessionmaker
@@ -112,16 +111,20 @@ async def test_a_bot_deletion_requested_again_as_it_completes_stays_one_run(
         temporal_client, settings.task_queue, bot_id=bot_id, account_id=seeded.account_id, paused=True
     )
     hold = HeldStart()
-    request = asyncio.create_task(
-        request_bot_deletion(
-            engine,
-            _held_client(temporal_client, hold),
-            settings.task_queue,
-            key_hash=hash_api_key(seeded.api_key),
-            bot_id=uuid.UUID(bot_id),
-            due_within=settings.erasure_due_within,
-        )
-    )
+
+    async def request_again() -> Accepted | None:
+        async with make_sessionmaker(engine)() as session:
+            return await request_bot_deletion(
+                session,
+                engine,
+                _held_client(temporal_client, hold),
+                settings.task_queue,
+                account_id=uuid.UUID(seeded.account_id),
+                bot_id=uuid.UUID(bot_id),
+                due_within=settings.erasure_due_within,
+            )
+
+    request = asyncio.create_task(request_again())
     await asyncio.wait_for(hold.reached.wait(), timeout=30)
     await running.signal("resume")
     await _let_through_when_it_cannot_go_further(temporal_client, settings, hold, workflow_id, "DELETE FROM bots")
