@@ -26,7 +26,12 @@ from lifecycle.deletion.legal_holds import is_held
 from lifecycle.deletion.starts import row_check, start_account_deletion, start_bot_deletion
 from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
-from lifecycle.statuses import CLOSED_WITHOUT_COMPLETING, OPEN_DELETION_STATES, DeletionState
+from lifecycle.statuses import (
+    CLOSED_WITHOUT_COMPLETING,
+    OPEN_DELETION_STATES,
+    DeletionState,
+    requested_deletion_state,
+)
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 
 log = logging.getLogger(__name__)
@@ -80,7 +85,7 @@ async def request_bot_deletion(
             return None
         return Accepted(workflow_id, finished=recorded.completed_at is not None)
     held = await is_held(session, account_id)
-    status = DeletionState.HELD if held else DeletionState.ACCEPTED
+    status = requested_deletion_state(scheduled=False, held=held)
     record = insert(DeletionRequest).values(
         workflow_id=workflow_id,
         kind="bot",
@@ -148,9 +153,7 @@ async def request_account_deletion(
     held = await is_held(session, account_id)
     # As the request stands until its run records otherwise (api/deletion/status.py). A hold is waited for once
     # the grace is over.
-    status = (
-        DeletionState.SCHEDULED if deletes_at is not None else DeletionState.HELD if held else DeletionState.ACCEPTED
-    )
+    status = requested_deletion_state(scheduled=deletes_at is not None, held=held)
     record = insert(DeletionRequest).values(
         workflow_id=workflow_id,
         kind="account",
@@ -182,7 +185,7 @@ async def request_account_deletion(
             index_elements=[DeletionRequest.workflow_id],
             # What is left of the grace the new run shows itself, as it begins.
             set_={
-                "status": DeletionState.HELD if held else DeletionState.ACCEPTED,
+                "status": requested_deletion_state(scheduled=False, held=held),
                 "status_run_id": None,
                 "status_confirmed_at": func.now(),
             },
