@@ -4,7 +4,8 @@
 - `permanent`: every attempt fails with a non-retryable error;
 - `transient:N`: the first N attempts fail with a retryable error, later ones run normally;
 - `delay:S` or `delay:S:N`: every attempt (or the first N) works S seconds longer, heartbeating meanwhile,
-  so that a drill's kill lands inside the step;
+  so that a drill's kill lands inside the step; a local first try (workflows/sites/first_try.py) fails at once
+  instead, so that the run waits in the step's regular activity, where an operator and a drill can reach it;
 - `lose:N`: the first N attempts run to the end, then fail with a retryable error, as if their answer had been
   lost on the way (a worker gone after its work committed): what they did stands, and the caller tries again.
 """
@@ -48,10 +49,12 @@ class FaultRule:
     # A `lose` rule: the first N attempts run, then their answer is dropped.
     lost_attempts: int = 0
 
-    async def apply(self, attempt: int) -> None:
+    async def apply(self, attempt: int, local: bool) -> None:
         if self.lost_attempts:
             return  # lose_answer, after the activity ran
         if self.delay_seconds:
+            if local:
+                raise ApplicationError(f"injected: {self.activity} is delayed, not run locally", type="InjectedFault")
             if self.delayed_attempts is None or attempt <= self.delayed_attempts:
                 async with heartbeating():
                     await asyncio.sleep(self.delay_seconds)
@@ -126,7 +129,7 @@ class _FaultyActivities(ActivityInboundInterceptor):
         info = activity.info()
         rule = self._rules.get(info.activity_type)
         if rule is not None:
-            await rule.apply(info.attempt)
+            await rule.apply(info.attempt, info.is_local)
         result = await super().execute_activity(input)
         if rule is not None:
             rule.lose_answer(info.attempt)

@@ -248,11 +248,11 @@ async def _given_back(connection: asyncpg.Connection, give_back: Callable[[], Aw
     """Use `connection`, then `give_back` (a release to its pool, or a close), bounded by CONNECT_TIMEOUT_SECONDS.
 
     The bound is what lets a step cut short on a server that stopped (SIGSTOP, a frozen VM) end. A statement cut
-    short (its step cancelled, or past its own `timeout=`) has asyncpg send the server a cancel request, over a
-    connection of its own, and wait for the server to close that connection; a release or a close waits for that
-    first, a release shielded from cancellation, and with no timeout for ever, since a stopped server's kernel
-    accepts the connection and nobody closes it. With the bound, the driver drops the connection instead; a live
-    server acknowledges the cancel in milliseconds, and the connection is reused.
+    short (its step cancelled, as a first try is at its timeout, or past its own `timeout=`) has asyncpg send the
+    server a cancel request, over a connection of its own, and wait for the server to close that connection; a
+    release or a close waits for that first, a release shielded from cancellation, and with no timeout for ever,
+    since a stopped server's kernel accepts the connection and nobody closes it. With the bound, the driver drops
+    the connection instead; a live server acknowledges the cancel in milliseconds, and the connection is reused.
 
     A server that did not answer (the statement's bound, a connection lost) gets no cancel request at all: the
     connection is dropped at once. A failure while giving it back never hides the one that ended its use.

@@ -177,6 +177,6 @@ async def test_worker_killed_during_site_provisioning(drill_stack: DrillStack) -
         drill_stack.settings.database_url, "SELECT count(*) FROM pg_database WHERE datname = $1", name
     )
     assert databases == 1
-    # The database step ran once, before the kill, and never again.
+    # The database step ran once (its first try, inside a workflow task), before the kill, and never again.
     assert (await scheduled_activities(handle)).count("create_site_database") == 1
     assert len(mail_to(drill_stack.smtp, email, "is ready")) == 1

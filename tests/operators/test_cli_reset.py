@@ -102,12 +102,13 @@ async def test_reset_site_creation_to_an_event_makes_no_second_database(
         return _mails_to(smtp_sink, account.email) == 1
 
     await eventually(emailed, "the site-ready email arrives")
-    # From just after the metadata step: the other steps run again, find the site active, and change nothing.
+    # To the workflow task that ran the metadata step's first try: the steps run again from there, find the site
+    # active, and change nothing.
     event_id = await task_completed_after(handle, "save_site_metadata")
     result = await _reset_and_finish(cli, temporal_client, handle, "--event-id", str(event_id))
     assert result["status"] == "active"
     latest = temporal_client.get_workflow_handle(handle.id)
-    assert "create_site_database" in await scheduled_activities(latest)
+    assert "save_site_metadata" in await scheduled_activities(latest)
     state = await site_state(settings, site_id)
     assert state.status == "active" and state.database and state.role and state.directory
     assert state.options["blogname"] == "Reset me"

@@ -52,13 +52,40 @@ async def scheduled_activities(handle: WorkflowHandle[Any, Any]) -> list[str]:
     return names
 
 
+async def regular_activities(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    """Activity types the workflow scheduled as regular activities (not local ones), in order."""
+    return [
+        event.activity_task_scheduled_event_attributes.activity_type.name
+        async for event in handle.fetch_history_events()
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+
+
+async def workflow_tasks_until_active(handle: WorkflowHandle[Any, Any]) -> int:
+    """How many workflow tasks completed up to the one that marked the site active (activate_site's marker)."""
+    tasks = 0
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            tasks += 1
+        elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            local = _local_activity(event.marker_recorded_event_attributes)
+            if local is not None and local["activity_type"] == "activate_site":
+                return tasks
+    raise AssertionError(f"{handle.id} never marked its site active")
+
+
 async def task_completed_after(handle: WorkflowHandle[Any, Any], activity: str) -> int:
-    """The WorkflowTaskCompleted event of the workflow task that `activity`'s completion woke: a point in the
-    middle of the run."""
+    """The WorkflowTaskCompleted event after which `activity` has completed: the task its completion woke, or, for
+    a first try that worked inside a workflow task (a local activity), the task whose completion recorded it."""
     scheduled: dict[int, str] = {}
     done = False
     async for event in handle.fetch_history_events():
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            marker = event.marker_recorded_event_attributes
+            local = _local_activity(marker)
+            if local is not None and local["activity_type"] == activity and not marker.HasField("failure"):
+                return marker.workflow_task_completed_event_id
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             scheduled[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             done = done or scheduled[event.activity_task_completed_event_attributes.scheduled_event_id] == activity

@@ -67,9 +67,9 @@ def cli(temporal_client: Client) -> AsyncCli:
 async def test_an_administrative_connection_to_a_server_that_froze_is_dropped_not_waited_on(
     fleet: Fleet, frozen_server: PostgresServer
 ) -> None:
-    """A pooled connection opened while the server answered: a step cut short on it (cancelled) ends within the bound
-    of giving the connection back, where asyncpg's cancel request would wait for a frozen server for ever; and its
-    first statement is bounded (activities/sites/database.py)."""
+    """A pooled connection opened while the server answered: a step cut short on it (cancelled, as a first try is
+    at its timeout) ends within the bound of giving the connection back, where asyncpg's cancel request would wait
+    for a frozen server for ever; and its first statement is bounded (activities/sites/database.py)."""
     connections = AdminConnections()
     server = SiteDatabaseServer(fleet.urls["frozen"], connections, name="frozen")
     name = site_database_name(str(uuid.uuid4()))
@@ -106,7 +106,7 @@ async def test_sites_requested_just_after_a_server_froze_move_to_the_healthy_one
     await fleet.set_free({"steady": 6, "frozen": 12})
     queue = own_queue(fleet.settings)
     # Built on `frozen` while it answers, up to its bootstrap: the worker's pool then holds an idle administrative
-    # connection to it, which the next database step there takes.
+    # connection to it, which the first try of the next database step there takes.
     built = await fleet.record_site()
     sites = [await fleet.record_site() for _ in range(4)]
     frozen = False
@@ -229,7 +229,7 @@ async def test_a_site_whose_database_step_reached_the_frozen_server_waits_for_it
                 described = await temporal_client.get_workflow_handle(site_creation_id(site_id)).describe()
                 pending = {activity.activity_type.name for activity in described.raw_description.pending_activities}
                 if "create_site_database" not in pending:
-                    return None  # not scheduled yet
+                    return None  # still the first try, whose timeout would cancel the statement
                 pid: int | None = await watcher.fetchval(
                     "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
                     f"CREATE ROLE {name} %",

@@ -1,7 +1,8 @@
 """Site creation as a saga: each step registers its undo before it runs; a failure or a cancellation
 undoes, in reverse order, the finished steps and the one in flight.
 
-Each forward step is one activity, with its retries and a pending activity an operator can see, pause and reset.
+Each forward step, and the site-ready email, runs through `first_try_here` (workflows/sites/first_try.py): once
+inside the workflow task, then, if need be, as a regular activity with its retries, which the saga acts on.
 
 A database step whose server does not answer moves the site to another healthy server when the step never touched
 that server, and runs there at once; otherwise the step waits for its server.
@@ -46,7 +47,8 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.sites.errors import NO_DATABASE_SERVER_ERROR, SERVER_UNREACHABLE_ERROR, SiteErrorCode, step_failed
     from lifecycle.statuses import SiteStatus, StepStatus
     from lifecycle.workflow_types import SITE_CREATION_WORKFLOW
-    from workflows.sites.shield import uninterruptible
+    from workflows.sites.first_try import first_try_here
+    from workflows.sites.shield import cancel_pending, uninterruptible
     from workflows.sites.steps import ALL_STEPS, BOOTSTRAP, DATABASE, FILESYSTEM, METADATA, SiteStep
 
 # A step whose site-database server does not answer runs again after 1 s, then 1.5, 2.25, … up to a minute
@@ -65,13 +67,6 @@ class _UndoFailed(Exception):
     def __init__(self, step: SiteStep, cause: str) -> None:
         super().__init__(f"{step.name} undo failed: {cause}")
         self.step = step
-
-
-def _cancel_pending() -> bool:
-    """Whether this run's cancellation is on its way: a step's last failed attempt and the cancellation can arrive
-    in one activation, and the failure is then raised first. It is still a cancellation, and the site says so."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 # Pinned: a run takes seconds to minutes (a failed rollback waits for an operator), so it ends on its version.
@@ -133,7 +128,7 @@ class SiteCreationWorkflow:
         try:
             found = await self._build(site)
         except (ActivityError, asyncio.CancelledError) as err:
-            cancelled = is_cancelled_exception(err) or _cancel_pending()
+            cancelled = is_cancelled_exception(err) or cancel_pending()
             reason = "cancelled" if cancelled else f"{self._failed_step} failed: {_cause(err)}"
             code = SiteErrorCode.CANCELLED if cancelled else self._failed_code(err)
             await uninterruptible(self._roll_back(site, code, reason, self._undos))
@@ -171,12 +166,10 @@ class SiteCreationWorkflow:
         moved = False
         while True:
             try:
-                found = await workflow.execute_activity_method(
-                    step.activity, site, **presets.SITE_STEP, summary=f"{step.name}: create"
-                )
+                found = await first_try_here(step.activity, site, presets.SITE_STEP, f"{step.name}: create")
                 break
             except ActivityError as err:
-                if _server_unreachable(err) and not _cancel_pending():
+                if _server_unreachable(err) and not cancel_pending():
                     # One move between two waits: a site whose new server does not answer either waits before it
                     # moves again, rather than going from one dead server to another without pause.
                     if step is DATABASE and not moved and await self._moved(site, err):
@@ -351,11 +344,8 @@ class SiteCreationWorkflow:
         if self._status != SiteStatus.ACTIVE:
             return
         try:
-            await workflow.execute_activity_method(
-                SiteActivities.send_site_ready_email,
-                site,
-                **presets.SITE_READY_EMAIL,
-                summary="send the site-ready email",
+            await first_try_here(
+                SiteActivities.send_site_ready_email, site, presets.SITE_READY_EMAIL, "send the site-ready email"
             )
         except ActivityError as err:
             # The site works; a lost email is worth a log line, not a rollback.
