@@ -4,7 +4,7 @@
 - `permanent`: every attempt fails with a non-retryable error;
 - `transient:N`: the first N attempts fail with a retryable error, later ones run normally;
 - `delay:S` or `delay:S:N`: every attempt (or the first N) works S seconds longer, heartbeating meanwhile,
-  so that a drill's kill lands inside the step; a local first try (workflows/sites/creation.py) fails at once
+  so that a drill's kill lands inside the step; a local first try (workflows/sites/first_try.py) fails at once
   instead, so that the run waits in the step's regular activity, where an operator and a drill can reach it;
 - `lose:N`: the first N attempts run to the end, then fail with a retryable error, as if their answer had been
   lost on the way (a worker gone after its work committed): what they did stands, and the caller tries again.

@@ -77,9 +77,11 @@ async def served_api(
         await asyncio.wait_for(process.wait(), STOP_TIMEOUT)
 
 
-def worker_process(settings: Settings) -> subprocess.Popen[bytes]:
-    """`python worker.py` polling the settings' queues; the caller stops it (terminate, then wait)."""
-    return subprocess.Popen([sys.executable, "worker.py"], cwd=PROJECT_ROOT, env=settings_env(settings))
+def worker_process(settings: Settings, root: Path = PROJECT_ROOT) -> subprocess.Popen[bytes]:
+    """`python worker.py` of the checkout at `root`, polling the settings' queues; the caller stops it (terminate,
+    then wait)."""
+    env = settings_env(settings) | {"PYTHONPATH": str(root)}
+    return subprocess.Popen([sys.executable, "worker.py"], cwd=root, env=env)
 
 
 _REGISTER = text(

@@ -1,6 +1,6 @@
 """Benchmark: site creation through the API and Temporal against the same steps run directly.
 
-`python -m bench.sites [--rounds N]` starts its own PostgreSQL and Temporal dev server, and the API
+`python -m bench.sites [--rounds N] [--against CHECKOUT]` starts its own PostgreSQL and Temporal dev server, and the API
 (`python -m api`) and a worker (`python worker.py`) as child processes, as production runs them; then it runs N
 interleaved rounds (the four steps called directly, then POST until active, alternating, so drift skews neither
 side) and prints both sides' median and p90, the orchestration overhead (end-to-end minus direct in each round;
@@ -8,19 +8,26 @@ target <= 50 ms at the median over at least 30 rounds) with where one round's ti
 long 100 concurrent creations take to become active (target <= 8 s on 2 cores) with the CPU each part spent
 meanwhile. All of it twice: with the site server's warm pool empty (every database made by CREATE DATABASE), then
 with it warm, its target set to 100 for the run (lifecycle/sites/pool.py); the load average is printed with it.
+
+`--against CHECKOUT` also runs that checkout's API and worker on the same stack, on a site queue of their own: each
+round runs the direct steps and then both sides, each first in turn, and each burst runs once per side; it prints
+ours over theirs for the POST->active median and for the burst's machine CPU per site.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import functools
 import json
 import os
 import statistics
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC
+from pathlib import Path
 
 import httpx
 import psutil
@@ -32,7 +39,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.resources import ActivityResources
 from activities.sites.steps import SiteActivities
 from bench.cpu import StackCpu, temporal_dev_server
-from bench.processes import STOP_TIMEOUT, served_api, worker_process
+from bench.processes import PROJECT_ROOT, STOP_TIMEOUT, served_api, worker_process
 from devstack.throwaway import throwaway_stack
 from lifecycle.sites.contracts import SITE_STEPS, SiteRef
 from lifecycle.sites.servers import DEFAULT_SERVER
@@ -82,8 +89,7 @@ async def _end_to_end(resources: ActivityResources, api: httpx.AsyncClient, head
 
 async def _critical_path(client: Client, run: Round) -> str:
     """Where one end-to-end round's time went, from its history: the workflow tasks up to the one whose local
-    activity marked the site active. Each step's first try runs inside a workflow task (a local activity), so
-    those tasks' time includes the steps'; a step that fell back to a regular activity is counted apart."""
+    activity marked the site active, and the regular activities scheduled before it."""
     history = await client.get_workflow_handle(site_creation_id(run.site_id)).fetch_history()
 
     def at(event_id: int) -> float:
@@ -96,10 +102,10 @@ async def _critical_path(client: Client, run: Round) -> str:
         and _local_activity_type(event.marker_recorded_event_attributes) == "activate_site"
     )
     waiting = running = 0.0
-    tasks = fallbacks = 0
+    tasks = activities = 0
     for event in history.events[: activation - 1]:
         if event.HasField("activity_task_scheduled_event_attributes"):
-            fallbacks += 1
+            activities += 1
         if event.HasField("workflow_task_completed_event_attributes"):
             attributes = event.workflow_task_completed_event_attributes
             tasks += 1
@@ -108,8 +114,7 @@ async def _critical_path(client: Client, run: Round) -> str:
     to_start = at(1) - run.posted_at * 1000
     return (
         f"POST to run started {to_start:.1f} ms; {tasks} workflow tasks up to activation: {waiting:.1f} ms waiting"
-        f" for the worker, {running:.1f} ms from started to completed (the steps' first tries run inside them);"
-        f" {fallbacks} steps ran again as regular activities"
+        f" for the worker, {running:.1f} ms from started to completed; {activities} activities scheduled"
     )
 
 
@@ -168,52 +173,86 @@ def _p90(values: list[float]) -> float:
     return statistics.quantiles(values, n=10)[8]
 
 
-async def main(rounds: int) -> None:
+@dataclass
+class Side:
+    """One checkout's API and worker, each creation of it on its own site queue; its account's headers."""
+
+    name: str
+    api: httpx.AsyncClient
+    cpu: StackCpu
+    headers: dict[str, str] = field(default_factory=dict)
+    account_id: str = ""
+
+
+async def main(rounds: int, against: Path | None) -> None:
     async with throwaway_stack("bench-sites", admin_token=ADMIN) as stack:
-        # One account holds every site of the run: two warm-ups, two a round (direct and end to end), the burst.
-        # Twice over: once with the pool empty, once warm.
+        # Each side's account holds every site it makes: a warm-up, one a round, the burst; with the pool empty,
+        # then warm.
         settings = stack.settings.model_copy(update={"max_sites_per_account": 2 * (2 * (rounds + 1) + CONCURRENT)})
+        # The other checkout builds on a site queue and a Worker Deployment of its own, so that each side's
+        # creations run on its own code only.
+        other = settings.model_copy(
+            update={
+                "site_task_queue": f"{settings.site_task_queue}-against",
+                "worker_deployment": "bench-against",
+                "worker_roles": "sites",
+            }
+        )
         resources = ActivityResources.create(settings, stack.env.client)
-        worker = worker_process(settings)
+        workers = [worker_process(settings)] + ([worker_process(other, against)] if against else [])
         assert stack.postgres.process is not None
         postgres_pid = stack.postgres.process.pid
         try:
-            async with (
-                served_api(settings) as served,
-                httpx.AsyncClient(base_url=served.base_url, timeout=60) as api,
-            ):
-                parts = StackCpu(
-                    {
-                        "Temporal dev server": temporal_dev_server,
-                        "worker": lambda: psutil.Process(worker.pid),
-                        "PostgreSQL": lambda: psutil.Process(postgres_pid),
-                        "API": lambda: served.process,
-                    }
+            async with contextlib.AsyncExitStack() as opened:
+                sides = []
+                checkouts = [("ours", settings, PROJECT_ROOT)] + (
+                    [(f"against {against}", other, against)] if against else []
                 )
-                await _rounds_and_burst(resources, stack.env.client, api, rounds, parts)
+                for (name, side_settings, root), worker in zip(checkouts, workers, strict=True):
+                    served = await opened.enter_async_context(served_api(side_settings, root=root))
+                    api = await opened.enter_async_context(httpx.AsyncClient(base_url=served.base_url, timeout=60))
+                    cpu = StackCpu(
+                        {
+                            "Temporal dev server": temporal_dev_server,
+                            "worker": functools.partial(psutil.Process, worker.pid),
+                            "PostgreSQL": functools.partial(psutil.Process, postgres_pid),
+                            "API": functools.partial(psutil.Process, served.process.pid),
+                        }
+                    )
+                    sides.append(Side(name, api, cpu))
+                await _rounds_and_burst(resources, stack.env.client, sides, rounds)
         finally:
-            worker.terminate()
-            worker.wait(STOP_TIMEOUT)
+            for worker in workers:
+                worker.terminate()
+                worker.wait(STOP_TIMEOUT)
             await resources.close()
 
 
-async def _rounds_and_burst(
-    resources: ActivityResources, client: Client, api: httpx.AsyncClient, rounds: int, parts: StackCpu
-) -> None:
-    created = await api.post("/accounts", json={"name": "Bench", "email": "bench@example.com"}, headers=_ADMIN_HEADERS)
-    account = created.json()
-    headers = {"Authorization": f"Bearer {account['api_key']}"}
+async def _rounds_and_burst(resources: ActivityResources, client: Client, sides: list[Side], rounds: int) -> None:
+    for side in sides:
+        created = await side.api.post(
+            "/accounts", json={"name": "Bench", "email": "bench@example.com"}, headers=_ADMIN_HEADERS
+        )
+        account = created.json()
+        side.headers, side.account_id = {"Authorization": f"Bearer {account['api_key']}"}, account["id"]
+        await _end_to_end(resources, side.api, side.headers)  # warm-up: connections, worker caches
     activities = SiteActivities(resources)
-    await _end_to_end(resources, api, headers)  # warm-up: connections, worker caches
-    await _direct(resources, activities, account["id"])
+    await _direct(resources, activities, sides[0].account_id)
     # Each side of the comparison twice: with the server's warm pool empty (every database made by CREATE
     # DATABASE, as before the pool), then warm, its target raised to the burst's size for the run.
     for label, target in (("empty pool", 0), ("warm pool", CONCURRENT)):
-        await _pool_at(api, target)
+        await _pool_at(sides[0].api, target)
         print(f"--- {label} (pool_target {target})")
-        await _rounds(resources, client, api, headers, activities, account["id"], rounds)
-        await _pool_at(api, target)
-        await _burst(resources, api, headers, parts)
+        medians = await _rounds(resources, client, sides, activities, rounds)
+        per_site = []
+        for side in sides:
+            await _pool_at(sides[0].api, target)
+            per_site.append(await _burst(resources, side))
+        if len(sides) > 1:
+            print(
+                f"ours / {sides[1].name}: POST->active median {medians[0] / medians[1]:.2f},"
+                f" the burst's machine CPU per site {per_site[0] / per_site[1]:.2f}"
+            )
 
 
 _ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN}"}
@@ -234,63 +273,75 @@ async def _pool_at(api: httpx.AsyncClient, target: int) -> None:
 
 
 async def _rounds(
-    resources: ActivityResources,
-    client: Client,
-    api: httpx.AsyncClient,
-    headers: dict[str, str],
-    activities: SiteActivities,
-    account_id: str,
-    rounds: int,
-) -> None:
+    resources: ActivityResources, client: Client, sides: list[Side], activities: SiteActivities, rounds: int
+) -> list[float]:
+    """Each side's POST->active median; every round runs the direct steps, then each side, in turn first."""
     direct: list[float] = []
-    runs: list[Round] = []
-    for _ in range(rounds):
-        direct.append(await _direct(resources, activities, account_id))
-        runs.append(await _end_to_end(resources, api, headers))
-    e2e = [run.seconds for run in runs]
-    e2e_median, direct_median = statistics.median(e2e), statistics.median(direct)
-    # Each round's own difference: the two sides of a round ran back to back, so drift between rounds (the
-    # machine's other load) cancels out of it, which it does not out of the difference of the two medians.
-    overheads = [(a - b) * 1000 for a, b in zip(e2e, direct, strict=True)]
-    overhead = statistics.median(overheads)
+    runs: list[list[Round]] = [[] for _ in sides]
+    for number in range(rounds):
+        direct.append(await _direct(resources, activities, sides[0].account_id))
+        order = list(range(len(sides)))
+        for index in order if number % 2 == 0 else order[::-1]:
+            runs[index].append(await _end_to_end(resources, sides[index].api, sides[index].headers))
+    direct_median = statistics.median(direct)
     print(f"{rounds} interleaved rounds (direct, then end to end)")
     print(f"four steps, called directly:   median {direct_median * 1000:.1f} ms, p90 {_p90(direct) * 1000:.1f} ms")
-    print(f"end to end, POST until active: median {e2e_median * 1000:.1f} ms, p90 {_p90(e2e) * 1000:.1f} ms")
-    print(f"ratio end-to-end/direct (medians): {e2e_median / direct_median:.2f}")
-    print(f"difference of the medians: {(e2e_median - direct_median) * 1000:.1f} ms")
-    judged = _met(overhead <= OVERHEAD_TARGET_MS) if rounds >= ROUNDS else f"not judged below {ROUNDS} rounds"
-    print(
-        f"orchestration overhead, end to end minus direct per round: median {overhead:.1f} ms, p90"
-        f" {_p90(overheads):.1f} ms (target: median <= {OVERHEAD_TARGET_MS:.0f} ms): {judged}"
-    )
-    median_run = sorted(runs, key=lambda run: run.seconds)[len(runs) // 2]
-    print(f"the median end-to-end round: {await _critical_path(client, median_run)}")
+    medians = []
+    for side, side_runs in zip(sides, runs, strict=True):
+        e2e = [run.seconds for run in side_runs]
+        e2e_median = statistics.median(e2e)
+        medians.append(e2e_median)
+        # Each round's own difference: the two sides of a round ran back to back, so drift between rounds (the
+        # machine's other load) cancels out of it, which it does not out of the difference of the two medians.
+        overheads = [(a - b) * 1000 for a, b in zip(e2e, direct, strict=True)]
+        overhead = statistics.median(overheads)
+        print(
+            f"[{side.name}] end to end, POST until active: median {e2e_median * 1000:.1f} ms,"
+            f" p90 {_p90(e2e) * 1000:.1f} ms"
+        )
+        print(f"[{side.name}] ratio end-to-end/direct (medians): {e2e_median / direct_median:.2f}")
+        judged = _met(overhead <= OVERHEAD_TARGET_MS) if rounds >= ROUNDS else f"not judged below {ROUNDS} rounds"
+        print(
+            f"[{side.name}] orchestration overhead, end to end minus direct per round: median {overhead:.1f} ms, p90"
+            f" {_p90(overheads):.1f} ms (target: median <= {OVERHEAD_TARGET_MS:.0f} ms): {judged}"
+        )
+        median_run = sorted(side_runs, key=lambda run: run.seconds)[len(side_runs) // 2]
+        print(f"[{side.name}] the median end-to-end round: {await _critical_path(client, median_run)}")
+    return medians
 
 
-async def _burst(
-    resources: ActivityResources, api: httpx.AsyncClient, headers: dict[str, str], parts: StackCpu
-) -> None:
-    before = parts.read()
+async def _burst(resources: ActivityResources, side: Side) -> float:
+    """100 creations at once through the side's API; the whole machine's CPU-seconds per site."""
+    before = side.cpu.read()
     started = time.perf_counter()
     responses = await asyncio.gather(
-        *(api.post("/sites", json={"name": "Crowd", "domain": _domain()}, headers=headers) for _ in range(CONCURRENT))
+        *(
+            side.api.post("/sites", json={"name": "Crowd", "domain": _domain()}, headers=side.headers)
+            for _ in range(CONCURRENT)
+        )
     )
     await _all_active(resources, [r.json()["id"] for r in responses])
     elapsed = time.perf_counter() - started
-    spent = StackCpu.spent(before, parts.read())
+    spent = StackCpu.spent(before, side.cpu.read())
     print(
-        f"{CONCURRENT} sites started at once: all active after {elapsed:.2f} s"
+        f"[{side.name}] {CONCURRENT} sites started at once: all active after {elapsed:.2f} s"
         f" (target <= {CONCURRENT_TARGET_S:.0f} s): {_met(elapsed <= CONCURRENT_TARGET_S)}"
     )
     cores = psutil.cpu_count() or 1
     by_part = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in spent.by_part.items())
     print(
-        f"  CPU spent meanwhile: {by_part}; the whole machine {spent.machine:.1f} CPU-s, which {cores} cores"
-        f" need at least {spent.machine / cores:.1f} s to run; load average {os.getloadavg()[0]:.1f}"
+        f"  CPU spent meanwhile: {by_part}; the whole machine {spent.machine:.1f} CPU-s"
+        f" ({spent.machine * 1000 / CONCURRENT:.0f} ms a site), which {cores} cores need at least"
+        f" {spent.machine / cores:.1f} s to run; load average {os.getloadavg()[0]:.1f}"
     )
+    return spent.machine / CONCURRENT
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench.sites")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved rounds (at least 30 for the target)")
-    asyncio.run(main(parser.parse_args().rounds))
+    parser.add_argument(
+        "--against", type=Path, help="another checkout whose API and worker run beside ours, interleaved with them"
+    )
+    args = parser.parse_args()
+    asyncio.run(main(args.rounds, args.against.resolve() if args.against else None))

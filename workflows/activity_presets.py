@@ -167,11 +167,11 @@ SITE_STEP: Final = ActivityPreset(
     cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
 )
 
-# A site step's (or the site-ready email's) first try, run by the worker inside the workflow task that reaches it
-# (a local activity): a creation whose steps all work at once costs one workflow task instead of six
-# (bench.sites). One try, cut off well inside the workflow task's timeout; anything else falls back to the regular
-# activity, with its retries and a pending activity an operator can see, pause and reset. A cancellation waits for
-# the try to end, as SITE_STEP's does.
+# A site step's (or the site-ready email's) first try (workflows/sites/first_try.py), run by the worker inside the
+# workflow task that reaches it (a local activity): a creation whose steps all work at once costs one workflow task
+# instead of six (bench.sites). One try, cut off well inside the workflow task's timeout; anything else falls back
+# to the regular activity, with its retries and a pending activity an operator can see, pause and reset. A
+# cancellation waits for the try to end, as SITE_STEP's does.
 SITE_STEP_FIRST_TRY: Final = LocalActivityPreset(
     start_to_close_timeout=timedelta(seconds=5),
     retry_policy=RetryPolicy(maximum_attempts=1),

@@ -13,14 +13,7 @@ from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SiteProgress
 from lifecycle.stuck import RunKind
 from tests.eventually import eventually
-from tests.sites.helpers import (
-    regular_activities,
-    scheduled_activities,
-    site_state,
-    start_creation,
-    undos_run,
-    workflow_tasks_until_active,
-)
+from tests.sites.helpers import scheduled_activities, site_state, start_creation, undos_run
 from tests.stuck import assert_alerts_once_stuck
 from tests.workers import own_queue, own_worker
 
@@ -35,37 +28,11 @@ async def test_happy_path(time_skipping_env: WorkflowEnvironment, settings: Sett
         progress = await handle.result()
         assert progress.status == "active"
         assert await scheduled_activities(handle) == [*FORWARD, "activate_site", "send_site_ready_email"]
-        # Every step and the email worked at their first try, inside the first workflow task: one task up to `active`.
-        assert await regular_activities(handle) == []
-        assert await workflow_tasks_until_active(handle) == 1
     state = await site_state(settings, site_id)
     assert state.status == "active"
     assert state.steps == dict.fromkeys(["metadata", "filesystem", "database", "bootstrap"], "done")
     assert state.database and state.role and state.directory
     assert state.options["blogname"] == "My blog"
-
-
-async def test_a_failed_first_try_gives_way_to_the_step_as_a_regular_activity(
-    time_skipping_env: WorkflowEnvironment, settings: Settings, site_id: str
-) -> None:
-    async with own_worker(own_queue(settings), time_skipping_env.client, "create_site_database=transient:1") as worker:
-        handle = await start_creation(time_skipping_env.client, worker.task_queue, site_id)
-        assert (await handle.result()).status == "active"
-        assert await regular_activities(handle) == ["create_site_database"]
-        assert await undos_run(handle) == []
-    state = await site_state(settings, site_id)
-    assert state.status == "active" and state.database and state.role and state.directory
-
-
-async def test_a_failed_first_try_of_the_email_gives_way_to_its_activity_and_the_site_stays(
-    time_skipping_env: WorkflowEnvironment, settings: Settings, site_id: str
-) -> None:
-    faults = "send_site_ready_email=transient:1"
-    async with own_worker(own_queue(settings), time_skipping_env.client, faults) as worker:
-        handle = await start_creation(time_skipping_env.client, worker.task_queue, site_id)
-        assert (await handle.result()).status == "active"
-        assert await regular_activities(handle) == ["send_site_ready_email"]
-    assert (await site_state(settings, site_id)).status == "active"
 
 
 @pytest.mark.parametrize(

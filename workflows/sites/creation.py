@@ -1,10 +1,8 @@
 """Site creation as a saga: each step registers its undo before it runs; a failure or a cancellation
 undoes, in reverse order, the finished steps and the one in flight.
 
-Each forward step, and the site-ready email, first tries once inside the workflow task (a local activity): when
-every step works at once, the site is active after one workflow task, and the run ends in it. A first try that
-fails, or runs past its short timeout, gives way to the regular activity, with its retries and a pending activity
-an operator can see.
+Each forward step, and the site-ready email, runs through `first_try_here` (workflows/sites/first_try.py): once
+inside the workflow task, then, if need be, as a regular activity with its retries, which the saga acts on.
 
 A database step whose server does not answer moves the site to another healthy server when the step never touched
 that server, and runs there at once; otherwise the step waits for its server.
@@ -19,8 +17,8 @@ domain is freed only when every other undo succeeded. Otherwise the site ends `r
 waits for an operator's `retry` (an update; a signal too, for tctl), which runs the failed undos again.
 """
 
-# No `from __future__ import annotations` here: the sandbox imports this module afresh for every run, and
-# @workflow.defn would then evaluate each string annotation with eval(), about 0.4 ms of every run's first task.
+from __future__ import annotations
+
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
@@ -28,7 +26,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError, is_cancelled_exception
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     import workflows.activity_presets as presets
@@ -49,7 +47,8 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.sites.errors import NO_DATABASE_SERVER_ERROR, SERVER_UNREACHABLE_ERROR, SiteErrorCode, step_failed
     from lifecycle.statuses import SiteStatus, StepStatus
     from lifecycle.workflow_types import SITE_CREATION_WORKFLOW
-    from workflows.sites.shield import uninterruptible
+    from workflows.sites.first_try import first_try_here
+    from workflows.sites.shield import cancel_pending, uninterruptible
     from workflows.sites.steps import ALL_STEPS, BOOTSTRAP, DATABASE, FILESYSTEM, METADATA, SiteStep
 
 # A step whose site-database server does not answer runs again after 1 s, then 1.5, 2.25, … up to a minute
@@ -71,13 +70,6 @@ class _UndoFailed(Exception):
 
 
 # Pinned: a run takes seconds to minutes (a failed rollback waits for an operator), so it ends on its version.
-def _cancel_pending() -> bool:
-    """Whether this run's cancellation is on its way: a step's failed attempt and the cancellation can arrive in
-    one activation, and the failure is then raised first. It is still a cancellation, and the site says so."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
-
-
 @workflow.defn(name=SITE_CREATION_WORKFLOW, versioning_behavior=VersioningBehavior.PINNED)
 class SiteCreationWorkflow:
     def __init__(self) -> None:
@@ -136,7 +128,7 @@ class SiteCreationWorkflow:
         try:
             found = await self._build(site)
         except (ActivityError, asyncio.CancelledError) as err:
-            cancelled = is_cancelled_exception(err) or _cancel_pending()
+            cancelled = is_cancelled_exception(err) or cancel_pending()
             reason = "cancelled" if cancelled else f"{self._failed_step} failed: {_cause(err)}"
             code = SiteErrorCode.CANCELLED if cancelled else self._failed_code(err)
             await uninterruptible(self._roll_back(site, code, reason, self._undos))
@@ -174,10 +166,10 @@ class SiteCreationWorkflow:
         moved = False
         while True:
             try:
-                found = await self._attempt(site, step)
+                found = await first_try_here(step.activity, site, presets.SITE_STEP, f"{step.name}: create")
                 break
             except ActivityError as err:
-                if _server_unreachable(err) and not _cancel_pending():
+                if _server_unreachable(err) and not cancel_pending():
                     # One move between two waits: a site whose new server does not answer either waits before it
                     # moves again, rather than going from one dead server to another without pause.
                     if step is DATABASE and not moved and await self._moved(site, err):
@@ -224,12 +216,6 @@ class SiteCreationWorkflow:
             summary="database: place on another server",
         )
         return moved
-
-    @staticmethod
-    async def _attempt(site: SiteRef, step: SiteStep) -> str:
-        """The step's first try inside this workflow task, then, if need be, the step as a regular activity."""
-        found: str = await _first_try_here(step.activity, site, presets.SITE_STEP, f"{step.name}: create")
-        return found
 
     @staticmethod
     async def _parallel(*steps: Coroutine[Any, Any, SiteStatus]) -> list[SiteStatus]:
@@ -358,7 +344,7 @@ class SiteCreationWorkflow:
         if self._status != SiteStatus.ACTIVE:
             return
         try:
-            await _first_try_here(
+            await first_try_here(
                 SiteActivities.send_site_ready_email, site, presets.SITE_READY_EMAIL, "send the site-ready email"
             )
         except ActivityError as err:
@@ -393,25 +379,6 @@ class SiteCreationWorkflow:
         if self._note:
             details += f". {self._note}"
         workflow.set_current_details(details)
-
-
-async def _first_try_here(
-    activity: Callable[[SiteActivities, SiteRef], Awaitable[Any]],
-    site: SiteRef,
-    preset: presets.ActivityPreset,
-    summary: str,
-) -> Any:
-    """One try inside this workflow task (a local activity); if it fails or times out, the activity as a regular
-    one with `preset`'s retries, whose outcome (a final failure too) is what the caller gets and the history shows."""
-    try:
-        return await workflow.execute_local_activity_method(
-            activity, site, **presets.SITE_STEP_FIRST_TRY, summary=f"{summary}, first try"
-        )
-    except FailureError as err:
-        # A local activity's failure arrives unwrapped (an ApplicationError, not an ActivityError).
-        if is_cancelled_exception(err) or _cancel_pending():
-            raise
-    return await workflow.execute_activity_method(activity, site, **preset, summary=summary)
 
 
 def _server_unreachable(err: ActivityError) -> bool:

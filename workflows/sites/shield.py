@@ -21,3 +21,10 @@ async def uninterruptible(work: Coroutine[Any, Any, None]) -> None:
         except asyncio.CancelledError:
             if task.cancelled():
                 raise
+
+
+def cancel_pending() -> bool:
+    """Whether this run's cancellation is on its way: a step's failed attempt and the cancellation can arrive in
+    one activation, and the failure is then raised first. It is still a cancellation, and the site says so."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
