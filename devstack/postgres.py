@@ -5,6 +5,7 @@ PostgreSQL refuses to run as root, so when we are root the server runs as a dedi
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import importlib.util
 import os
@@ -236,12 +237,27 @@ class PostgresServer:
         return self._process
 
     def kill(self) -> None:
-        """SIGKILL the server and its backends (its own process group), as when its machine goes away: no shutdown,
-        no checkpoint; the next start() recovers from the write-ahead log."""
+        """SIGKILL the server and its backends, as when its machine goes away: no shutdown, no checkpoint; the next
+        start() recovers from the write-ahead log. A backend killed with it never answers a kept connection again."""
         if self._process is None or self._process.poll() is not None:
             return
-        os.killpg(self._process.pid, signal.SIGKILL)
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         self._process.wait()
+
+    def pids(self) -> list[int]:
+        """The postmaster, then its children. Each backend leads a process group of its own (PostgreSQL's setsid),
+        so signalling the postmaster's group misses them."""
+        assert self._process is not None
+        postmaster = self._process.pid
+        children = []
+        for stat_file in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError):
+                # The command name, in parentheses, may hold spaces: the parent's pid is the second field after it.
+                if int(stat_file.read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                    children.append(int(stat_file.parent.name))
+        return [postmaster, *children]
 
     def stop(self, timeout: float = 30.0) -> None:
         """Fast shutdown: roll back open transactions, checkpoint, exit."""

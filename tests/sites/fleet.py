@@ -12,7 +12,6 @@ import signal
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -143,27 +142,14 @@ async def unreachable_failures(client: Client, site_id: str) -> int:
 def freeze(server: PostgresServer) -> None:
     """SIGSTOP the server's postmaster and its backends, as when its machine stalls: a new connection is accepted
     by the kernel and then hears nothing, and an open one gets no answer, where a killed server would refuse at
-    once. Each backend leads a process group of its own (PostgreSQL's setsid), hence one signal each."""
-    for pid in _server_pids(server):
+    once."""
+    for pid in server.pids():
         os.kill(pid, signal.SIGSTOP)
 
 
 def thaw(server: PostgresServer) -> None:
-    for pid in reversed(_server_pids(server)):
+    for pid in reversed(server.pids()):
         os.kill(pid, signal.SIGCONT)
-
-
-def _server_pids(server: PostgresServer) -> list[int]:
-    """The postmaster, then its children."""
-    assert server.process is not None
-    postmaster = server.process.pid
-    children = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            # The command name, in parentheses, may hold spaces: the parent's pid is the second field after it.
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
-                children.append(int(stat.parent.name))
-    return [postmaster, *children]
 
 
 @contextlib.asynccontextmanager

@@ -40,7 +40,7 @@ class AccountLane:
 
     async def take(self, show_status: Callable[[], None], give_up: Callable[[], bool]) -> bool:
         """True once the run holds a lane (at once for a run that takes none); False if `give_up` (time to
-        continue as new) while it waits. `show_status` publishes the status as `queued` changes."""
+        continue as new) while it waits. `show_status` publishes `queued` as the run begins to wait."""
         if self.held:
             return True
         while True:
@@ -63,9 +63,8 @@ class AccountLane:
                 await workflow.wait_condition(
                     lambda: self._opened, timeout=self._recheck, timeout_summary="ask for an account lane again"
                 )
-        if self.queued:
-            self.queued = False
-            show_status()
+        # The caller shows the status it goes on in: `held`, say, never `running` first.
+        self.queued = False
         self.held = answer.taken
         return answer.taken
 

@@ -116,11 +116,13 @@ class BotDeletionWorkflow(DeletionWorkflowBase):
     @workflow.run
     async def run(self, request: BotDeletionInput) -> BotDeletionResult:
         try:
-            # Asked first, so a deletion of a held account shows `held` from its start, never `running` before it.
-            await self._hold.refresh()
-            self._set_status(self._open_status())
+            # First, in the run's first workflow task (local activities): a queued run costs its account's backlog
+            # nothing more until it is let in.
             if not await self._lane.take(self._show_status, give_up=self._time_to_continue_as_new):
                 await self._continue_as_new(request)
+            # Asked before any other status, so a deletion of a held account shows `held`, never `running` first.
+            await self._hold.refresh()
+            self._set_status(self._open_status())
             if self._registry is None:
                 await self._read_registry(request)
             rounds = 0
