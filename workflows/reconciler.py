@@ -13,7 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.exports.reconciler import ExportReconciler
     from activities.sites.reconciler import SiteReconciler
     from activities.watch import WorkWatch
-    from lifecycle.contracts import ReconcileResult
+    from lifecycle.shared_contracts import ReconcileResult
     from lifecycle.sites.contracts import SiteReconcileInput
     from lifecycle.workflow_types import RECONCILER_WORKFLOW
 

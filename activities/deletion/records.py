@@ -12,7 +12,6 @@ from activities.heartbeat import heartbeats
 from activities.polling import raise_if_running
 from activities.resources import ActivityResources
 from activities.step_log import step_skipped
-from lifecycle.contracts import DeletionStatusChange
 from lifecycle.deletion.contracts import (
     AwaitBotDeletionInput,
     BotDeletionResult,
@@ -20,6 +19,7 @@ from lifecycle.deletion.contracts import (
     FinishBotDeletionInput,
     FinishBotDeletionResult,
 )
+from lifecycle.shared_contracts import DeletionStatusChange
 from lifecycle.statuses import TOMBSTONE_SITE_STATUSES
 from lifecycle.workflow_ids import bot_deletion_id
 

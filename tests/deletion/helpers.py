@@ -10,11 +10,11 @@ from typing import Any, TypeVar
 import httpx
 from temporalio.client import Client, WorkflowHandle
 
-from lifecycle.contracts import ReconcileResult
 from lifecycle.deletion.contracts import AccountDeletionInput, AccountDeletionResult
 from lifecycle.object_keys import bot_documents_prefix
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
+from lifecycle.shared_contracts import ReconcileResult
 from lifecycle.start_options import account_deletion_options
 from lifecycle.workflow_types import RECONCILER_WORKFLOW
 from services.catalog import SERVICES

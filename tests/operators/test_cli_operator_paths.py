@@ -25,9 +25,9 @@ from activities.alerts import WEBHOOK_ATTEMPTS
 from api.deletion.requests import request_account_deletion
 from devstack.seed import seed
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import ReconcileResult
 from lifecycle.deletion.contracts import BotDeletionInput, DeletionStatus
 from lifecycle.settings import Settings
+from lifecycle.shared_contracts import ReconcileResult
 from lifecycle.start_options import bot_deletion_options
 from lifecycle.statuses import AlertDelivery, DeletionState
 from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id

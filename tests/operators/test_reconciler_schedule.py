@@ -16,9 +16,9 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from lifecycle.contracts import ReconcileResult
 from lifecycle.schedules import RECONCILER_SCHEDULE_ID, ensure_reconciler_schedule
 from lifecycle.settings import Settings
+from lifecycle.shared_contracts import ReconcileResult
 from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
 from tests.processes import ChildProcess, worker_process

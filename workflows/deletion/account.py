@@ -22,7 +22,6 @@ with workflow.unsafe.imports_passed_through():
     from activities.deletion.notifications import Notifications
     from activities.deletion.records import BOT_DELETION_NOT_COMPLETED, DeletionRecords
     from activities.exports.steps import AccountExportActivities
-    from lifecycle.contracts import AlertInput
     from lifecycle.deletion.contracts import (
         AccountDeletionInput,
         AccountDeletionResult,
@@ -36,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         ServiceProgress,
     )
     from lifecycle.deletion.legal_holds import LEGAL_HOLD_CHANGED
+    from lifecycle.shared_contracts import AlertInput
     from lifecycle.sites.contracts import SiteDeletionInput
     from lifecycle.start_options import bot_deletion_options, site_deletion_options
     from lifecycle.statuses import DeletionState

@@ -34,8 +34,8 @@ with workflow.unsafe.imports_passed_through():
     import workflows.activity_presets as presets
     from activities.alerts import Alerts
     from activities.sites.steps import SiteActivities
-    from lifecycle.contracts import AlertInput
     from lifecycle.search_attributes import LIFECYCLE_STATUS
+    from lifecycle.shared_contracts import AlertInput
     from lifecycle.sites.contracts import (
         SERVER_BACK_SIGNAL,
         SITE_STEPS,
