@@ -85,7 +85,7 @@ async def start_bot_deletion(
     """Start the bot's deletion, or join the open run; False if it is done (its bot row is gone).
 
     Call it only once the bot row was seen: `row_exists` is asked only after a completed run. `reapplies`: the
-    receipt of the deletion made again after a restore (lifecycle/deletion/reapply.py).
+    receipt of the deletion made again after a restore (lifecycle/deletion/after_restore.py).
     """
     return await _start_unless_done(
         bot_deletion_options(bot_id, account_id, reapplies=reapplies),
@@ -110,7 +110,7 @@ async def start_account_deletion(
 
     Call it only once the account row was seen. `deletes_at` is the end of its grace period
     (deletion_requests.deletes_at): a run deletes nothing before it. `reapplies`: the receipt of the deletion made
-    again after a restore (lifecycle/deletion/reapply.py), which has no grace period.
+    again after a restore (lifecycle/deletion/after_restore.py), which has no grace period.
     """
     if deletes_at is not None:
         # Once the grace is over (it ran out, or an operator expedited it) a run deletes at once.

@@ -37,8 +37,8 @@ from devstack.ports import free_port
 from devstack.postgres import BIN_DIR, PostgresServer
 from devstack.seed import asyncpg_dsn, seed
 from devstack.smtp_sink import SmtpSink
+from lifecycle.deletion.after_restore import reapply
 from lifecycle.deletion.contracts import ReceiptSubject
-from lifecycle.deletion.reapply import reapply
 from lifecycle.deletion.receipt_chain import BrokenChain
 from lifecycle.migrate import upgrade_async
 from lifecycle.object_keys import receipt_copies_prefix, receipt_copy_key
