@@ -36,7 +36,7 @@ from bench.processes import STOP_TIMEOUT, served_api, worker_process
 from devstack.throwaway import throwaway_stack
 from lifecycle.sites.contracts import SITE_STEPS, SiteRef
 from lifecycle.sites.servers import DEFAULT_SERVER
-from lifecycle.workflow_ids import site_creation_id
+from lifecycle.sites.workflow_types import site_creation_id
 
 ROUNDS = 30
 OVERHEAD_TARGET_MS = 50.0

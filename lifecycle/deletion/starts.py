@@ -1,6 +1,6 @@
 """Starting deletion workflows so that duplicates collapse: shared by the API and the reconciler.
 
-A deletion run is started only while its bot or account row exists (DELETION_REUSE, lifecycle/start_options.py).
+A deletion run is started only while its bot or account row exists (DELETION_REUSE, workflow_types.py).
 The hard case is a run's end: its last step deletes the row, then the run completes, and DELETION_REUSE allows a
 new run after any closing. A request that saw the row, and whose start reached Temporal just after that completion,
 began a second run (the flood drill saw it; tests/deletion/test_start_racing_completion.py shows it).
@@ -35,7 +35,8 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from lifecycle.deletion.contracts import AccountDeletionInput, BotDeletionInput
-from lifecycle.start_options import StartOptions, account_deletion_options, bot_deletion_options
+from lifecycle.deletion.workflow_types import account_deletion_options, bot_deletion_options
+from lifecycle.start_options import StartOptions
 
 # Step 1's question to Temporal: a new run unless the last one completed (then WorkflowAlreadyStartedError).
 _UNLESS_COMPLETED = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY

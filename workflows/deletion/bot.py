@@ -35,9 +35,9 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.deletion.legal_holds import LEGAL_HOLD_CHANGED
     from lifecycle.deletion.pace import Pace
     from lifecycle.deletion.registry import NOTHING_TO_REACH
+    from lifecycle.deletion.workflow_types import BOT_DELETION_WORKFLOW
     from lifecycle.shared_contracts import AlertInput
     from lifecycle.statuses import DeletionState, strongest_throttle
-    from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
     from workflows.deletion.account_lane import AccountLane
     from workflows.deletion.operator_gate import Decision
     from workflows.deletion.receipt_step import issue_receipt

@@ -47,8 +47,8 @@ with workflow.unsafe.imports_passed_through():
         SiteRollbackInput,
     )
     from lifecycle.sites.errors import NO_DATABASE_SERVER_ERROR, SERVER_UNREACHABLE_ERROR, SiteErrorCode, step_failed
+    from lifecycle.sites.workflow_types import SITE_CREATION_WORKFLOW
     from lifecycle.statuses import SiteStatus, StepStatus
-    from lifecycle.workflow_types import SITE_CREATION_WORKFLOW
     from workflows.sites.shield import uninterruptible
     from workflows.sites.steps import ALL_STEPS, BOOTSTRAP, DATABASE, FILESYSTEM, METADATA, SiteStep
 
