@@ -16,8 +16,8 @@ from temporalio import activity
 from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
 from activities.step_log import step_skipped
-from lifecycle.contracts import AlertInput
 from lifecycle.outbound import OutboundRefused
+from lifecycle.shared_contracts import AlertInput
 from lifecycle.statuses import AlertDelivery
 
 logger = logging.getLogger("alerts")

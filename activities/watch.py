@@ -16,10 +16,11 @@ from temporalio import activity
 from activities.alerts import record_alert
 from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
-from lifecycle.contracts import AlertInput, WatchResult
 from lifecycle.deletion.due import DueErasure, DueStage, due_erasures
+from lifecycle.deletion.workflow_types import processor_erasure_id
+from lifecycle.shared_contracts import AlertInput, WatchResult
+from lifecycle.sites.workflow_types import site_creation_id, site_db_pool_id, site_deletion_id
 from lifecycle.stuck import OpenRun, RunKind, stuck_after, stuck_runs
-from lifecycle.workflow_ids import processor_erasure_id, site_creation_id, site_db_pool_id, site_deletion_id
 
 _NOW = text("SELECT now()")
 _RAISED = text("SELECT raised_by FROM alerts WHERE raised_by = ANY(:keys)")

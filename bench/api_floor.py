@@ -34,9 +34,9 @@ from devstack.seed import asyncpg_dsn, seed
 from devstack.throwaway import throwaway_stack
 from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.starts import RowCheck, start_bot_deletion
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.settings import Settings, get_settings
 from lifecycle.statuses import CLOSED_WITHOUT_COMPLETING, DeletionState, sql_list
-from lifecycle.workflow_ids import bot_deletion_id
 
 FLOORS = ("answer", "answer+sql", "answer+sql+start")
 # What the API's DELETE /bots/{id} does, without the API's framework: what bench.api compares the API with.

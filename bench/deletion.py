@@ -29,10 +29,10 @@ from bench.processes import running_services, worker_process
 from devstack.seed import asyncpg_dsn, seed
 from devstack.throwaway import throwaway_stack
 from lifecycle.deletion.budget import set_budget
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.object_keys import DOCUMENTS_PREFIX
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import bot_deletion_id
 from services.catalog import SERVICES
 from services.runtime.database import service_database_url
 

@@ -37,8 +37,8 @@ from bench.processes import running_services, worker_process
 from devstack.seed import Seeded, asyncpg_dsn, seed
 from devstack.throwaway import ThrowawayStack, throwaway_stack
 from lifecycle.deletion.budget import DEFAULT_ROWS_PER_SECOND
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import bot_deletion_id
 from services.catalog import SERVICES
 from services.runtime.database import service_database_url
 

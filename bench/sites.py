@@ -43,7 +43,7 @@ from bench.processes import PROJECT_ROOT, STOP_TIMEOUT, served_api, worker_proce
 from devstack.throwaway import throwaway_stack
 from lifecycle.sites.contracts import SITE_STEPS, SiteRef
 from lifecycle.sites.servers import DEFAULT_SERVER
-from lifecycle.workflow_ids import site_creation_id
+from lifecycle.sites.workflow_types import site_creation_id
 
 ROUNDS = 30
 OVERHEAD_TARGET_MS = 50.0

@@ -35,10 +35,9 @@ from api.security import hash_api_key
 from bench.processes import Served, cpu_seconds, served_api
 from devstack.seed import asyncpg_dsn, seed
 from devstack.throwaway import throwaway_stack
-from lifecycle.search_attributes import deletion_search_attributes
+from lifecycle.deletion.workflow_types import bot_deletion_id, deletion_search_attributes
 from lifecycle.settings import Settings
 from lifecycle.statuses import DeletionState
-from lifecycle.workflow_ids import bot_deletion_id
 from services.catalog import SERVICES
 
 WARM_UP = 50

@@ -26,22 +26,26 @@ from devstack.ports import free_port
 from devstack.seed import seed
 from lifecycle.db.engine import make_engine, make_sessionmaker
 from lifecycle.deletion.contracts import AccountDeletionInput, BotDeletionInput, BotDeletionResult, DeletionStatus
+from lifecycle.deletion.workflow_types import (
+    account_deletion_id,
+    account_deletion_options,
+    bot_deletion_id,
+    bot_deletion_options,
+    deletion_preview_id,
+    processor_erasure_id,
+)
+from lifecycle.exports.workflow_types import account_export_id
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SITE_STEPS, SiteCreationInput, SiteProgress
 from lifecycle.sites.servers import DEFAULT_SERVER, MAX_CAPACITY
-from lifecycle.start_options import account_deletion_options, bot_deletion_options, site_creation_options
-from lifecycle.statuses import DeletionState
-from lifecycle.workflow_ids import (
-    account_deletion_id,
-    account_export_id,
-    bot_deletion_id,
-    deletion_preview_id,
-    processor_erasure_id,
+from lifecycle.sites.workflow_types import (
+    SITE_SERVER_HEALTH_CHECK_WORKFLOW,
     site_creation_id,
+    site_creation_options,
     site_db_pool_id,
     site_deletion_id,
 )
-from lifecycle.workflow_types import SITE_SERVER_HEALTH_CHECK_WORKFLOW
+from lifecycle.statuses import DeletionState
 from workflows.reconciler import RECONCILER_WORKFLOW
 
 

@@ -22,7 +22,7 @@ DEV_SERVER_DYNAMIC_CONFIG = {
     # saving a round trip per step (measured by bench.sites).
     "system.enableActivityEagerExecution": "true",
     # Task-queue fairness (Server 1.32): tasks carrying different fairness keys (deletions carry their account
-    # id, lifecycle/priorities.py) are dispatched in turn instead of in arrival order, so one account's mass
+    # id, lifecycle/start_options.py) are dispatched in turn instead of in arrival order, so one account's mass
     # deletion does not starve another's. It needs the new matcher (the default since 1.29, set explicitly)
     # and `enableFairness`, which is off by default on self-hosted servers.
     "matching.useNewMatcher": "true",

@@ -5,7 +5,7 @@ on a broken chain; puts back the receipts a restore rolled back; then deletes ag
 receipt records as deleted and whose data is present again. Idempotent. It reads the same settings as the API and
 the worker (DATABASE_URL, TEMPORAL_ADDRESS, S3_*, TASK_QUEUE). Exit status: 0 done; 3 refused, the chain is
 broken (nothing changed); 1 any other failure (Temporal or the object store unreachable, say), after which it
-can simply be run again. lifecycle/deletion/reapply.py has the rules; docs/operations.md the runbook.
+can simply be run again. lifecycle/deletion/after_restore.py has the rules; docs/operations.md the runbook.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 
 from lifecycle.audit import append_audit_event, command_actor, command_request_id
 from lifecycle.db.engine import make_engine
-from lifecycle.deletion.reapply import reapply
+from lifecycle.deletion.after_restore import reapply
 from lifecycle.deletion.receipt_chain import BrokenChain
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import get_settings

@@ -1,11 +1,10 @@
-"""Typed custom search attributes, so operators can find runs with `temporal workflow list --query`."""
+"""The typed custom search attributes every feature shares, so operators can find runs with `temporal workflow list
+--query`, and their registration. What each workflow type starts with is in its feature's workflow_types.py."""
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
-
-from lifecycle.statuses import DeletionState, ExportStatus
+from temporalio.common import SearchAttributeKey
 
 ACCOUNT_ID = SearchAttributeKey.for_keyword("AccountId")
 BOT_ID = SearchAttributeKey.for_keyword("BotId")
@@ -14,40 +13,7 @@ LIFECYCLE_STATUS = SearchAttributeKey.for_keyword("LifecycleStatus")
 
 ALL = (ACCOUNT_ID, BOT_ID, SITE_ID, LIFECYCLE_STATUS)
 
-
-# What a run starts with: ids and its starting status only, by which operators find runs; no PII goes in. A deletion
-# starts `accepted` and publishes `running` (or `held`, `paused`) as its run begins.
-
-
-def deletion_search_attributes(
-    account_id: str, bot_id: str | None = None, status: DeletionState = DeletionState.ACCEPTED
-) -> TypedSearchAttributes:
-    pairs = [
-        SearchAttributePair(ACCOUNT_ID, account_id),
-        SearchAttributePair(LIFECYCLE_STATUS, status.value),
-    ]
-    if bot_id is not None:
-        pairs.append(SearchAttributePair(BOT_ID, bot_id))
-    return TypedSearchAttributes(pairs)
-
-
-def export_search_attributes(account_id: str) -> TypedSearchAttributes:
-    return TypedSearchAttributes(
-        [
-            SearchAttributePair(ACCOUNT_ID, account_id),
-            SearchAttributePair(LIFECYCLE_STATUS, ExportStatus.WRITING.value),
-        ]
-    )
-
-
-def site_search_attributes(account_id: str, site_id: str, lifecycle_status: str) -> TypedSearchAttributes:
-    return TypedSearchAttributes(
-        [
-            SearchAttributePair(ACCOUNT_ID, account_id),
-            SearchAttributePair(SITE_ID, site_id),
-            SearchAttributePair(LIFECYCLE_STATUS, lifecycle_status),
-        ]
-    )
+# What a run starts with: ids and its starting status only, by which operators find runs; no PII goes in.
 
 
 def dev_server_flags() -> list[str]:

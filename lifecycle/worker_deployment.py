@@ -49,7 +49,7 @@ def workflow_modules(root: Path = PROJECT_ROOT) -> set[Path]:
     third-party and standard modules are not files under `root` and are left out.
     """
     found: set[Path] = set()
-    files_of: dict[str, list[Path]] = {}  # the same names (temporalio, lifecycle.contracts) recur in most modules
+    files_of: dict[str, list[Path]] = {}  # the same names (temporalio, lifecycle.statuses) recur in most modules
     pending = list((root / WORKFLOW_PACKAGE).rglob("*.py"))
     while pending:
         path = pending.pop()

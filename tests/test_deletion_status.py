@@ -29,11 +29,11 @@ with workflow.unsafe.imports_passed_through():
     from activities.resources import ActivityResources
     from api.app import create_app
     from devstack.ports import free_port
-    from lifecycle.contracts import DeletionStatusChange
+    from lifecycle.deletion.workflow_types import account_deletion_id, bot_deletion_id
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.settings import Settings
+    from lifecycle.shared_contracts import DeletionStatusChange
     from lifecycle.statuses import DeletionState
-    from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
     from tests.conftest import ADMIN_HEADERS, ApiAccount
     from tests.db import connection
     from tests.deletion.helpers import run_reconciler

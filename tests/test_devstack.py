@@ -20,10 +20,10 @@ import pytest
 
 from devstack.ports import free_port
 from devstack.seed import rows_per_service
+from lifecycle.exports.workflow_types import account_export_id
 from lifecycle.object_keys import bot_documents_prefix
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_export_id
 from tests.temporal_cli import TemporalCli
 
 REQUEST_TIMEOUT_SECONDS = 60.0

@@ -13,9 +13,9 @@ with workflow.unsafe.imports_passed_through():
     from activities.exports.reconciler import ExportReconciler
     from activities.sites.reconciler import SiteReconciler
     from activities.watch import WorkWatch
-    from lifecycle.contracts import ReconcileResult
+    from lifecycle.deletion.workflow_types import RECONCILER_WORKFLOW
+    from lifecycle.shared_contracts import ReconcileResult
     from lifecycle.sites.contracts import SiteReconcileInput
-    from lifecycle.workflow_types import RECONCILER_WORKFLOW
 
 
 # Pinned: a run lasts minutes at most, and the schedule starts each next one on the current version.

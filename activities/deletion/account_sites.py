@@ -11,8 +11,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.heartbeat import heartbeats
 from activities.polling import raise_if_running
 from activities.resources import ActivityResources
+from lifecycle.sites.workflow_types import site_creation_id
 from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteStatus
-from lifecycle.workflow_ids import site_creation_id
 
 # Creations still running (an undo is part of the creation's run): cancelled, each rolls itself back.
 _IN_FLIGHT = (SiteStatus.PROVISIONING, SiteStatus.ROLLING_BACK)

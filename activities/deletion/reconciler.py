@@ -30,12 +30,12 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.deletion.account_lanes import open_lanes_after
 from activities.resources import ActivityResources
-from lifecycle.contracts import ReconcileResult
 from lifecycle.deletion.contracts import ACCOUNT_LANE_OPENED
 from lifecycle.deletion.starts import row_check, start_account_deletion, start_bot_deletion
+from lifecycle.deletion.workflow_types import account_deletion_id, bot_deletion_id
 from lifecycle.search_attributes import LIFECYCLE_STATUS
+from lifecycle.shared_contracts import ReconcileResult
 from lifecycle.statuses import OPEN_DELETION_STATES, OPEN_DELETIONS_SQL, DeletionState
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 
 # Rows read per page; the run goes through every page, in id order.
 PAGE_SIZE = 500

@@ -12,7 +12,6 @@ from activities.heartbeat import heartbeats
 from activities.polling import raise_if_running
 from activities.resources import ActivityResources
 from activities.step_log import step_skipped
-from lifecycle.contracts import DeletionStatusChange
 from lifecycle.deletion.contracts import (
     AwaitBotDeletionInput,
     BotDeletionResult,
@@ -20,8 +19,9 @@ from lifecycle.deletion.contracts import (
     FinishBotDeletionInput,
     FinishBotDeletionResult,
 )
+from lifecycle.deletion.workflow_types import bot_deletion_id
+from lifecycle.shared_contracts import DeletionStatusChange
 from lifecycle.statuses import TOMBSTONE_SITE_STATUSES
-from lifecycle.workflow_ids import bot_deletion_id
 
 # The ApplicationError type await_bot_deletion raises when the run it waited for closed without completing
 # (cancelled, terminated, failed): the account deletion then re-drives the bot's deletion.

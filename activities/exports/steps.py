@@ -42,7 +42,6 @@ from activities.heartbeat import heartbeating, heartbeats
 from activities.mail import send_once
 from activities.resources import ActivityResources
 from activities.step_log import step_counts, step_skipped
-from lifecycle.contracts import AlertInput
 from lifecycle.deletion.contracts import RegisteredService
 from lifecycle.deletion.receipt_keys import ReceiptSigner
 from lifecycle.deletion.registry import active_services
@@ -67,6 +66,7 @@ from lifecycle.object_keys import (
     service_part_key,
 )
 from lifecycle.object_store import ObjectStore
+from lifecycle.shared_contracts import AlertInput
 from lifecycle.statuses import OPEN_EXPORT_STATUSES, ExportStatus
 
 EXPORT_NOT_READY = "ExportNotReady"

@@ -28,8 +28,8 @@ from activities.heartbeat import heartbeating
 from activities.resources import ActivityResources
 from activities.sites.database import SiteDatabaseServer
 from lifecycle.sites.contracts import SERVER_BACK_SIGNAL, SiteServersChecked
+from lifecycle.sites.workflow_types import site_creation_id
 from lifecycle.statuses import SiteDbServerState, SiteDbServerStateSetBy, SiteStatus
-from lifecycle.workflow_ids import site_creation_id
 
 # A live server answers a connection and a SELECT 1 in milliseconds, even under load.
 CHECK_TIMEOUT_SECONDS: Final = 3.0

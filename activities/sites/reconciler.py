@@ -22,8 +22,8 @@ from activities.deletion.reconciler import latest_run_status
 from activities.resources import ActivityResources
 from lifecycle.sites.contracts import SiteReconcileInput, SitesReconciled
 from lifecycle.sites.starts import start_site_creation, start_site_deletion
+from lifecycle.sites.workflow_types import site_creation_id, site_deletion_id
 from lifecycle.statuses import UNSETTLED_SITES_SQL, SiteStatus
-from lifecycle.workflow_ids import site_creation_id, site_deletion_id
 
 # The predicate of the partial index ix_sites_unsettled, so each page is an index scan: in literals, since the
 # planner matches a partial index's predicate only against constants.

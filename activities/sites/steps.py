@@ -44,8 +44,8 @@ from lifecycle.sites.contracts import (
     SiteStep,
 )
 from lifecycle.sites.errors import SERVER_UNREACHABLE_ERROR, SiteErrorCode
+from lifecycle.sites.workflow_types import site_creation_id
 from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, SiteStatus, StepStatus
-from lifecycle.workflow_ids import site_creation_id
 
 # The statements are a handful of constant strings: each is parsed into a clause once per process, not per call.
 _statement = functools.cache(text)

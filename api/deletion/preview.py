@@ -33,8 +33,8 @@ from lifecycle.deletion.due import due_at
 from lifecycle.deletion.legal_holds import is_held
 from lifecycle.deletion.pace import Pace
 from lifecycle.deletion.registry import active_services
+from lifecycle.deletion.workflow_types import deletion_preview_options
 from lifecycle.settings import Settings
-from lifecycle.start_options import deletion_preview_options
 from lifecycle.statuses import ExportStatus
 
 # The most bots an account's preview counts: each bot is one call per service, and a run's history holds every

@@ -24,6 +24,7 @@ from lifecycle.db.models import Account, ApiKey, Bot, DeletionRequest
 from lifecycle.deletion.contracts import AccountDeletionResult, BotDeletionResult, ServiceProgress
 from lifecycle.deletion.legal_holds import is_held
 from lifecycle.deletion.starts import row_check, start_account_deletion, start_bot_deletion
+from lifecycle.deletion.workflow_types import account_deletion_id, bot_deletion_id
 from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
 from lifecycle.statuses import (
@@ -32,7 +33,6 @@ from lifecycle.statuses import (
     DeletionState,
     requested_deletion_state,
 )
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFai
 from temporalio.service import RPCError, RPCStatusCode
 
 from lifecycle.db.models import Account, ApiKey
+from lifecycle.deletion.workflow_types import account_deletion_id
 from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.statuses import DeletionState
-from lifecycle.workflow_ids import account_deletion_id
 
 # The account deletion workflow's update (workflows/deletion/account.py, AccountDeletionWorkflow.restore).
 RESTORE_UPDATE = "restore"

@@ -19,8 +19,8 @@ from api.dependencies import AdminDep, CallerDep, SessionDep
 from api.problems import ProblemError, problem_responses
 from lifecycle.db.models import DeletionRequest, ProcessorErasure
 from lifecycle.deletion.due import is_overdue
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.statuses import DeletionState, ProcessorAnswer
-from lifecycle.workflow_ids import bot_deletion_id
 
 router = APIRouter(tags=["deletions"])
 

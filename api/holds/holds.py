@@ -22,8 +22,8 @@ from api.holds.schemas import LegalHoldOut
 from lifecycle.db.models import Account, DeletionRequest, LegalHold
 from lifecycle.deletion.due import push_back_due_dates
 from lifecycle.deletion.legal_holds import IN_FORCE, LEGAL_HOLD_CHANGED
+from lifecycle.deletion.workflow_types import account_deletion_id
 from lifecycle.statuses import OPEN_DELETION_STATES
-from lifecycle.workflow_ids import account_deletion_id
 
 # Signals sent at once: an account may have thousands of bot deletions open.
 SIGNALS_AT_ONCE = 20

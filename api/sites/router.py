@@ -21,8 +21,8 @@ from api.sites.schemas import SiteAccepted, SiteCreate, SiteOut, SiteSteps, site
 from lifecycle.db.models import Site
 from lifecycle.sites.contracts import SITE_STEPS
 from lifecycle.sites.starts import start_site_creation, start_site_deletion
+from lifecycle.sites.workflow_types import site_creation_id
 from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, TOMBSTONE_SITE_STATUSES, SiteStatus, StepStatus
-from lifecycle.workflow_ids import site_creation_id
 
 router = APIRouter(tags=["sites"])
 logger = logging.getLogger(__name__)

@@ -55,9 +55,9 @@ from api.streams.hub import EventHub, SubjectKey, account_key
 from api.streams.tokens import COOKIE_NAME, QUERY_PARAMETER, StreamGrant, StreamKind, verify
 from lifecycle.db.events import DELETION, SITE, latest_deletion_event, site_events
 from lifecycle.db.models import DeletionRequest, Site
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.settings import Settings
 from lifecycle.statuses import TERMINAL_DELETION_STATES, TERMINAL_SITE_STATUSES
-from lifecycle.workflow_ids import bot_deletion_id
 
 router = APIRouter(tags=["events"])
 

@@ -14,8 +14,8 @@ from api.dependencies import AdminDep, CallerDep, SessionDep, SettingsDep
 from api.problems import ProblemError, problem_responses
 from api.streams.tokens import COOKIE_NAME, StreamGrant, StreamKind, StreamTokensUnavailable, encode, mint
 from lifecycle.db.models import DeletionRequest, Site
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import bot_deletion_id
 
 router = APIRouter(tags=["events"])
 

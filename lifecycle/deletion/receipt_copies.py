@@ -10,7 +10,7 @@ does not touch), once committed, under `deletion-receipts/<chain id>/after-<prev
   its copies (restored) and the receipt waits, retried, until `python -m lifecycle.reapply` has put the missing
   receipts back (ChainBehindCopies);
 - `python -m lifecycle.reapply` reads every copy, verifies the chain and restores what the database lacks
-  (lifecycle/deletion/reapply.py).
+  (lifecycle/deletion/after_restore.py).
 
 The chain id is the one row of `deletion_receipt_chain` (migration 0020), restored with the database, so a
 restored database finds its own chain's copies and two databases sharing a bucket never mix theirs.

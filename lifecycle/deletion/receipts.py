@@ -18,7 +18,7 @@ import rfc8785
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 # The receipt's check that the subject's own row is gone: what the re-apply after a restore looks for
-# (lifecycle/deletion/reapply.py).
+# (lifecycle/deletion/after_restore.py).
 BOT_ROW_CHECK = "bot row"
 ACCOUNT_ROW_CHECK = "account row"
 

@@ -1,6 +1,6 @@
 """Starting deletion workflows so that duplicates collapse: shared by the API and the reconciler.
 
-A deletion run is started only while its bot or account row exists (DELETION_REUSE, lifecycle/start_options.py).
+A deletion run is started only while its bot or account row exists (DELETION_REUSE, workflow_types.py).
 The hard case is a run's end: its last step deletes the row, then the run completes, and DELETION_REUSE allows a
 new run after any closing. A request that saw the row, and whose start reached Temporal just after that completion,
 began a second run (the flood drill saw it; tests/deletion/test_start_racing_completion.py shows it).
@@ -35,7 +35,8 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from lifecycle.deletion.contracts import AccountDeletionInput, BotDeletionInput
-from lifecycle.start_options import StartOptions, account_deletion_options, bot_deletion_options
+from lifecycle.deletion.workflow_types import account_deletion_options, bot_deletion_options
+from lifecycle.start_options import StartOptions
 
 # Step 1's question to Temporal: a new run unless the last one completed (then WorkflowAlreadyStartedError).
 _UNLESS_COMPLETED = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
@@ -85,7 +86,7 @@ async def start_bot_deletion(
     """Start the bot's deletion, or join the open run; False if it is done (its bot row is gone).
 
     Call it only once the bot row was seen: `row_exists` is asked only after a completed run. `reapplies`: the
-    receipt of the deletion made again after a restore (lifecycle/deletion/reapply.py).
+    receipt of the deletion made again after a restore (lifecycle/deletion/after_restore.py).
     """
     return await _start_unless_done(
         bot_deletion_options(bot_id, account_id, reapplies=reapplies),
@@ -110,7 +111,7 @@ async def start_account_deletion(
 
     Call it only once the account row was seen. `deletes_at` is the end of its grace period
     (deletion_requests.deletes_at): a run deletes nothing before it. `reapplies`: the receipt of the deletion made
-    again after a restore (lifecycle/deletion/reapply.py), which has no grace period.
+    again after a restore (lifecycle/deletion/after_restore.py), which has no grace period.
     """
     if deletes_at is not None:
         # Once the grace is over (it ran out, or an operator expedited it) a run deletes at once.

@@ -7,7 +7,7 @@ Policies, chosen on purpose:
   after an archive is ready, expired or failed makes a fresh archive with fresh data.
 - The workflow id is `account-export-<account id>-<n>`; a start while its run is open joins it, and one after
   its run was terminated or failed re-runs it (its parts are kept), one after it completed is refused
-  (EXPORT_REUSE in lifecycle/start_options.py).
+  (EXPORT_REUSE in lifecycle/exports/workflow_types.py).
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ from temporalio.client import Client
 
 from lifecycle.db.models import AccountExport
 from lifecycle.exports.contracts import AccountExportInput
+from lifecycle.exports.workflow_types import account_export_id, account_export_options
 from lifecycle.settings import Settings
-from lifecycle.start_options import account_export_options
 from lifecycle.statuses import OPEN_EXPORT_STATUSES, ExportStatus
-from lifecycle.workflow_ids import account_export_id
 
 # Concurrent first requests race for the open-export index; the losers read the winner's row.
 _ALLOCATION_ATTEMPTS = 5

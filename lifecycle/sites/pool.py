@@ -21,8 +21,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from lifecycle.sites.contracts import SiteDbPoolInput
-from lifecycle.start_options import site_db_pool_options
-from lifecycle.workflow_ids import site_db_pool_id
+from lifecycle.sites.workflow_types import site_db_pool_id, site_db_pool_options
 
 # The signal that asks a server's pool workflow to look at its pool now.
 REFILL_SIGNAL: Final = "refill"

@@ -6,7 +6,7 @@ from temporalio.client import Client
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from lifecycle.sites.contracts import SiteCreationInput, SiteDeletionInput
-from lifecycle.start_options import site_creation_options, site_deletion_options
+from lifecycle.sites.workflow_types import site_creation_options, site_deletion_options
 
 
 async def start_site_creation(

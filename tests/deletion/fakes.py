@@ -18,7 +18,6 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from lifecycle.contracts import AlertInput, DeletionStatusChange
 from lifecycle.deletion.contracts import (
     AccountLaneAnswer,
     AccountLaneRequest,
@@ -31,6 +30,7 @@ from lifecycle.deletion.contracts import (
     ServiceRegistry,
 )
 from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse, VerifyRequest, VerifyResponse
+from lifecycle.shared_contracts import AlertInput, DeletionStatusChange
 from lifecycle.statuses import DeletionState
 
 ROWS_PER_SERVICE = 1_000

@@ -10,13 +10,12 @@ from typing import Any, TypeVar
 import httpx
 from temporalio.client import Client, WorkflowHandle
 
-from lifecycle.contracts import ReconcileResult
 from lifecycle.deletion.contracts import AccountDeletionInput, AccountDeletionResult
+from lifecycle.deletion.workflow_types import RECONCILER_WORKFLOW, account_deletion_options
 from lifecycle.object_keys import bot_documents_prefix
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
-from lifecycle.start_options import account_deletion_options
-from lifecycle.workflow_types import RECONCILER_WORKFLOW
+from lifecycle.shared_contracts import ReconcileResult
 from services.catalog import SERVICES
 from services.runtime.database import service_database_url
 from tests.conftest import ApiAccount

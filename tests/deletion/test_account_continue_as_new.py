@@ -16,8 +16,8 @@ from devstack.seed import rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.contracts import DeletionStatus
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import bot_deletion_id
 from lifecycle.workflow_runner import workflow_runner
 from tests.conftest import ADMIN_HEADERS
 from tests.db import fetchval

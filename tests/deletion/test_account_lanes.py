@@ -16,8 +16,8 @@ import httpx
 from temporalio.client import Client
 
 from devstack.seed import rows_per_service, seed
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS
 from tests.deletion.helpers import remaining_rows
 from tests.eventually import eventually

@@ -13,8 +13,8 @@ from temporalio.client import Client
 
 from devstack.smtp_sink import SmtpSink
 from lifecycle.deletion.contracts import AccountDeletionResult
+from lifecycle.deletion.workflow_types import account_deletion_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id
 from tests.conftest import ApiAccount
 from tests.eventually import eventually
 from tests.sites.helpers import SiteResources, site_resources

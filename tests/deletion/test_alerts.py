@@ -20,8 +20,8 @@ from temporalio.testing import ActivityEnvironment
 from activities.alerts import WEBHOOK_ATTEMPTS, Alerts
 from activities.resources import ActivityResources
 from devstack.ports import free_port
-from lifecycle.contracts import AlertInput
 from lifecycle.settings import Settings
+from lifecycle.shared_contracts import AlertInput
 
 
 class Webhook:

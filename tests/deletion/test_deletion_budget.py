@@ -19,8 +19,8 @@ from temporalio.client import Client
 from devstack.seed import asyncpg_dsn, seed
 from lifecycle.deletion.budget import DEFAULT_ROWS_PER_SECOND, budget_share
 from lifecycle.deletion.contracts import DELETER_SLICE, DeletionBudget, DeletionStatus
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import bot_deletion_id
 from services.catalog import SERVICES
 from services.chat import CHAT
 from services.runtime.database import service_database_url

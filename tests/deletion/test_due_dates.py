@@ -14,8 +14,8 @@ from temporalio.client import Client
 
 from activities.resources import ActivityResources
 from activities.watch import watch_work
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS, ApiAccount
 from tests.deletion.helpers import a_bot, completed, receipt_of, status_of
 from tests.eventually import eventually

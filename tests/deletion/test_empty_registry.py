@@ -25,10 +25,9 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from devstack.seed import rows_per_service, seed
 from lifecycle.deletion.contracts import BotDeletionInput, BotDeletionResult
 from lifecycle.deletion.registry import NO_SERVICE_REGISTERED, NOTHING_TO_REACH, SERVICE_REGISTERED
+from lifecycle.deletion.workflow_types import bot_deletion_id, bot_deletion_options
 from lifecycle.settings import Settings
-from lifecycle.start_options import bot_deletion_options
 from lifecycle.statuses import DeletionState
-from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS
 from tests.deletion.helpers import remaining_rows
 from tests.eventually import eventually

@@ -13,8 +13,8 @@ from activities.deletion.records import DeletionRecords
 from activities.resources import ActivityResources
 from devstack.seed import seed
 from lifecycle.deletion.contracts import FinishBotDeletionInput, FinishBotDeletionResult
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import bot_deletion_id
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from temporalio.client import Client
 
 from devstack.seed import asyncpg_dsn, seed
 from lifecycle.deletion.contracts import DeletionStatus
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import bot_deletion_id
 from tests.deletion.helpers import start_paused_account_deletion
 from tests.eventually import eventually
 from tests.workers import own_queue, own_worker

@@ -29,10 +29,9 @@ from api.security import hash_api_key
 from devstack.seed import Seeded, asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.deletion.contracts import AccountDeletionInput, AccountDeletionResult
+from lifecycle.deletion.workflow_types import account_deletion_id, account_deletion_options
 from lifecycle.search_attributes import LIFECYCLE_STATUS
 from lifecycle.settings import Settings
-from lifecycle.start_options import account_deletion_options
-from lifecycle.workflow_ids import account_deletion_id
 from tests.conftest import ADMIN_HEADERS
 from tests.deletion.helpers import remaining_objects, remaining_rows, run_reconciler
 from tests.eventually import eventually

@@ -20,8 +20,8 @@ from temporalio.service import RPCError
 from api.app import create_app
 from devstack.seed import asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
+from lifecycle.deletion.workflow_types import account_deletion_id, bot_deletion_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from tests.deletion.broken_service import broken_service
 from tests.deletion.helpers import remaining_objects, remaining_rows
 from tests.eventually import eventually

@@ -22,9 +22,8 @@ from api.app import create_app
 from devstack.seed import Seeded, asyncpg_dsn, rows_per_service, seed
 from lifecycle.deletion.budget import DEFAULT_ROWS_PER_SECOND
 from lifecycle.deletion.contracts import AccountDeletionResult, BotDeletionInput, BotDeletionResult
+from lifecycle.deletion.workflow_types import account_deletion_id, bot_deletion_id, bot_deletion_options
 from lifecycle.settings import Settings
-from lifecycle.start_options import bot_deletion_options
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from tests.conftest import ADMIN_HEADERS, ApiAccount
 from tests.deletion.helpers import remaining_rows, waiting_on_the_hold
 from tests.eventually import eventually

@@ -20,8 +20,8 @@ from activities.fault_injection import FaultInjectionInterceptor
 from devstack.postgres import PostgresServer
 from devstack.seed import seed
 from lifecycle.deletion.budget import DEFAULT_ROWS_PER_SECOND
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import bot_deletion_id
 from services.chat import CHAT
 from services.runtime.seeding import seed_rows
 from services.runtime.worker import CONTRACT, opened

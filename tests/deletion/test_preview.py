@@ -21,8 +21,8 @@ from api.deletion.preview import estimated_duration_seconds
 from devstack.seed import asyncpg_dsn, rows_per_service, seed
 from lifecycle.deletion.contracts import DeletionBudget, ServiceHoldings
 from lifecycle.deletion.v1.service_pb2 import VerifyRequest, VerifyResponse
+from lifecycle.deletion.workflow_types import account_deletion_id, bot_deletion_id, deletion_preview_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id, deletion_preview_id
 from services.chat import CHAT
 from services.runtime.database import service_database_url
 from services.runtime.tables import ESTIMATE_SAMPLE

@@ -16,9 +16,9 @@ import httpx
 from temporalio.client import Client, WorkflowUpdateFailedError
 
 from devstack.ports import free_port
+from lifecycle.deletion.workflow_types import account_deletion_id, processor_erasure_id
 from lifecycle.settings import Settings
 from lifecycle.stuck import RunKind
-from lifecycle.workflow_ids import account_deletion_id, processor_erasure_id
 from tests.conftest import ADMIN_HEADERS, ApiAccount
 from tests.deletion.processor_servers import (
     Behaviour,

@@ -9,8 +9,8 @@ from temporalio.client import Client
 
 from api.app import create_app
 from devstack.ports import free_port
+from lifecycle.deletion.workflow_types import account_deletion_id, processor_erasure_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id, processor_erasure_id
 from tests.conftest import ADMIN_HEADERS
 from tests.deletion.processor_servers import (
     Behaviour,

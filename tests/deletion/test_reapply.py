@@ -37,15 +37,15 @@ from devstack.ports import free_port
 from devstack.postgres import BIN_DIR, PostgresServer
 from devstack.seed import asyncpg_dsn, seed
 from devstack.smtp_sink import SmtpSink
+from lifecycle.deletion.after_restore import reapply
 from lifecycle.deletion.contracts import ReceiptSubject
-from lifecycle.deletion.reapply import reapply
 from lifecycle.deletion.receipt_chain import BrokenChain
+from lifecycle.deletion.workflow_types import account_deletion_id, bot_deletion_id, reapplied_deletion_id
 from lifecycle.migrate import upgrade_async
 from lifecycle.object_keys import receipt_copies_prefix, receipt_copy_key
 from lifecycle.object_store import ObjectStore
 from lifecycle.reapply import EXIT_BROKEN_CHAIN
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id, reapplied_deletion_id
 from services.catalog import SERVICES
 from tests.conftest import ADMIN_HEADERS
 from tests.deletion.helpers import remaining_rows

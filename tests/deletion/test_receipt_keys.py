@@ -31,9 +31,9 @@ from devstack.ports import free_port
 from devstack.postgres import PostgresServer
 from devstack.seed import seed
 from lifecycle.deletion.receipt_keys import ReceiptKeyError
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import RECEIPT_SIGNING_KEY_FILE, Settings
-from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS, ContractServices
 from tests.db import connection
 from tests.deletion.receipt_checks import verifies

@@ -24,10 +24,9 @@ from temporalio.client import Client
 from devstack.seed import asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.deletion.contracts import BotDeletionInput, BotDeletionResult, DeletionStatus
+from lifecycle.deletion.workflow_types import bot_deletion_id, bot_deletion_options
 from lifecycle.settings import Settings
-from lifecycle.start_options import bot_deletion_options
 from lifecycle.statuses import DeletionState
-from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS
 from tests.deletion.broken_service import broken_service
 from tests.deletion.receipt_checks import verifies

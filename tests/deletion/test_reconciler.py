@@ -12,8 +12,8 @@ from sqlalchemy import text
 from temporalio.client import Client
 
 from devstack.smtp_sink import SmtpSink
+from lifecycle.deletion.workflow_types import account_deletion_id, bot_deletion_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from tests.conftest import ApiAccount
 from tests.deletion.helpers import run_reconciler
 from worker import LifecycleWorkers

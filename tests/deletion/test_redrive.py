@@ -16,8 +16,8 @@ from api.deletion.requests import request_account_deletion
 from devstack.seed import asyncpg_dsn, rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.deletion.contracts import AccountDeletionResult, BotDeletionResult
+from lifecycle.deletion.workflow_types import account_deletion_id, bot_deletion_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from services.chat import CHAT
 from services.runtime.database import service_database_url
 from tests.deletion.helpers import remaining_objects, remaining_rows

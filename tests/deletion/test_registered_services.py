@@ -40,9 +40,9 @@ from temporalio.worker import Worker
 from examples.search_index.store import SearchIndex
 from lifecycle.deletion.contracts import TRANSIENT_ERROR
 from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse, VerifyRequest, VerifyResponse
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.settings import Settings
 from lifecycle.stuck import RunKind
-from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN, ApiAccount
 from tests.deletion.conftest import Register
 from tests.deletion.helpers import a_bot, completed, receipt_of, status_of

@@ -27,8 +27,8 @@ from devstack.seed import seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.db.engine import make_engine, make_sessionmaker
 from lifecycle.deletion import starts as deletion_starts
+from lifecycle.deletion.workflow_types import account_deletion_id, bot_deletion_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from tests.db import fetchval
 from tests.deletion.helpers import start_paused_account_deletion
 from tests.eventually import eventually

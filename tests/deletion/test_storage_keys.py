@@ -10,8 +10,8 @@ import pytest
 from temporalio.client import Client
 
 from devstack.seed import rows_per_service, seed
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import bot_deletion_id
 from tests.eventually import eventually
 from tests.planted_keys import CANARY, PLANTED, alerts, canary_of, plant_document
 from worker import LifecycleWorkers

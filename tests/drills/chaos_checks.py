@@ -14,9 +14,9 @@ from activities.sites.database import site_database_name
 from activities.sites.files import CREDENTIALS_DIR, site_key
 from devstack.seed import asyncpg_dsn
 from devstack.smtp_sink import SmtpSink
+from lifecycle.deletion.workflow_types import account_deletion_id, bot_deletion_id
 from lifecycle.settings import Settings
 from lifecycle.statuses import SiteStatus
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from tests.deletion.helpers import remaining_objects, remaining_rows
 from tests.sites.helpers import site_resources
 

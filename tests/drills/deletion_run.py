@@ -9,7 +9,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
 from devstack.seed import rows_per_service, seed
-from lifecycle.workflow_ids import bot_deletion_id
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from tests.conftest import FEW_DOCUMENTS
 from tests.drills.conftest import DrillStack
 from tests.drills.probes import rows_left

@@ -10,7 +10,7 @@ from temporalio.client import Client
 
 from devstack.smtp_sink import SmtpSink
 from lifecycle.deletion.contracts import DeletionStatus
-from lifecycle.workflow_ids import bot_deletion_id
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from services.catalog import SERVICES
 from tests.deletion.helpers import remaining_rows
 

@@ -8,7 +8,8 @@ import uuid
 
 import httpx
 
-from lifecycle.workflow_ids import bot_deletion_id, site_creation_id
+from lifecycle.deletion.workflow_types import bot_deletion_id
+from lifecycle.sites.workflow_types import site_creation_id
 from tests.conftest import ADMIN_TOKEN
 from tests.db import fetchval
 from tests.drills import figures

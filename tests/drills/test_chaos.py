@@ -22,11 +22,11 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from devstack.seed import Seeded, seed
-from lifecycle.contracts import ReconcileResult
 from lifecycle.deletion.contracts import MIN_BATCH_SIZE
+from lifecycle.deletion.workflow_types import RECONCILER_WORKFLOW, account_deletion_id, bot_deletion_id
+from lifecycle.shared_contracts import ReconcileResult
+from lifecycle.sites.workflow_types import site_creation_id, site_deletion_id
 from lifecycle.statuses import SiteStatus
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id, site_creation_id, site_deletion_id
-from lifecycle.workflow_types import RECONCILER_WORKFLOW
 from tests.conftest import ADMIN_TOKEN, FEW_DOCUMENTS
 from tests.db import fetchval
 from tests.drills import figures

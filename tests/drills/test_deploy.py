@@ -29,8 +29,9 @@ from devstack.ports import free_port
 from devstack.seed import seed
 from devstack.temporal_server import TemporalDevServer
 from lifecycle.data_converter import DATA_CONVERTER
+from lifecycle.exports.workflow_types import account_export_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_export_id, site_creation_id
+from lifecycle.sites.workflow_types import site_creation_id
 from tests.conftest import ADMIN_HEADERS, EXPORT_SIGNING_KEY
 from tests.drills import figures
 from tests.drills.conftest import DrillStack

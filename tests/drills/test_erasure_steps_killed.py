@@ -22,9 +22,9 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateStage
 from temporalio.service import RPCError, RPCStatusCode
 
+from lifecycle.deletion.workflow_types import account_deletion_id, processor_erasure_id
 from lifecycle.object_keys import receipt_copies_prefix
 from lifecycle.object_store import ObjectStore
-from lifecycle.workflow_ids import account_deletion_id, processor_erasure_id
 from tests.conftest import ADMIN_TOKEN
 from tests.db import fetchval
 from tests.deletion.helpers import waiting_on_the_hold

@@ -12,7 +12,7 @@ from temporalio.api.enums.v1 import PendingActivityState
 
 from activities.sites.database import site_database_name
 from activities.sites.files import site_directory
-from lifecycle.workflow_ids import site_creation_id
+from lifecycle.sites.workflow_types import site_creation_id
 from tests.conftest import ADMIN_TOKEN
 from tests.db import fetchval
 from tests.drills import figures

@@ -15,7 +15,8 @@ from activities.sites.database import site_database_name
 from devstack.ports import free_port
 from devstack.seed import rows_per_service, seed
 from lifecycle.deletion.contracts import AccountDeletionResult
-from lifecycle.workflow_ids import account_deletion_id, site_creation_id
+from lifecycle.deletion.workflow_types import account_deletion_id
+from lifecycle.sites.workflow_types import site_creation_id
 from tests.conftest import ADMIN_TOKEN, FEW_DOCUMENTS
 from tests.db import fetchval
 from tests.deletion.helpers import remaining_objects

@@ -10,8 +10,9 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 
 from lifecycle.deletion.contracts import AccountDeletionResult
+from lifecycle.deletion.workflow_types import account_deletion_id
+from lifecycle.exports.workflow_types import account_export_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id, account_export_id
 from tests.db import connection
 from tests.deletion.helpers import run_reconciler
 from tests.exports.conftest import ApiWith

@@ -14,9 +14,9 @@ from temporalio.client import Client
 from devstack.ports import free_port
 from devstack.seed import rows_per_table
 from devstack.smtp_sink import SmtpSink
+from lifecycle.deletion.workflow_types import account_deletion_id
 from lifecycle.exports.links import download_path
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id
 from tests.db import connection
 from tests.exports.conftest import ApiWith
 from tests.exports.helpers import (

@@ -19,10 +19,10 @@ from activities.deletion.follow_up import follow_up_destroyed_archive
 from devstack.seed import asyncpg_dsn
 from devstack.smtp_sink import SmtpSink
 from lifecycle.deletion.receipt_keys import ReceiptSigner
+from lifecycle.deletion.workflow_types import account_deletion_id
 from lifecycle.exports.links import download_path
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id
 from tests.deletion.processor_servers import public_key, receipt_of_account
 from tests.deletion.receipt_checks import verifies
 from tests.eventually import eventually

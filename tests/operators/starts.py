@@ -1,5 +1,5 @@
-"""Starting runs the way the API does (lifecycle/start_options.py: same ids, policies, search attributes and
-summaries), with operator knobs the API does not offer: started paused, or with another batch size."""
+"""Starting runs the way the API does (each feature's workflow_types.py: same ids, policies, search attributes
+and summaries), with operator knobs the API does not offer: started paused, or with another batch size."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 
 from lifecycle.deletion.contracts import DEFAULT_BATCH_SIZE, BotDeletionInput, BotDeletionResult
-from lifecycle.start_options import bot_deletion_options
+from lifecycle.deletion.workflow_types import bot_deletion_options
 
 
 async def start_bot_deletion(

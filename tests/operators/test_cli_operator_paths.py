@@ -25,13 +25,16 @@ from activities.alerts import WEBHOOK_ATTEMPTS
 from api.deletion.requests import request_account_deletion
 from devstack.seed import seed
 from devstack.smtp_sink import SmtpSink
-from lifecycle.contracts import ReconcileResult
 from lifecycle.deletion.contracts import BotDeletionInput, DeletionStatus
+from lifecycle.deletion.workflow_types import (
+    RECONCILER_WORKFLOW,
+    account_deletion_id,
+    bot_deletion_id,
+    bot_deletion_options,
+)
 from lifecycle.settings import Settings
-from lifecycle.start_options import bot_deletion_options
+from lifecycle.shared_contracts import ReconcileResult
 from lifecycle.statuses import AlertDelivery, DeletionState
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
-from lifecycle.workflow_types import RECONCILER_WORKFLOW
 from tests.conftest import ADMIN_HEADERS
 from tests.db import connection
 from tests.deletion.broken_service import broken_service

@@ -10,8 +10,9 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from devstack.seed import seed
 from devstack.smtp_sink import SmtpSink
+from lifecycle.deletion.workflow_types import account_deletion_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id, site_creation_id
+from lifecycle.sites.workflow_types import site_creation_id
 from tests.conftest import ApiAccount
 from tests.db import connection
 from tests.deletion.helpers import remaining_rows

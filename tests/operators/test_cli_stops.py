@@ -13,9 +13,8 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from devstack.seed import rows_per_service, seed
 from lifecycle.deletion.contracts import BotDeletionInput
+from lifecycle.deletion.workflow_types import bot_deletion_id, bot_deletion_options
 from lifecycle.settings import Settings
-from lifecycle.start_options import bot_deletion_options
-from lifecycle.workflow_ids import bot_deletion_id
 from tests.conftest import FEW_DOCUMENTS, ApiAccount
 from tests.db import connection
 from tests.deletion.helpers import completed, remaining_rows, run_reconciler, status_of

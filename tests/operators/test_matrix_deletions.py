@@ -28,8 +28,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from devstack.seed import rows_per_service, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.deletion.contracts import DeletionStatus
+from lifecycle.deletion.workflow_types import account_deletion_id, bot_deletion_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id, bot_deletion_id
 from tests.conftest import ADMIN_HEADERS
 from tests.db import connection
 from tests.deletion.helpers import (

@@ -35,8 +35,8 @@ from api.app import create_app
 from devstack.smtp_sink import SmtpSink
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SiteReconcileInput
+from lifecycle.sites.workflow_types import site_creation_id, site_deletion_id
 from lifecycle.statuses import SiteStatus
-from lifecycle.workflow_ids import site_creation_id, site_deletion_id
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually
 from tests.operators.cli import AsyncCli

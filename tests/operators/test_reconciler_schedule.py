@@ -16,12 +16,15 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from lifecycle.contracts import ReconcileResult
-from lifecycle.schedules import RECONCILER_SCHEDULE_ID, ensure_reconciler_schedule
+from lifecycle.deletion.workflow_types import RECONCILER_SCHEDULE
+from lifecycle.schedules import ensure_reconciler_schedule
 from lifecycle.settings import Settings
+from lifecycle.shared_contracts import ReconcileResult
 from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
 from tests.processes import ChildProcess, worker_process
+
+SCHEDULE_ID = RECONCILER_SCHEDULE.schedule_id
 
 
 def _worker(settings: Settings, queue: str, log: Path) -> ChildProcess:
@@ -32,7 +35,7 @@ def _worker(settings: Settings, queue: str, log: Path) -> ChildProcess:
 
 async def _description(client: Client) -> ScheduleDescription | None:
     try:
-        return await client.get_schedule_handle(RECONCILER_SCHEDULE_ID).describe()
+        return await client.get_schedule_handle(SCHEDULE_ID).describe()
     except RPCError as err:
         if err.status is RPCStatusCode.NOT_FOUND:
             return None
@@ -52,7 +55,7 @@ async def _schedule_ids(cli: AsyncCli) -> list[str]:
 async def test_the_schedule_is_made_fires_skips_an_overlap_and_survives_a_second_start(
     settings: Settings, temporal_client: Client, cli: AsyncCli, tmp_path: Path
 ) -> None:
-    handle = temporal_client.get_schedule_handle(RECONCILER_SCHEDULE_ID)
+    handle = temporal_client.get_schedule_handle(SCHEDULE_ID)
     # Another test's worker process may have made it already: this test sees it made by its own worker.
     if await _description(temporal_client) is not None:
         await handle.delete()
@@ -63,7 +66,7 @@ async def test_the_schedule_is_made_fires_skips_an_overlap_and_survives_a_second
         made = await eventually(lambda: _description(temporal_client), "the worker's start makes the schedule")
         await eventually(lambda: "polling task queues" in first.log(), "the first worker polls")
         # The operator pauses it: no run starts by itself from now on, and one that did before ends on this worker.
-        await cli.run("schedule", "toggle", "--schedule-id", RECONCILER_SCHEDULE_ID, "--pause", "--reason", "held")
+        await cli.run("schedule", "toggle", "--schedule-id", SCHEDULE_ID, "--pause", "--reason", "held")
         await eventually(
             handle.describe,
             "no run of the schedule is running",
@@ -79,7 +82,7 @@ async def test_the_schedule_is_made_fires_skips_an_overlap_and_survives_a_second
     # A trigger runs a paused schedule. With no worker polling now, the triggered run waits on its queue, still
     # running: the second trigger, with the schedule's own overlap policy (the SDK's trigger names none), overlaps it.
     before = (await handle.describe()).info
-    await cli.run("schedule", "trigger", "--schedule-id", RECONCILER_SCHEDULE_ID)
+    await cli.run("schedule", "trigger", "--schedule-id", SCHEDULE_ID)
     running = await eventually(
         handle.describe,
         "the triggered run is running",
@@ -114,7 +117,7 @@ async def test_the_schedule_is_made_fires_skips_an_overlap_and_survives_a_second
     assert after.info.num_actions == before.num_actions + 1
     assert after.info.running_actions == []
     assert _runs([action.action for action in after.info.recent_actions])[-1:] == [run]
-    assert (await _schedule_ids(cli)).count(RECONCILER_SCHEDULE_ID) == 1
+    assert (await _schedule_ids(cli)).count(SCHEDULE_ID) == 1
 
     # A start with other settings (a new queue) changes the action, and still keeps the operator's pause.
     await ensure_reconciler_schedule(temporal_client, f"{queue}-moved")

@@ -27,7 +27,7 @@ from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SITE_STEPS
 from lifecycle.sites.errors import SERVER_UNREACHABLE_ERROR
-from lifecycle.workflow_ids import site_creation_id
+from lifecycle.sites.workflow_types import site_creation_id
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually
 from tests.workers import own_queue, own_worker

@@ -20,7 +20,7 @@ from activities.sites.reachability import SiteDatabaseServerUnreachable
 from lifecycle.db.engine import make_engine
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SITE_STEPS, SiteCreationInput, SiteProgress
-from lifecycle.start_options import site_creation_options
+from lifecycle.sites.workflow_types import site_creation_options
 
 UNDOS = {"drop_site_tables", "drop_site_database", "remove_site_filesystem", "release_site_domain"}
 

@@ -19,7 +19,7 @@ from api.app import create_app
 from devstack.seed import asyncpg_dsn
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SiteProgress
-from lifecycle.workflow_ids import site_creation_id
+from lifecycle.sites.workflow_types import site_creation_id
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually
 from tests.workers import own_queue, own_worker

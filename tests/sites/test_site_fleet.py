@@ -19,7 +19,7 @@ from temporalio.client import Client
 from devstack.ports import free_port
 from devstack.postgres import PostgresServer
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import site_creation_id
+from lifecycle.sites.workflow_types import site_creation_id
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually
 from tests.operators.cli import AsyncCli

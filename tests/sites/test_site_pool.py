@@ -37,7 +37,7 @@ from lifecycle.sealing import KeyRing
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SITE_STEPS, SiteDbPoolInput
 from lifecycle.sites.pool import pool_database_name
-from lifecycle.workflow_ids import site_creation_id
+from lifecycle.sites.workflow_types import site_creation_id
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually
 from tests.operators.cli import AsyncCli

@@ -19,7 +19,7 @@ from temporalio.client import Client
 from api.app import create_app
 from lifecycle.db.engine import make_engine
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import site_creation_id
+from lifecycle.sites.workflow_types import site_creation_id
 from tests.conftest import ApiAccount
 from tests.sites.helpers import record_sites
 

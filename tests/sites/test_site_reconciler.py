@@ -12,9 +12,8 @@ from activities.resources import ActivityResources
 from activities.sites.reconciler import SiteReconciler
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SiteCreationInput, SiteReconcileInput
-from lifecycle.start_options import site_creation_options
+from lifecycle.sites.workflow_types import site_creation_id, site_creation_options
 from lifecycle.statuses import SiteStatus
-from lifecycle.workflow_ids import site_creation_id
 from tests.db import connection
 from tests.eventually import eventually
 from tests.sites.helpers import site_state

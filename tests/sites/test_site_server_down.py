@@ -23,10 +23,9 @@ from devstack.ports import free_port
 from devstack.postgres import PostgresServer
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SiteServersChecked
+from lifecycle.sites.workflow_types import SITE_SERVER_HEALTH_CHECK_WORKFLOW, site_creation_id, site_deletion_id
 from lifecycle.statuses import SiteDbServerState, SiteDbServerStateSetBy
 from lifecycle.stuck import RunKind
-from lifecycle.workflow_ids import site_creation_id, site_deletion_id
-from lifecycle.workflow_types import SITE_SERVER_HEALTH_CHECK_WORKFLOW
 from tests.conftest import ADMIN_HEADERS
 from tests.eventually import eventually
 from tests.sites.fleet import Fleet, fleet_of, unreachable_failures, with_password

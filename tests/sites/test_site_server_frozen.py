@@ -33,7 +33,7 @@ from devstack.ports import free_port
 from devstack.postgres import PostgresServer
 from lifecycle.settings import Settings
 from lifecycle.sites.contracts import SERVER_BACK_SIGNAL
-from lifecycle.workflow_ids import site_creation_id
+from lifecycle.sites.workflow_types import site_creation_id
 from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
 from tests.sites.fleet import Fleet, fleet_of, freeze, thaw, unreachable_failures

@@ -12,8 +12,9 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from devstack.seed import asyncpg_dsn
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import bot_deletion_id, site_deletion_id
+from lifecycle.sites.workflow_types import site_deletion_id
 from tests.conftest import ADMIN_HEADERS, ApiAccount
 from tests.eventually import eventually
 from worker import LifecycleWorkers

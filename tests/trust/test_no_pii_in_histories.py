@@ -19,8 +19,8 @@ import pytest
 from temporalio.client import Client
 
 from devstack.seed import asyncpg_dsn
+from lifecycle.deletion.workflow_types import account_deletion_id, deletion_preview_id
 from lifecycle.settings import Settings
-from lifecycle.workflow_ids import account_deletion_id, deletion_preview_id
 from services.chat import CHAT
 from services.runtime.database import service_database_url
 from tests.conftest import ADMIN_HEADERS

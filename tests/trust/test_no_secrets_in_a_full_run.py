@@ -24,10 +24,11 @@ from temporalio.client import Client
 
 from activities.sites import files as site_files
 from devstack.postgres import PostgresServer
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
+from lifecycle.sites.workflow_types import site_creation_id
 from lifecycle.statuses import SiteStatus
-from lifecycle.workflow_ids import bot_deletion_id, site_creation_id
 from services.integrations import INTEGRATIONS
 from services.runtime.seeding import seed_rows
 from tests.deletion.test_alerts import Webhook, webhook  # noqa: F401 (a fixture)

@@ -19,11 +19,11 @@ from activities.alerts import record_alert
 from activities.deletion.processors import ProcessorErasures
 from activities.resources import ActivityResources
 from devstack.ports import free_port
-from lifecycle.contracts import AlertInput
 from lifecycle.deletion.contracts import ErasureDelivery
 from lifecycle.outbound import OutboundRefused, OutboundRule
 from lifecycle.sealing import KeyRing
 from lifecycle.settings import Settings
+from lifecycle.shared_contracts import AlertInput
 from lifecycle.statuses import AlertDelivery
 from tests.conftest import ADMIN_HEADERS
 from tests.db import connection

@@ -22,7 +22,6 @@ with workflow.unsafe.imports_passed_through():
     from activities.deletion.notifications import Notifications
     from activities.deletion.records import BOT_DELETION_NOT_COMPLETED, DeletionRecords
     from activities.exports.steps import AccountExportActivities
-    from lifecycle.contracts import AlertInput
     from lifecycle.deletion.contracts import (
         AccountDeletionInput,
         AccountDeletionResult,
@@ -36,13 +35,11 @@ with workflow.unsafe.imports_passed_through():
         ServiceProgress,
     )
     from lifecycle.deletion.legal_holds import LEGAL_HOLD_CHANGED
+    from lifecycle.deletion.workflow_types import ACCOUNT_DELETION_WORKFLOW, bot_deletion_id, bot_deletion_options
+    from lifecycle.shared_contracts import AlertInput
     from lifecycle.sites.contracts import SiteDeletionInput
-    from lifecycle.start_options import bot_deletion_options, site_deletion_options
+    from lifecycle.sites.workflow_types import site_deletion_id, site_deletion_options
     from lifecycle.statuses import DeletionState
-    from lifecycle.workflow_ids import bot_deletion_id, site_deletion_id
-    from lifecycle.workflow_types import (
-        ACCOUNT_DELETION_WORKFLOW,
-    )
     from workflows.deletion.after_erasure import before_receipt, tell_processors
     from workflows.deletion.bot import BotDeletionWorkflow
     from workflows.deletion.operator_gate import Decision

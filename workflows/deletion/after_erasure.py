@@ -14,7 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.deletion.processors import ProcessorErasures
     from activities.exports.steps import AccountExportActivities
     from lifecycle.deletion.contracts import BeginErasureInput, ProcessorErasureInput
-    from lifecycle.start_options import processor_erasure_options
+    from lifecycle.deletion.workflow_types import processor_erasure_options
     from workflows.deletion.processors import ProcessorErasureWorkflow
 
 

@@ -17,7 +17,6 @@ with workflow.unsafe.imports_passed_through():
     import workflows.deletion.policies as policies
     import workflows.deletion.registered_calls as registered_calls
     from activities.deletion.records import DeletionRecords
-    from lifecycle.contracts import AlertInput
     from lifecycle.deletion.contracts import (
         ACCOUNT_LANE_OPENED,
         MAX_BATCH_SIZE,
@@ -36,8 +35,9 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.deletion.legal_holds import LEGAL_HOLD_CHANGED
     from lifecycle.deletion.pace import Pace
     from lifecycle.deletion.registry import NOTHING_TO_REACH
+    from lifecycle.deletion.workflow_types import BOT_DELETION_WORKFLOW
+    from lifecycle.shared_contracts import AlertInput
     from lifecycle.statuses import DeletionState, strongest_throttle
-    from lifecycle.workflow_types import BOT_DELETION_WORKFLOW
     from workflows.deletion.account_lane import AccountLane
     from workflows.deletion.operator_gate import Decision
     from workflows.deletion.receipt_step import issue_receipt

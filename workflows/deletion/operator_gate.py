@@ -15,7 +15,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     import workflows.activity_presets as presets
     from activities.alerts import Alerts
-    from lifecycle.contracts import AlertInput
+    from lifecycle.shared_contracts import AlertInput
 
 
 class Decision(StrEnum):

@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from lifecycle.deletion.registry import VERIFY_SUBJECT_ERASED
     from lifecycle.deletion.v1.service_pb2 import Subject, VerifyRequest, VerifyResponse
-    from lifecycle.workflow_types import DELETION_PREVIEW_WORKFLOW
+    from lifecycle.deletion.workflow_types import DELETION_PREVIEW_WORKFLOW
 
 # Bots counted at once per service: an account's preview asks each service about its bots this many at a time, so
 # a large account does not put thousands of calls on a service's queue at once.

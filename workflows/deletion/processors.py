@@ -23,10 +23,10 @@ with workflow.unsafe.imports_passed_through():
     from activities.alerts import Alerts
     from activities.deletion.follow_up import PROCESSORS_ANSWERED, FollowUpReceipts, follow_up_key
     from activities.deletion.processors import ProcessorErasures
-    from lifecycle.contracts import AlertInput
     from lifecycle.deletion.contracts import ErasureDelivery, FollowUpInput, ProcessorErasureInput
+    from lifecycle.deletion.workflow_types import PROCESSOR_ERASURE_WORKFLOW
+    from lifecycle.shared_contracts import AlertInput
     from lifecycle.statuses import ProcessorAnswer
-    from lifecycle.workflow_types import PROCESSOR_ERASURE_WORKFLOW
 
 
 # Pinned: a run may wait days for a processor; it finishes on the code it started with (docs/versioning.md).

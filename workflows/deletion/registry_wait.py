@@ -22,9 +22,9 @@ with workflow.unsafe.imports_passed_through():
     import workflows.activity_presets as presets
     import workflows.deletion.registered_calls as registered_calls
     from activities.alerts import Alerts
-    from lifecycle.contracts import AlertInput
     from lifecycle.deletion.contracts import OperatorAction, ServiceRegistry
     from lifecycle.deletion.registry import NO_SERVICE_REGISTERED, NOTHING_TO_REACH, SERVICE_REGISTERED
+    from lifecycle.shared_contracts import AlertInput
     from workflows.deletion.operator_gate import log_alert_failure
 
 

@@ -17,7 +17,7 @@ from temporalio.exceptions import is_cancelled_exception
 with workflow.unsafe.imports_passed_through():
     import workflows.activity_presets as presets
     from activities.deletion.records import DeletionRecords
-    from lifecycle.contracts import DeletionStatusChange
+    from lifecycle.shared_contracts import DeletionStatusChange
     from lifecycle.statuses import DeletionState
     from workflows.sites.shield import uninterruptible
 

@@ -20,7 +20,6 @@ from typing import NoReturn
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from lifecycle.contracts import AlertInput
     from lifecycle.deletion.contracts import (
         AccountDeletionInput,
         BotDeletionInput,
@@ -30,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.deletion.pace import Pace
     from lifecycle.deletion.registry import NO_SERVICE_REGISTERED
     from lifecycle.search_attributes import LIFECYCLE_STATUS
+    from lifecycle.shared_contracts import AlertInput
     from lifecycle.statuses import DeletionState
     from workflows.deletion.legal_hold import LegalHoldGate
     from workflows.deletion.operator_gate import Decision, OperatorGate

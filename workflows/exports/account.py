@@ -22,9 +22,9 @@ with workflow.unsafe.imports_passed_through():
         MarkReadyInput,
         WritePartsInput,
     )
+    from lifecycle.exports.workflow_types import ACCOUNT_EXPORT_WORKFLOW
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.statuses import ExportStatus
-    from lifecycle.workflow_types import ACCOUNT_EXPORT_WORKFLOW
     from workflows.exports.service_parts import export_service_parts
 
 

@@ -32,8 +32,8 @@ with workflow.unsafe.imports_passed_through():
     import workflows.activity_presets as presets
     from activities.alerts import Alerts
     from activities.sites.steps import SiteActivities
-    from lifecycle.contracts import AlertInput
     from lifecycle.search_attributes import LIFECYCLE_STATUS
+    from lifecycle.shared_contracts import AlertInput
     from lifecycle.sites.contracts import (
         SERVER_BACK_SIGNAL,
         SITE_STEPS,
@@ -45,8 +45,8 @@ with workflow.unsafe.imports_passed_through():
         SiteRollbackInput,
     )
     from lifecycle.sites.errors import NO_DATABASE_SERVER_ERROR, SERVER_UNREACHABLE_ERROR, SiteErrorCode, step_failed
+    from lifecycle.sites.workflow_types import SITE_CREATION_WORKFLOW
     from lifecycle.statuses import SiteStatus, StepStatus
-    from lifecycle.workflow_types import SITE_CREATION_WORKFLOW
     from workflows.sites.first_try import first_try_here
     from workflows.sites.shield import cancel_pending, uninterruptible
     from workflows.sites.steps import ALL_STEPS, BOOTSTRAP, DATABASE, FILESYSTEM, METADATA, SiteStep

@@ -19,8 +19,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.sites.steps import SiteActivities
     from lifecycle.search_attributes import LIFECYCLE_STATUS
     from lifecycle.sites.contracts import SiteDeletionInput, SiteProgress, SiteRef
+    from lifecycle.sites.workflow_types import SITE_DELETION_WORKFLOW
     from lifecycle.statuses import SiteStatus, StepStatus
-    from lifecycle.workflow_types import SITE_DELETION_WORKFLOW
     from workflows.sites.shield import uninterruptible
 
 # Each teardown step and what the operator sees while it runs.

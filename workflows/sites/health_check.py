@@ -11,7 +11,7 @@ with workflow.unsafe.imports_passed_through():
     import workflows.activity_presets as presets
     from activities.sites.health_check import SiteServerHealth
     from lifecycle.sites.contracts import SiteServersChecked
-    from lifecycle.workflow_types import SITE_SERVER_HEALTH_CHECK_WORKFLOW
+    from lifecycle.sites.workflow_types import SITE_SERVER_HEALTH_CHECK_WORKFLOW
 
 
 # Pinned: a run lasts seconds, and the schedule starts each next one on the current version.

@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.sites.pool import SitePoolActivities
     from lifecycle.sites.contracts import SiteDbPoolInput, SiteDbPoolPass
     from lifecycle.sites.pool import REFILL_DEFER_MAX, REFILL_EVERY, REFILL_PAUSE, REFILL_QUIET, REFILL_SIGNAL
-    from lifecycle.workflow_types import SITE_DB_POOL_WORKFLOW
+    from lifecycle.sites.workflow_types import SITE_DB_POOL_WORKFLOW
 
 # Looks per run before it continues as new: keeps the history short (a look is a handful of events).
 _LOOKS_PER_RUN = 20

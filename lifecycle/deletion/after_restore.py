@@ -8,7 +8,7 @@
    one, in chain order, so the next receipt chains after the true head; receipts without a copy get one.
 3. Re-apply. Every subject a receipt records as gone (its account or bot row) whose data is present again is
    deleted again, by the ordinary workflow with no grace period, under an id derived from that receipt
-   (workflow_ids.reapplied_deletion_id): a second re-apply joins the run still open, or finds the data gone and
+   (workflow_types.reapplied_deletion_id): a second re-apply joins the run still open, or finds the data gone and
    starts nothing. Present again means its row is back, or, for a bot whose row is not, that a registered service
    holds something of it again (its own database restored alone): asked as a preview asks, with each service's
    VerifySubjectErased on its own queue (DeletionPreview, SERVICES_AT_ONCE bots at a time). An account's re-apply
@@ -37,9 +37,9 @@ from lifecycle.deletion.receipt_keys import CHAIN_LOCK
 from lifecycle.deletion.receipts import ACCOUNT_ROW_CHECK, BOT_ROW_CHECK
 from lifecycle.deletion.registry import active_services
 from lifecycle.deletion.starts import row_check, start_account_deletion, start_bot_deletion
+from lifecycle.deletion.workflow_types import account_deletion_options, bot_deletion_options, deletion_preview_options
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
-from lifecycle.start_options import account_deletion_options, bot_deletion_options, deletion_preview_options
 from lifecycle.statuses import DeletionState
 
 _RECORDS = text(f"SELECT {RECORD_COLUMNS} FROM deletion_receipts ORDER BY seq")
