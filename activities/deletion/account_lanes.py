@@ -36,6 +36,7 @@ _FILL = text(
     RETURNING workflow_id
     """
 )
+_RECORDED = text("SELECT true FROM deletion_requests WHERE workflow_id = :workflow_id FOR UPDATE")
 _LANE = text("SELECT account_lane FROM deletion_requests WHERE workflow_id = :workflow_id")
 
 
@@ -71,12 +72,15 @@ class AccountLanes:
         request record takes no lane."""
         async with self._resources.engine.begin() as conn:
             await conn.execute(_LOCK_ACCOUNT, {"account": request.account_id})
+            # Locked first: a record the API commits meanwhile is seen by every statement below, or by none (each
+            # statement reads afresh), so the answer never reads `waiting` from a record the fill did not see.
+            if not await conn.scalar(_RECORDED, {"workflow_id": request.workflow_id}):
+                return AccountLaneAnswer(taken=True)  # no request record to queue on
             await conn.execute(_JOIN, {"workflow_id": request.workflow_id})
             opened = await _fill(conn, request.account_id, self._at_once)
-            # None: no request record to queue on.
             lane = await conn.scalar(_LANE, {"workflow_id": request.workflow_id})
         others = [workflow_id for workflow_id in opened if workflow_id != request.workflow_id]
-        return AccountLaneAnswer(taken=lane in (None, "taken"), opened_for=others)
+        return AccountLaneAnswer(taken=lane == "taken", opened_for=others)
 
     @activity.defn(name="open_account_lanes")
     async def open_account_lanes(self, account_id: str) -> list[str]:
