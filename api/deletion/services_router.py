@@ -1,6 +1,7 @@
 """The registry of deletion services (admin): a service that owns data about bots joins every deletion started
-after it registers, by name, with the task queue its workers poll; retiring it keeps its row, for the records
-that name it. The registry is the only list of services the gateway has: it names none of its own.
+after it registers, by name, with the task queue its workers poll or the Nexus endpoint into its own namespace;
+retiring it keeps its row, for the records that name it. The registry is the only list of services the gateway
+has: it names none of its own.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ def _out(service: DeletionService) -> DeletionServiceOut:
 @router.put(
     "/deletion-services/{name}",
     response_model=DeletionServiceOut,
-    summary="Admin, or the service's own credential: register a deletion service, or update its task queue or "
-    "contract (201 when new); the deletions that wait for a service to register go on",
+    summary="Admin, or the service's own credential: register a deletion service, or update its task queue, Nexus "
+    "endpoint or contract (201 when new); the deletions that wait for a service to register go on",
     responses={
         201: {"description": "Registered", "model": DeletionServiceOut},
         **problem_responses(401, 403, 422),
@@ -55,8 +56,12 @@ async def put_deletion_service(
     response: Response,
 ) -> DeletionServiceOut:
     # Registering a retired service again brings it back: deletions started from now on call it.
+    # A service moving to the other transport loses its old one: the next deletion calls it only the new way.
     entry, inserted = await register(
-        session, DeletionService, name, {"task_queue": body.task_queue, "contract": body.contract}
+        session,
+        DeletionService,
+        name,
+        {"task_queue": body.task_queue, "nexus_endpoint": body.nexus_endpoint, "contract": body.contract},
     )
     response.status_code = 201 if inserted else 200
     out = _out(entry)

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from lifecycle.deletion.registry import SUPPORTED_CONTRACTS, TASK_QUEUE_MAX_LENGTH
+from lifecycle.deletion.registry import (
+    NEXUS_ENDPOINT_MAX_LENGTH,
+    NEXUS_ENDPOINT_PATTERN,
+    SUPPORTED_CONTRACTS,
+    TASK_QUEUE_MAX_LENGTH,
+)
 
 
 class DeletionServiceBody(BaseModel):
+    """Where the service answers: `task_queue` (the gateway's namespace) or `nexus_endpoint` (its own), exactly one;
+    a deletion calls it where this says, and names it by its registered name alone."""
+
     model_config = ConfigDict(extra="forbid")
 
-    task_queue: str = Field(
+    task_queue: str | None = Field(
+        default=None,
         min_length=1,
         max_length=TASK_QUEUE_MAX_LENGTH,
         pattern=r"^\S+$",
@@ -20,11 +29,26 @@ class DeletionServiceBody(BaseModel):
         "call the contract's activity types (DeleteSubjectData, VerifySubjectErased) there.",
         examples=["search-index"],
     )
+    nexus_endpoint: str | None = Field(
+        default=None,
+        max_length=NEXUS_ENDPOINT_MAX_LENGTH,
+        pattern=NEXUS_ENDPOINT_PATTERN,
+        description="The Nexus endpoint a Temporal operator created into the service's own namespace "
+        "(`temporal operator nexus endpoint create`). Deletions call the contract's Nexus service "
+        "(lifecycle.deletion.v1.DeletionService) through it, and never enter that namespace.",
+        examples=["search-index"],
+    )
     contract: str = Field(
         description=f"The deletion contract the service implements: one of {', '.join(SUPPORTED_CONTRACTS)} "
         "(the protobuf package of proto/lifecycle/deletion/v1/service.proto).",
         examples=[SUPPORTED_CONTRACTS[0]],
     )
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> DeletionServiceBody:
+        if (self.task_queue is None) == (self.nexus_endpoint is None):
+            raise ValueError("give exactly one of task_queue and nexus_endpoint")
+        return self
 
     @field_validator("contract")
     @classmethod
@@ -36,7 +60,8 @@ class DeletionServiceBody(BaseModel):
 
 class DeletionServiceOut(BaseModel):
     name: str = Field(description="The registered name: how deletion statuses and receipts name the service.")
-    task_queue: str
+    task_queue: str | None = Field(description="Its task queue on the gateway's namespace; null behind an endpoint.")
+    nexus_endpoint: str | None = Field(description="Its Nexus endpoint; null on a task queue.")
     contract: str
     registered_at: datetime = Field(
         description="When the service first registered; the receipts of the deletions that called it list this."

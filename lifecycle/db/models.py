@@ -181,13 +181,19 @@ class DeletionProgress(Base):
 
 
 class DeletionService(Base):
-    """A service that owns data about bots and accounts and implements the deletion contract (proto/) on its own
-    task queue. Retired, not deleted: receipts and deletion records keep naming it."""
+    """A service that owns data about bots and accounts and implements the deletion contract (proto/), either on a
+    task queue of its own in the gateway's namespace or behind a Nexus endpoint into its own namespace: exactly one
+    of the two. Retired, not deleted: receipts and deletion records keep naming it."""
 
     __tablename__ = "deletion_services"
+    __table_args__ = (
+        CheckConstraint("(task_queue IS NULL) <> (nexus_endpoint IS NULL)", name="ck_deletion_services_transport"),
+    )
 
     name: Mapped[str] = mapped_column(String(40), primary_key=True)
-    task_queue: Mapped[str] = mapped_column(String(200))
+    task_queue: Mapped[str | None] = mapped_column(String(200))
+    # The Nexus endpoint (`temporal operator nexus endpoint create`) that reaches the service's own namespace.
+    nexus_endpoint: Mapped[str | None] = mapped_column(String(200))
     # The protobuf package it implements, such as lifecycle.deletion.v1.
     contract: Mapped[str] = mapped_column(String(100))
     registered_at: Mapped[datetime] = _now_column()

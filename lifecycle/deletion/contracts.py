@@ -75,12 +75,15 @@ class ServiceProgress:
 
 @dataclass
 class RegisteredService:
-    """A service of the registry (lifecycle/deletion/registry.py): its name and the task queue it answers on."""
+    """A service of the registry (lifecycle/deletion/registry.py): its name and how a deletion reaches it, which is
+    the registry's business alone: the task queue it answers on in the gateway's namespace, or else (task_queue
+    empty) the Nexus endpoint into its own namespace."""
 
     name: str
     task_queue: str
     # When it registered (RFC 3339, deletion_services.registered_at), for the receipt; empty where not read.
     registered_at: str = ""
+    nexus_endpoint: str = ""
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """The registry of deletion services: services that own data about bots and accounts, each implementing the
-deletion contract (proto/lifecycle/deletion/v1/service.proto) on a task queue of its own. The API registers and
-retires them (api/deletion/services_router.py); a deletion reads them once (activities/deletion/services.py) and
-calls each one's queue, and a preview (api/deletion/preview.py) asks the same ones.
+deletion contract (proto/lifecycle/deletion/v1/service.proto) on a task queue of its own in the gateway's namespace,
+or behind a Nexus endpoint into a namespace of its own. The API registers and retires them
+(api/deletion/services_router.py); a deletion reads them once (activities/deletion/services.py) and calls each one
+where the registry says (workflows/deletion/service_transport.py), and a preview (api/deletion/preview.py) asks the
+same ones.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from lifecycle.statuses import Throttle
 SERVICE_NAME_PATTERN: Final = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
 SERVICE_NAME_MAX_LENGTH: Final = 40
 TASK_QUEUE_MAX_LENGTH: Final = 200
+# A Nexus endpoint's name, as the Temporal server accepts it.
+NEXUS_ENDPOINT_PATTERN: Final = r"^[a-zA-Z][a-zA-Z0-9-]*[a-zA-Z0-9]$"
+NEXUS_ENDPOINT_MAX_LENGTH: Final = 200
 
 # The contracts a deletion knows how to call: the package of the generated code it is built with.
 SUPPORTED_CONTRACTS: Final = (service_pb2.DESCRIPTOR.package,)
@@ -46,14 +51,22 @@ SERVICE_REGISTERED: Final = "service_registered"
 NOTHING_TO_REACH: Final = "nothing_to_reach"
 
 _ACTIVE = text(
-    "SELECT name, task_queue, registered_at FROM deletion_services WHERE retired_at IS NULL"
+    "SELECT name, task_queue, nexus_endpoint, registered_at FROM deletion_services WHERE retired_at IS NULL"
     " AND contract = ANY(:contracts) ORDER BY name"
 )
 
 
 async def active_services(conn: AsyncConnection) -> list[RegisteredService]:
-    """The registered services of a contract this code calls, not retired, with when each registered."""
+    """The registered services of a contract this code calls, not retired, with where each answers and when it
+    registered."""
     return [
-        RegisteredService(name, queue, registered_at.astimezone(UTC).isoformat().replace("+00:00", "Z"))
-        for name, queue, registered_at in await conn.execute(_ACTIVE, {"contracts": list(SUPPORTED_CONTRACTS)})
+        RegisteredService(
+            name,
+            task_queue or "",
+            registered_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            nexus_endpoint=nexus_endpoint or "",
+        )
+        for name, task_queue, nexus_endpoint, registered_at in await conn.execute(
+            _ACTIVE, {"contracts": list(SUPPORTED_CONTRACTS)}
+        )
     ]

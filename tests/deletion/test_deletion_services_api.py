@@ -71,6 +71,16 @@ async def test_register_update_list_and_retire(api: httpx.AsyncClient) -> None:
         ("search_index", {"task_queue": "q", "contract": CONTRACT}, "name"),
         ("-index", {"task_queue": "q", "contract": CONTRACT}, "name"),
         ("a" * 41, {"task_queue": "q", "contract": CONTRACT}, "name"),
+        # Exactly one transport: a task queue in the gateway's namespace, or a Nexus endpoint into the service's.
+        ("search-index", {"contract": CONTRACT}, "exactly one of task_queue and nexus_endpoint"),
+        (
+            "search-index",
+            {"task_queue": "q", "nexus_endpoint": "search-index", "contract": CONTRACT},
+            "exactly one of task_queue and nexus_endpoint",
+        ),
+        ("search-index", {"nexus_endpoint": "", "contract": CONTRACT}, "nexus_endpoint"),
+        ("search-index", {"nexus_endpoint": "search_index", "contract": CONTRACT}, "nexus_endpoint"),
+        ("search-index", {"nexus_endpoint": "e" * 201, "contract": CONTRACT}, "nexus_endpoint"),
     ],
 )
 async def test_bad_input_is_a_422_problem(
@@ -81,6 +91,24 @@ async def test_bad_input_is_a_422_problem(
     assert response.headers["content-type"] == "application/problem+json"
     assert complaint in response.json()["detail"]
     assert await listed(api, name) is None
+
+
+async def test_a_service_moves_between_transports(api: httpx.AsyncClient) -> None:
+    """The registry holds one transport per service: registering the other one replaces it."""
+    name = a_name()
+    behind_endpoint = {"nexus_endpoint": "search-index", "contract": CONTRACT}
+    created = await api.put(f"/deletion-services/{name}", json=behind_endpoint, headers=ADMIN_HEADERS)
+    assert created.status_code == 201, created.text
+    assert (created.json()["nexus_endpoint"], created.json()["task_queue"]) == ("search-index", None)
+
+    on_queue = {"task_queue": "index-a", "contract": CONTRACT}
+    assert (await api.put(f"/deletion-services/{name}", json=on_queue, headers=ADMIN_HEADERS)).status_code == 200
+    service = await listed(api, name)
+    assert service is not None and (service["task_queue"], service["nexus_endpoint"]) == ("index-a", None)
+
+    assert (await api.put(f"/deletion-services/{name}", json=behind_endpoint, headers=ADMIN_HEADERS)).status_code == 200
+    service = await listed(api, name)
+    assert service is not None and (service["task_queue"], service["nexus_endpoint"]) == (None, "search-index")
 
 
 async def test_retiring_an_unknown_service_is_a_404_problem(api: httpx.AsyncClient) -> None:
