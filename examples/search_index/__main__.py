@@ -1,9 +1,13 @@
-"""The search index's worker: `python -m examples.search_index --address HOST:PORT --task-queue QUEUE --store DIR`.
+"""The search index's worker: `python -m examples.search_index --address HOST:PORT [--namespace NS] --task-queue
+QUEUE --store DIR`.
 
-It polls only its own task queue and implements the deletion contract's calls as activities of the rpcs' names,
-reading and writing the generated protobuf messages. Register it with the gateway (admin):
-`PUT /deletion-services/search-index {"task_queue": QUEUE, "contract": "lifecycle.deletion.v1"}`, or let it do so
-itself at start-up: `--register-with GATEWAY_URL [--name NAME]`, with the admin token in GATEWAY_ADMIN_TOKEN.
+It polls only its own task queue, in its namespace, and implements the deletion contract's calls as activities of
+the rpcs' names, reading and writing the generated protobuf messages; the same worker serves the contract's Nexus
+service (lifecycle/deletion/nexus_handler.py) from those activities. Register it with the gateway (admin):
+`PUT /deletion-services/search-index {"task_queue": QUEUE, "contract": "lifecycle.deletion.v1"}` when it polls the
+gateway's namespace, or `{"nexus_endpoint": ENDPOINT, ...}` when it runs in a namespace of its own behind an
+endpoint an operator created to its queue; or let it do so itself at start-up: `--register-with GATEWAY_URL [--name
+NAME] [--nexus-endpoint ENDPOINT]`, with the admin token in GATEWAY_ADMIN_TOKEN.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from temporalio.worker import Worker
 
 from examples.search_index.store import SearchIndex
 from lifecycle.data_converter import DATA_CONVERTER
+from lifecycle.deletion.nexus_handler import OPERATION_WORKFLOWS, DeletionNexusHandler
 from lifecycle.deletion.v1.service_pb2 import (
     DeleteRequest,
     DeleteResponse,
@@ -36,6 +41,7 @@ from lifecycle.deletion.v1.service_pb2 import (
 
 # Entries per call at most, whatever max_rows allows: each call is one short SQLite transaction.
 MAX_SLICE = 500
+REGISTER_ATTEMPTS = 120
 
 
 def _bot(subject: Subject) -> str:
@@ -115,21 +121,30 @@ class SearchIndexService:
         return VerifyResponse(remaining_rows=rows, remaining_files=files)
 
 
-async def register(gateway: str, name: str, task_queue: str, admin_token: str) -> None:
-    """Join the deletions: the same call an admin makes by hand, repeated harmlessly at every start."""
+async def register(gateway: str, name: str, where: dict[str, str], admin_token: str) -> None:
+    """Join the deletions: the same call an admin makes by hand, repeated harmlessly at every start. `where` is
+    the transport: {"task_queue": ...} or {"nexus_endpoint": ...}."""
     async with httpx.AsyncClient(base_url=gateway, timeout=10) as http:
-        answer = await http.put(
-            f"/deletion-services/{name}",
-            json={"task_queue": task_queue, "contract": DeleteRequest.DESCRIPTOR.file.package},
-            headers={"Authorization": f"Bearer {admin_token}"},
-        )
+        # A gateway started beside it (`make run`) may not listen yet: asked again every half second for a minute.
+        for attempt in range(REGISTER_ATTEMPTS):
+            try:
+                answer = await http.put(
+                    f"/deletion-services/{name}",
+                    json={**where, "contract": DeleteRequest.DESCRIPTOR.file.package},
+                    headers={"Authorization": f"Bearer {admin_token}"},
+                )
+                break
+            except httpx.TransportError:
+                if attempt == REGISTER_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(0.5)
         answer.raise_for_status()
     print(f"registered as {name} with {gateway}", flush=True)
 
 
-async def serve(address: str, task_queue: str, store: Path, name: str) -> None:
+async def serve(address: str, namespace: str, task_queue: str, store: Path, name: str) -> None:
     # The project's converter reads JSON protobuf ignoring unknown fields, as the contract asks of every reader.
-    client = await Client.connect(address, data_converter=DATA_CONVERTER)
+    client = await Client.connect(address, namespace=namespace, data_converter=DATA_CONVERTER)
     service = SearchIndexService(SearchIndex(store), name)
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -138,14 +153,17 @@ async def serve(address: str, task_queue: str, store: Path, name: str) -> None:
         client,
         task_queue=task_queue,
         activities=[service.delete_subject_data, service.verify_subject_erased, service.export_subject_data],
+        workflows=OPERATION_WORKFLOWS,
+        nexus_service_handlers=[DeletionNexusHandler(service.verify_subject_erased)],
     ):
-        print(f"search index serving {task_queue}", flush=True)
+        print(f"search index serving {task_queue} in {namespace}", flush=True)
         await stop.wait()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--address", required=True, help="the Temporal frontend, host:port")
+    parser.add_argument("--namespace", default="default", help="its own Temporal namespace")
     parser.add_argument("--task-queue", required=True)
     parser.add_argument("--store", required=True, type=Path, help="the folder of the index's own store")
     parser.add_argument(
@@ -156,14 +174,23 @@ def main() -> None:
     parser.add_argument(
         "--name", default="search-index", help="the name it registers under, and its export objects' name"
     )
+    parser.add_argument(
+        "--nexus-endpoint",
+        help="register as reached through this Nexus endpoint (to --task-queue in --namespace), not on the queue",
+    )
     arguments = parser.parse_args()
     asyncio.run(start(arguments))
 
 
 async def start(arguments: argparse.Namespace) -> None:
     if arguments.register_with:
-        await register(arguments.register_with, arguments.name, arguments.task_queue, os.environ["GATEWAY_ADMIN_TOKEN"])
-    await serve(arguments.address, arguments.task_queue, arguments.store, arguments.name)
+        where = (
+            {"nexus_endpoint": arguments.nexus_endpoint}
+            if arguments.nexus_endpoint
+            else {"task_queue": arguments.task_queue}
+        )
+        await register(arguments.register_with, arguments.name, where, os.environ["GATEWAY_ADMIN_TOKEN"])
+    await serve(arguments.address, arguments.namespace, arguments.task_queue, arguments.store, arguments.name)
 
 
 if __name__ == "__main__":
