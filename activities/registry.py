@@ -46,6 +46,7 @@ def build_activities(resources: ActivityResources, signer: ReceiptSigner) -> lis
         registered.list_deletion_services,
         registered.record_service_progress,
         registered.deletion_service_retired,
+        registered.nexus_endpoint_exists,
         account_sites.stop_account_site_creations,
         account_sites.list_account_sites,
         account_sites.await_site_deletion,

@@ -28,6 +28,15 @@ class ActivityPreset(TypedDict, total=False):
     cancellation_type: ActivityCancellationType
 
 
+class NexusPreset(TypedDict, total=False):
+    """A Nexus operation's options (`NexusClient.execute_operation`): it has no retry policy of its own, the handler
+    retrying what it runs."""
+
+    schedule_to_start_timeout: timedelta
+    start_to_close_timeout: timedelta
+    schedule_to_close_timeout: timedelta
+
+
 class LocalActivityPreset(TypedDict, total=False):
     start_to_close_timeout: timedelta
     retry_policy: RetryPolicy
@@ -93,6 +102,27 @@ SERVICE_PREVIEW: Final = ActivityPreset(
     start_to_close_timeout=timedelta(seconds=20),
     schedule_to_close_timeout=timedelta(seconds=25),
     retry_policy=_doubling(timedelta(seconds=1), timedelta(seconds=2), 3),
+)
+
+# The same three calls to a service behind a Nexus endpoint (workflows/deletion/service_transport.py). The same wait
+# for a worker of the service to take a call, then the handler's workflow retries as SERVICE_CALL and SERVICE_EXPORT
+# do (lifecycle/deletion/nexus_handler.py): schedule_to_close bounds all of those attempts with room to spare, and
+# a call that outlives it is a timeout, called again as a worker killed mid-call is. A preview's count is bounded
+# as SERVICE_PREVIEW bounds it.
+SERVICE_CALL_NEXUS: Final = NexusPreset(
+    schedule_to_start_timeout=timedelta(seconds=10), schedule_to_close_timeout=timedelta(minutes=15)
+)
+SERVICE_EXPORT_NEXUS: Final = NexusPreset(
+    schedule_to_start_timeout=timedelta(seconds=10), schedule_to_close_timeout=timedelta(hours=13)
+)
+SERVICE_PREVIEW_NEXUS: Final = NexusPreset(
+    schedule_to_start_timeout=timedelta(seconds=5), schedule_to_close_timeout=timedelta(seconds=25)
+)
+
+# Asking whether a service's Nexus endpoint exists, before each call through it: a local activity (one read of
+# the server's endpoint registry), so it costs no activity task; an outage of the server delays it, never loses it.
+ENDPOINT_CHECK: Final = LocalActivityPreset(
+    start_to_close_timeout=timedelta(seconds=10), retry_policy=_RETRY_WITHOUT_END
 )
 
 # Waiting for a run another request started: looks every 2 s at first, backing off to every 30 s for runs that

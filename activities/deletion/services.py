@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from sqlalchemy import text
 from temporalio import activity
+from temporalio.api.operatorservice.v1 import ListNexusEndpointsRequest
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.heartbeat import heartbeats
 from activities.resources import ActivityResources
@@ -71,6 +73,23 @@ class RegisteredServices:
         registry: a deletion waiting for it then leaves it, rather than wait without end."""
         async with self._resources.engine.connect() as conn:
             return bool((await conn.execute(_RETIRED, {"service": service})).scalar_one_or_none())
+
+    @activity.defn(name="nexus_endpoint_exists")
+    async def nexus_endpoint_exists(self, endpoint: str) -> bool:
+        """Whether a Temporal operator created the Nexus endpoint a service registered with. The server refuses a
+        workflow's call through an endpoint it does not know by failing the workflow task, again and again, where
+        no status shows it; so the workflows ask this first, and show the service waiting until the endpoint is
+        there. A gateway whose credential may not list endpoints (Temporal Cloud's are kept in its own registry)
+        cannot tell, and calls."""
+        try:
+            found = await self._resources.client.operator_service.list_nexus_endpoints(
+                ListNexusEndpointsRequest(name=endpoint, page_size=1)
+            )
+        except RPCError as err:
+            if err.status in (RPCStatusCode.PERMISSION_DENIED, RPCStatusCode.UNIMPLEMENTED):
+                return True
+            raise
+        return any(entry.spec.name == endpoint for entry in found.endpoints)
 
     @activity.defn(name="record_service_progress")
     @heartbeats

@@ -1,5 +1,6 @@
-"""Deleting one bot: every registered service at once, each in slices on its own task queue, pausable, with an
-operator path. The workflow names no service: it calls those the registry held when the deletion began."""
+"""Deleting one bot: every registered service at once, each in slices where the registry says it answers (its own
+task queue, or a Nexus endpoint into its own namespace), pausable, with an operator path. The workflow names no
+service: it calls those the registry held when the deletion began."""
 
 from __future__ import annotations
 
@@ -9,13 +10,21 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, ChildWorkflowError
-from temporalio.exceptions import TimeoutError as ActivityTimeoutError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    ChildWorkflowError,
+    FailureError,
+    NexusOperationError,
+)
+from temporalio.exceptions import TimeoutError as CallTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     import workflows.activity_presets as presets
     import workflows.deletion.policies as policies
     import workflows.deletion.registered_calls as registered_calls
+    import workflows.deletion.service_transport as transport
     from activities.deletion.records import DeletionRecords
     from lifecycle.deletion.contracts import (
         ACCOUNT_LANE_OPENED,
@@ -45,16 +54,16 @@ with workflow.unsafe.imports_passed_through():
     from workflows.sites.shield import uninterruptible
 
 
-def is_transient(err: ActivityError) -> bool:
+def is_transient(err: FailureError) -> bool:
     """Infrastructure, not the data: a service's database or object store out (its TransientError), or a worker
-    that died or stalled mid-call (a timeout).
+    that died or stalled mid-call (a timeout), on either transport.
 
     A run of worker kills exhausts a call's attempts with timeouts; that is no poison pill, so the workflow calls
     again, from the cursor the service last answered (its ledger counts what the lost calls deleted), instead of
     asking an operator.
     """
-    cause = err.cause
-    if isinstance(cause, ActivityTimeoutError):
+    cause = transport.cause_of(err)
+    if isinstance(cause, CallTimeoutError):
         return True
     return isinstance(cause, ApplicationError) and cause.type == TRANSIENT_ERROR and not cause.non_retryable
 
@@ -162,7 +171,7 @@ class BotDeletionWorkflow(DeletionWorkflowBase):
                 list(self._verified.values()),
                 list(self._registered.values()),
             )
-        except (asyncio.CancelledError, ActivityError, ChildWorkflowError) as stop:
+        except (asyncio.CancelledError, ActivityError, NexusOperationError, ChildWorkflowError) as stop:
             # Wherever the cancel reached the run (a call, a wait, the hold's gate, the receipt), its stop is
             # recorded as it stops: the status never shows the run open after it closed.
             await self._recorder.record_if_cancelled(stop, self._set_status)
@@ -243,27 +252,36 @@ class BotDeletionWorkflow(DeletionWorkflowBase):
                 rows_per_second=registered_calls.rows_per_second(self._registry, service, self._deleting()),
             )
             await self._record_service(service, answered=True)
-        except ActivityError as err:
+        except transport.ServiceCallError as err:
             await self._after_failure(service, "deleting", err)
+        except transport.EndpointMissing:
+            await self._wait_for_endpoint(service)
         self._publish_details()
 
-    async def _after_failure(self, service: str, doing: str, err: ActivityError) -> None:
+    async def _wait_for_endpoint(self, service: str) -> None:
+        """The service's Nexus endpoint does not exist (yet): it shows waiting, as a service no worker of which
+        takes its calls does, and is asked about again after a while, until an operator creates it (or retires the
+        service)."""
+        await self._waiting_for(service)
+        await workflow.sleep(transport.ENDPOINT_RECHECK)
+
+    async def _after_failure(self, service: str, doing: str, err: FailureError) -> None:
         """A failed call of a service: wait for its worker, call again, or ask an operator (poison pill)."""
         if isinstance(err.cause, CancelledError):
             # The workflow itself is being cancelled: end as cancelled, not as a poison pill.
             raise asyncio.CancelledError() from err
-        if registered_calls.no_worker_took_it(err):
+        if transport.no_worker_took_it(err):
             # The service's worker is down: call again without end; the status shows it waiting.
             await self._waiting_for(service)
             return
         if is_transient(err):
             # Another round of backoff: transient failures retry without end, from where the call got to.
-            workflow.logger.warning("transient failure %s %s; retrying: %s", doing, service, err.cause)
+            workflow.logger.warning("transient failure %s %s; retrying: %s", doing, service, transport.cause_of(err))
             return
         alert = AlertInput(
             workflow_id=workflow.info().workflow_id,
             subject=f"bot deletion stuck on {service}",
-            reason=str(err.cause or err),
+            reason=str(transport.cause_of(err) or err),
         )
         if await self._ask(service, alert) == Decision.SKIP:
             self._skip([service])
@@ -310,11 +328,14 @@ class BotDeletionWorkflow(DeletionWorkflowBase):
                 self._verified[service.name] = await registered_calls.verify(
                     service, registered_calls.bot_subject(request.bot_id)
                 )
-            except ActivityError as err:
+            except (*transport.ServiceCallError, transport.EndpointMissing) as err:
                 if self._progress[service.name].skipped:
                     # An operator left this service: what it keeps goes uncounted rather than asked about again.
                     return
-                await self._after_failure(service.name, "verifying", err)
+                if isinstance(err, transport.EndpointMissing):
+                    await self._wait_for_endpoint(service.name)
+                else:
+                    await self._after_failure(service.name, "verifying", err)
                 continue
             if self._progress[service.name].waiting_since is not None:
                 self._progress[service.name] = replace(self._progress[service.name], waiting_since=None)

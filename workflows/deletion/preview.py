@@ -1,7 +1,8 @@
 """Previewing a deletion: ask every registered service what it holds of the bots a deletion would delete, and
 change nothing. The counts are the services' own (VerifySubjectErased, the call a deletion ends with, here allowed
-to estimate a large count), asked on each service's own queue: the gateway never reads a service's database. A
-service that does not answer within the preset's bounds is reported as unknown (None), so a service that is down
+to estimate a large count), asked where each service answers: the gateway never reads a service's database. A
+service that does not answer within the preset's bounds, or whose Nexus endpoint does not exist, is reported as
+unknown (None), so a service that is down
 delays a preview by seconds and never holds it open."""
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import asyncio
 
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
-from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     import workflows.activity_presets as presets
@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.deletion.registry import VERIFY_SUBJECT_ERASED
     from lifecycle.deletion.v1.service_pb2 import Subject, VerifyRequest, VerifyResponse
     from lifecycle.deletion.workflow_types import DELETION_PREVIEW_WORKFLOW
+    from workflows.deletion.service_transport import EndpointMissing, ServiceCallError, call_service
 
 # Bots counted at once per service: an account's preview asks each service about its bots this many at a time, so
 # a large account does not put thousands of calls on a service's queue at once.
@@ -48,7 +49,7 @@ class DeletionPreviewWorkflow:
                 return_exceptions=True,
             )
             for answer in answers:
-                if isinstance(answer, ActivityError):
+                if isinstance(answer, (*ServiceCallError, EndpointMissing)):
                     return None
                 if isinstance(answer, BaseException):
                     raise answer
@@ -58,7 +59,8 @@ class DeletionPreviewWorkflow:
         return holdings
 
     async def _count(self, service: RegisteredService, bot_id: str) -> VerifyResponse:
-        return await workflow.execute_activity(
+        return await call_service(
+            service,
             VERIFY_SUBJECT_ERASED,
             # The preview's own id stands where a deletion sends its id: no deletion exists. A service may answer a
             # large count from an estimate, and says so.
@@ -67,8 +69,8 @@ class DeletionPreviewWorkflow:
                 subject=Subject(kind=Subject.KIND_BOT, id=bot_id),
                 estimate_allowed=True,
             ),
-            task_queue=service.task_queue,
-            result_type=VerifyResponse,
-            **presets.SERVICE_PREVIEW,
+            VerifyResponse,
+            on_queue=presets.SERVICE_PREVIEW,
+            through_nexus=presets.SERVICE_PREVIEW_NEXUS,
             summary=f"count what {service.name} holds of bot {bot_id}",
         )

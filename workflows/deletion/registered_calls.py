@@ -1,14 +1,13 @@
-"""The calls a bot deletion makes to a registered service (lifecycle/deletion/registry.py), on the service's own
-task queue, and the bookkeeping around them: reading the registry, and recording each service's progress where
-the status API and the receipt read it. The workflow decides when to call and what a failure means."""
+"""The calls a bot deletion makes to a registered service (lifecycle/deletion/registry.py), wherever the registry
+says it answers (service_transport.py), and the bookkeeping around them: reading the registry, and recording each
+service's progress where the status API and the receipt read it. The workflow decides when to call and what a
+failure means."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, TimeoutType
-from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     import workflows.activity_presets as presets
@@ -24,12 +23,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from lifecycle.deletion.registry import DELETE_SUBJECT_DATA, THROTTLES, VERIFY_SUBJECT_ERASED
     from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse, Subject, VerifyRequest, VerifyResponse
-
-
-def no_worker_took_it(err: ActivityError) -> bool:
-    """A registered service's call that waited out its schedule-to-start timeout: no worker of it polls."""
-    cause = err.cause
-    return isinstance(cause, ActivityTimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START
+    from workflows.deletion.service_transport import call_service
 
 
 def bot_subject(bot_id: str) -> Subject:
@@ -51,7 +45,8 @@ async def delete_slice(
 ) -> ServiceProgress:
     """One slice of the service's deletion, from its own cursor, for up to DELETER_SLICE in batches of at most
     `batch_rows`; the progress with the slice's answer added."""
-    response = await workflow.execute_activity(
+    response = await call_service(
+        service,
         DELETE_SUBJECT_DATA,
         DeleteRequest(
             deletion_id=workflow.info().workflow_id,
@@ -63,9 +58,9 @@ async def delete_slice(
             max_duration_ms=int(DELETER_SLICE.total_seconds() * 1000),
             batch_rows=batch_rows,
         ),
-        task_queue=service.task_queue,
-        result_type=DeleteResponse,
-        **presets.SERVICE_CALL,
+        DeleteResponse,
+        on_queue=presets.SERVICE_CALL,
+        through_nexus=presets.SERVICE_CALL_NEXUS,
         summary=f"delete {service.name} of bot {subject.id}",
     )
     deleted = known.deleted + response.rows_deleted
@@ -94,12 +89,13 @@ async def retired(service: str) -> bool:
 
 async def verify(service: RegisteredService, subject: Subject) -> ServiceVerification:
     """What the service still holds of the subject, by its own exact count."""
-    response = await workflow.execute_activity(
+    response = await call_service(
+        service,
         VERIFY_SUBJECT_ERASED,
         VerifyRequest(deletion_id=workflow.info().workflow_id, subject=subject),
-        task_queue=service.task_queue,
-        result_type=VerifyResponse,
-        **presets.SERVICE_CALL,
+        VerifyResponse,
+        on_queue=presets.SERVICE_CALL,
+        through_nexus=presets.SERVICE_CALL_NEXUS,
         summary=f"count what {service.name} holds of bot {subject.id}",
     )
     return ServiceVerification(service.name, response.remaining_rows, response.remaining_files)

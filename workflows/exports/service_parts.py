@@ -1,5 +1,5 @@
 """An export reaches every registered service: each writes its part of the account, told the account's bots
-(ExportSubjectData, on the service's own task queue), and the archive takes the objects they name."""
+(ExportSubjectData, where the service answers), and the archive takes the objects they name."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     import workflows.activity_presets as presets
@@ -18,7 +18,13 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.deletion.v1.service_pb2 import ExportRequest, ExportResponse, Subject
     from lifecycle.exports.contracts import ServicePart
     from lifecycle.object_keys import export_parts_prefix
-    from workflows.deletion.registered_calls import no_worker_took_it
+    from workflows.deletion.service_transport import (
+        EndpointMissing,
+        ServiceCallError,
+        call_service,
+        cause_of,
+        no_worker_took_it,
+    )
 
 # Between calls to a service that took none, or failed all of SERVICE_EXPORT's attempts: doubling up to the cap,
 # so an export that waits days for a service keeps a short history.
@@ -49,18 +55,19 @@ async def _part(request: ExportRequest, service: RegisteredService, waiting: Wai
     wait = FIRST_WAIT
     while True:
         try:
-            answer = await workflow.execute_activity(
+            answer = await call_service(
+                service,
                 EXPORT_SUBJECT_DATA,
                 request,
-                task_queue=service.task_queue,
-                result_type=ExportResponse,
-                **presets.SERVICE_EXPORT,
+                ExportResponse,
+                on_queue=presets.SERVICE_EXPORT,
+                through_nexus=presets.SERVICE_EXPORT_NEXUS,
                 summary=f"export {service.name}'s part",
             )
-        except ActivityError as err:
-            # Down (no worker took the call) or failing: the export waits for the service rather than leave its
-            # data out. An operator sees why in the run's details, and may retire the service.
-            reason = "no worker takes its calls" if no_worker_took_it(err) else f"it fails: {err.cause or err}"
+        except (*ServiceCallError, EndpointMissing) as err:
+            # Down (no worker took the call, no endpoint) or failing: the export waits for the service rather than
+            # leave its data out. An operator sees why in the run's details, and may retire the service.
+            reason = _why(err)
             workflow.logger.warning("export waits for %s: %s", service.name, reason)
             waiting(f"waiting for {service.name}: {reason}")
             await workflow.sleep(wait)
@@ -77,3 +84,11 @@ async def _part(request: ExportRequest, service: RegisteredService, waiting: Wai
             files_missing=answer.files_missing,
             files_refused=list(answer.files_refused),
         )
+
+
+def _why(err: FailureError | EndpointMissing) -> str:
+    if isinstance(err, EndpointMissing):
+        return f"its Nexus endpoint {err} does not exist"
+    if no_worker_took_it(err):
+        return "no worker takes its calls"
+    return f"it fails: {cause_of(err) or err}"
