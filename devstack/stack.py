@@ -2,7 +2,9 @@
 
 `make infra` starts the infrastructure alone (PostgreSQL, Temporal, SeaweedFS, the SMTP sink); `make run` then
 starts every long-running process the Procfile at the repository's root lists, under honcho: the API, the
-gateway's worker and each service's worker, which registers itself with the API as it starts."""
+gateway's worker and each service's worker, which registers itself with the API as it starts; and, apart from them
+as another team's deployment would be, the search index in a namespace of its own behind a Nexus endpoint
+(devstack/search_team.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,13 @@ from pathlib import Path
 
 from devstack.local_env import SITE_PROVISIONER, StackPorts, stack_environment
 from devstack.postgres import PostgresServer
+from devstack.search_team import (
+    SEARCH_INDEX_ENDPOINT,
+    SEARCH_INDEX_QUEUE,
+    SERVICE_NAMESPACE,
+    create_nexus_endpoint,
+    search_index_command,
+)
 from devstack.seaweedfs import SeaweedServer
 from devstack.site_servers import register_site_servers, site_servers, start_site_servers
 from devstack.smtp_sink import SmtpSink
@@ -49,6 +58,7 @@ class Stack:
             log_path=self.data_dir / "logs" / "seaweedfs.log",
         )
         self.apps: subprocess.Popen[bytes] | None = None
+        self.search_team: subprocess.Popen[bytes] | None = None
         self._stopping = threading.Event()
 
     def start_infra(self) -> None:
@@ -64,6 +74,13 @@ class Stack:
         print(f"[stack] site-database servers ready: {where}", flush=True)
         self.temporal.start()
         print(f"[stack] Temporal ready on {self.temporal.address}, search attributes registered", flush=True)
+        # The operator's part for the search index's team: its namespace (a flag of the server) and an endpoint.
+        create_nexus_endpoint(self.temporal.address, SEARCH_INDEX_ENDPOINT, SERVICE_NAMESPACE, SEARCH_INDEX_QUEUE)
+        print(
+            f"[stack] namespace {SERVICE_NAMESPACE}, Nexus endpoint {SEARCH_INDEX_ENDPOINT} to its queue"
+            f" {SEARCH_INDEX_QUEUE}",
+            flush=True,
+        )
         self.objects.start()
         print(f"[stack] SeaweedFS S3 on {self.objects.endpoint_url}, bucket {self.objects.bucket}", flush=True)
         self.smtp.start()
@@ -84,6 +101,27 @@ class Stack:
             cwd=PROJECT_ROOT,
             start_new_session=True,
         )
+        self.search_team = self.start_search_team()
+
+    def start_search_team(self) -> subprocess.Popen[bytes]:
+        """Another team's service, deployed apart from the gateway (not in the Procfile): the search index in its
+        own namespace, given none of the gateway's Temporal settings, registering itself by its Nexus endpoint."""
+        env = {name: value for name, value in os.environ.items() if not name.startswith("TEMPORAL_")}
+        # Its exports go to the stack's object store.
+        env.update({name: value for name, value in self.env.items() if name.startswith("S3_")})
+        env["GATEWAY_ADMIN_TOKEN"] = self.env["ADMIN_TOKEN"]
+        log = (self.data_dir / "logs" / "search-index.log").open("ab")
+        try:
+            return subprocess.Popen(
+                search_index_command(self.temporal.address, self.data_dir, self.env["DELETION_GATEWAY_URL"]),
+                env=env,
+                cwd=PROJECT_ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
 
     def banner(self) -> str:
         lines = [
@@ -95,6 +133,7 @@ class Stack:
         if self.with_apps:
             lines.append(f"  API docs      http://127.0.0.1:{self.env['API_PORT']}/docs")
             lines.append(f"  Demo page     http://127.0.0.1:{self.env['API_PORT']}/demo/")
+            lines.append(f"  Search team   namespace {SERVICE_NAMESPACE}, Nexus endpoint {SEARCH_INDEX_ENDPOINT}")
         else:
             lines.append("  Start what the Procfile lists (`honcho start`, or each line by hand),")
             lines.append("  after `. .venv/bin/activate` and `eval $(python -m devstack env | sed 's/^/export /')`.")
@@ -130,7 +169,9 @@ class Stack:
 
     def stop(self) -> None:
         """Stop in reverse order; each step runs even if an earlier one failed, so nothing is orphaned."""
-        steps: list[Callable[[], None]] = [partial(_terminate, self.apps)] if self.apps is not None else []
+        steps: list[Callable[[], None]] = [
+            partial(_terminate, process) for process in (self.search_team, self.apps) if process is not None
+        ]
         steps += [self.smtp.stop, self.objects.stop, self.temporal.stop]
         steps += [server.stop for server in self.site_servers.values()]
         steps += [self.postgres.stop]

@@ -14,6 +14,7 @@ from temporalio.service import RPCError
 
 from devstack.binaries import temporal_cli
 from devstack.ports import wait_for_port
+from devstack.search_team import DEV_SERVER_NAMESPACE_FLAGS
 from lifecycle import search_attributes
 from lifecycle.data_converter import DATA_CONVERTER
 
@@ -91,7 +92,7 @@ class TemporalDevServer:
         extra = [
             flag for key, value in self.dynamic_config.items() for flag in ("--dynamic-config-value", f"{key}={value}")
         ]
-        return args + DEV_SERVER_TUNING + extra + search_attributes.dev_server_flags()
+        return args + DEV_SERVER_TUNING + DEV_SERVER_NAMESPACE_FLAGS + extra + search_attributes.dev_server_flags()
 
     def start(self, timeout: float = 60.0) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,7 @@ from api.app import create_app
 from devstack.binaries import temporal_cli, temporal_test_server
 from devstack.ports import free_port
 from devstack.postgres import PostgresServer
+from devstack.search_team import DEV_SERVER_NAMESPACE_FLAGS
 from devstack.seaweedfs import SeaweedServer
 from devstack.smtp_sink import SmtpSink
 from devstack.temporal_server import DEV_SERVER_TUNING
@@ -75,7 +76,8 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
         port=free_port(),  # the SDK's own pick is an ephemeral port, which a client's connection may take first
         dev_server_existing_path=temporal_cli(),
         search_attributes=search_attributes.ALL,
-        dev_server_extra_args=["--ui-disable-news-fetch", *DEV_SERVER_TUNING],
+        # A namespace of a service's team besides the gateway's, for the services that join through Nexus.
+        dev_server_extra_args=["--ui-disable-news-fetch", *DEV_SERVER_TUNING, *DEV_SERVER_NAMESPACE_FLAGS],
         data_converter=DATA_CONVERTER,
     )
     yield env

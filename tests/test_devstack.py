@@ -303,7 +303,10 @@ def _follow_the_banner(stack: RunningStack, token: str) -> None:
     listed = stack.http.get("/deletion-services", headers=admin).json()["services"]
     assert all(service["registered_at"] for service in listed)
     status = stack.wait_deletion_completed(url, key)
-    assert {name: p["deleted"] for name, p in status["progress"].items()} == rows_per_service(100)
+    assert {name: p["deleted"] for name, p in status["progress"].items()} == {
+        **rows_per_service(100),
+        "search-index": 0,
+    }
     receipt = stack.http.get(f"/bots/{bot_id}/deletion/receipt", headers={"Authorization": f"Bearer {key}"})
     assert receipt.status_code == 200, receipt.text
     assert {entry["service"] for entry in receipt.json()["receipt"]["registry"]} == SERVICES
@@ -341,14 +344,23 @@ def test_the_banner_path_and_make_run_serve_and_keep_data_across_restart(stack: 
     assert set(seeded) == {"account_id", "api_key", "bot_ids"}
     documents = bot_documents_prefix(seeded["bot_ids"][0])
     assert stack.objects_under(documents) == rows_per_service(100)["knowledge"]
-    # Every service of the Procfile registered itself as it started; a deletion reaches each one's own store.
+    # Every service of the Procfile registered itself as it started, on its queue, and the search index's team by
+    # its Nexus endpoint, from its own namespace; a deletion reaches each one's own store.
     admin = {"Authorization": f"Bearer {token}"}
-    stack.wait_registered(admin, SERVICES)
+    stack.wait_registered(admin, {*SERVICES, "search-index"})
+    listed = {
+        service["name"]: service for service in stack.http.get("/deletion-services", headers=admin).json()["services"]
+    }
+    assert {name: listed[name]["task_queue"] for name in SERVICES} == {name: name for name in SERVICES}
+    assert (listed["search-index"]["nexus_endpoint"], listed["search-index"]["task_queue"]) == ("search-index", None)
     deleted = seeded["bot_ids"][1]
     deleting = stack.http.delete(f"/bots/{deleted}", headers={"Authorization": f"Bearer {seeded['api_key']}"})
     assert deleting.status_code in (200, 202), deleting.text
     status = stack.wait_deletion_completed(deleting.json()["status_url"], seeded["api_key"])
-    assert {name: p["deleted"] for name, p in status["progress"].items()} == rows_per_service(100)
+    assert {name: p["deleted"] for name, p in status["progress"].items()} == {
+        **rows_per_service(100),
+        "search-index": 0,
+    }
     assert stack.objects_under(bot_documents_prefix(deleted)) == 0
     assert stack.objects_under(documents) == rows_per_service(100)["knowledge"]
     # Two servers of their own hold the sites' databases; the product's own (`default`) takes none.

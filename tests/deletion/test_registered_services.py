@@ -9,7 +9,11 @@ dev server, the session's real gateway worker, and the API.
 - one that answers errors is a poison pill, as a built-in service is: an operator decides;
 - its worker may register it at start-up, through the same call;
 - with a rows/s of its own (PUT /deletion-budget's `services`), each call it gets carries that, and a change
-  reaches the running deletion at its next call.
+  reaches the running deletion at its next call;
+- run as another team runs it, in a namespace of its own behind a Nexus endpoint an operator created with the CLI,
+  it is reached in the same run as the services on task queues, and counted alike; it may move from a task queue to
+  an endpoint between deletions, losing nothing; an endpoint that does not exist shows it `waiting` until the
+  operator creates it; and cancelling the deletion cancels the slice's workflow in the service's namespace.
 """
 
 from __future__ import annotations
@@ -32,12 +36,15 @@ import pytest_asyncio
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 from temporalio import activity
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.api.enums.v1 import EventType, PendingNexusOperationState
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
+from devstack.search_team import SERVICE_NAMESPACE, create_nexus_endpoint
+from devstack.seed import rows_per_service, seed
 from examples.search_index.store import SearchIndex
+from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.contracts import TRANSIENT_ERROR
 from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse, VerifyRequest, VerifyResponse
 from lifecycle.deletion.workflow_types import bot_deletion_id
@@ -53,6 +60,7 @@ from worker import LifecycleWorkers
 
 pytestmark = pytest.mark.usefixtures("registry_left_as_found")
 
+RUNNING, CANCELED = WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CANCELED
 ENTRIES = 1_234  # three slices of the index's (500 at most): the run resumes from the service's own cursor
 FILES = 3
 
@@ -63,6 +71,8 @@ class RegisteredIndex:
     task_queue: str
     index: SearchIndex
     process: ChildProcess
+    # The Nexus endpoint into its team's namespace it is registered with; empty on a task queue.
+    endpoint: str = ""
 
     def start(self) -> None:
         self.process.start()
@@ -79,8 +89,34 @@ def index_process(client: Client, queue: str, store: Path, *options: str, **env:
     return ChildProcess(
         [sys.executable, "-m", "examples.search_index", *arguments],
         env={**os.environ, **env},
-        log_path=store.parent / f"{store.name}.log",
+        log_path=store.parent / f"{store.name}-{queue}.log",
     )
+
+
+async def behind_an_endpoint(
+    api: httpx.AsyncClient, client: Client, name: str, store: Path, *, endpoint_created: bool = True
+) -> RegisteredIndex:
+    """The search index as its own team runs it: its worker process (not started yet) polls a queue of the team's
+    namespace and is given nothing of the gateway's namespace; the service is registered by a Nexus endpoint to that
+    queue alone, which the operator creates with the real CLI (create_endpoint), first unless told not to."""
+    suffix = uuid.uuid4().hex[:8]
+    queue, endpoint = f"team-queue-{suffix}", f"team-endpoint-{suffix}"
+    process = index_process(client, queue, store, "--name", name, "--namespace", SERVICE_NAMESPACE)
+    service = RegisteredIndex(name, queue, SearchIndex(store), process, endpoint)
+    if endpoint_created:
+        await create_endpoint(client, service)
+    answer = await api.put(
+        f"/deletion-services/{name}",
+        json={"nexus_endpoint": endpoint, "contract": "lifecycle.deletion.v1"},
+        headers=ADMIN_HEADERS,
+    )
+    assert answer.status_code in (200, 201), answer.text
+    return service
+
+
+async def create_endpoint(client: Client, service: RegisteredIndex) -> None:
+    address = client.service_client.config.target_host
+    await asyncio.to_thread(create_nexus_endpoint, address, service.endpoint, SERVICE_NAMESPACE, service.task_queue)
 
 
 @pytest_asyncio.fixture
@@ -342,6 +378,14 @@ class RecordingService:
         return VerifyResponse()
 
 
+async def own_budget(api: httpx.AsyncClient, service: str, rows_per_second: int | None) -> None:
+    """Give the service a rows/s of its own (None: its share of the budget again), the shared budget unchanged."""
+    shared = (await api.get("/deletion-budget", headers=ADMIN_HEADERS)).json()["rows_per_second"]
+    body = {"rows_per_second": shared, "services": {service: rows_per_second}}
+    answer = await api.put("/deletion-budget", json=body, headers=ADMIN_HEADERS)
+    assert answer.status_code == 200, answer.text
+
+
 async def test_a_service_with_a_budget_of_its_own_gets_it_and_its_changes(
     api: httpx.AsyncClient,
     account: ApiAccount,
@@ -350,25 +394,18 @@ async def test_a_service_with_a_budget_of_its_own_gets_it_and_its_changes(
     temporal_client: Client,
 ) -> None:
     name, queue = await register("paced")
-    shared = (await api.get("/deletion-budget", headers=ADMIN_HEADERS)).json()["rows_per_second"]
-
-    async def own_budget(rows_per_second: int | None) -> None:
-        body = {"rows_per_second": shared, "services": {name: rows_per_second}}
-        answer = await api.put("/deletion-budget", json=body, headers=ADMIN_HEADERS)
-        assert answer.status_code == 200, answer.text
-
     service = RecordingService([], asyncio.Event())
     bot_id = await a_bot(api, account)
-    await own_budget(1_500)
+    await own_budget(api, name, 1_500)
     try:
         async with Worker(temporal_client, task_queue=queue, activities=[service.delete, service.verify]):
             assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
             await eventually(lambda: service.requests, "the service gets its first call")
-            await own_budget(3_000)  # while the first slice is under way
+            await own_budget(api, name, 3_000)  # while the first slice is under way
             service.release.set()
             await completed(api, bot_id, account)
     finally:
-        await own_budget(None)
+        await own_budget(api, name, None)
     assert [request.rows_per_second for request in service.requests] == [1_500, 3_000]
     receipt = await receipt_of(api, bot_id, account)
     changes = [action for action in receipt["operator_actions"] if action.get("service") == name]
@@ -432,3 +469,156 @@ async def test_an_account_export_holds_the_registered_services_part(
 
 async def _json(answer: Awaitable[httpx.Response]) -> Any:
     return (await answer).json()
+
+
+def nexus_calls(history: WorkflowHistory, endpoint: str) -> list[str]:
+    """The operations a deletion's run called through `endpoint`, in order."""
+    return [
+        event.nexus_operation_scheduled_event_attributes.operation
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_NEXUS_OPERATION_SCHEDULED
+        and event.nexus_operation_scheduled_event_attributes.endpoint == endpoint
+    ]
+
+
+async def test_one_deletion_reaches_services_on_queues_and_behind_an_endpoint_and_a_service_moves_between_them(
+    api: httpx.AsyncClient,
+    settings: Settings,
+    worker: LifecycleWorkers,
+    search_index: RegisteredIndex,
+    temporal_client: Client,
+) -> None:
+    """The search index on a task queue of the gateway's namespace for one deletion, then moved by its team to its
+    own namespace behind an endpoint for the next: each deletion reaches it and the project's services (on their
+    queues) in one run, the second through Nexus only, and nothing of either bot is missed or counted twice; the
+    preview counts through the endpoint as well."""
+    seeded = await seed(settings, bots=2, rows=300, documents=2)
+    headers = {"Authorization": f"Bearer {seeded.api_key}"}
+    on_queue, behind_endpoint = seeded.bot_ids
+    for bot_id in seeded.bot_ids:
+        search_index.index.add(bot_id, entries=ENTRIES, files=FILES)
+    expected = {**rows_per_service(300, 2), search_index.name: ENTRIES}
+
+    async def deleted(bot_id: str) -> dict[str, Any]:
+        assert (await api.delete(f"/bots/{bot_id}", headers=headers)).status_code in (200, 202)
+        status = await eventually(
+            lambda: _json(api.get(f"/bots/{bot_id}/deletion", headers=headers)),
+            "the bot deletion completes",
+            until=lambda body: body["status"] == "completed",
+        )
+        assert {name: progress["deleted"] for name, progress in status["progress"].items()} == expected
+        receipt = (await _json(api.get(f"/bots/{bot_id}/deletion/receipt", headers=headers)))["receipt"]
+        assert receipt["complete"] is True
+        return dict(receipt)
+
+    search_index.start()
+    receipt = await deleted(on_queue)
+    assert receipt["services"][search_index.name] == {"rows_deleted": ENTRIES, "files_deleted": FILES, "remaining": 0}
+    search_index.stop()
+
+    team = await behind_an_endpoint(api, temporal_client, search_index.name, search_index.index.root)
+    team.start()
+    try:
+        # A preview counts through the endpoint too (the synchronous operation), and changes nothing.
+        preview = await api.get(f"/bots/{behind_endpoint}/deletion/preview", headers=headers)
+        assert preview.status_code == 200, preview.text
+        assert {name: counted["rows"] for name, counted in preview.json()["services"].items()} == expected
+        receipt = await deleted(behind_endpoint)
+    finally:
+        team.stop()
+    assert receipt["services"][team.name] == {"rows_deleted": ENTRIES, "files_deleted": FILES, "remaining": 0}
+    assert set(receipt["services"]) == set(expected)
+    assert search_index.index.count(on_queue) == search_index.index.count(behind_endpoint) == (0, 0)
+    history = await temporal_client.get_workflow_handle(bot_deletion_id(behind_endpoint)).fetch_history()
+    # Three slices (500, 500, 234) and the count, all through the endpoint; no activity on a queue of the index.
+    assert nexus_calls(history, team.endpoint) == [*["DeleteSubjectData"] * 3, "VerifySubjectErased"]
+    assert not [
+        event
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and event.activity_task_scheduled_event_attributes.task_queue.name in (search_index.task_queue, team.task_queue)
+    ]
+
+
+async def test_a_service_whose_endpoint_does_not_exist_waits_until_the_operator_creates_it(
+    api: httpx.AsyncClient,
+    account: ApiAccount,
+    worker: LifecycleWorkers,
+    temporal_client: Client,
+    tmp_path: Path,
+) -> None:
+    team = await behind_an_endpoint(
+        api, temporal_client, f"team-{uuid.uuid4().hex[:8]}", tmp_path / "team-index", endpoint_created=False
+    )
+    bot_id = await a_bot(api, account)
+    team.index.add(bot_id, entries=5, files=1)
+    team.start()
+    try:
+        assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
+        shown = await shown_waiting(api, bot_id, account, team.name)
+        assert shown["status"] == "running"
+        assert team.index.count(bot_id) == (5, 1)
+
+        await create_endpoint(temporal_client, team)
+        finished = await completed(api, bot_id, account)
+    finally:
+        team.stop()
+    assert finished["progress"][team.name] == {"deleted": 5, "total": 5}
+    assert team.index.count(bot_id) == (0, 0)
+
+
+async def test_cancelling_a_deletion_cancels_its_slice_in_the_service_namespace(
+    api: httpx.AsyncClient,
+    account: ApiAccount,
+    worker: LifecycleWorkers,
+    temporal_client: Client,
+    tmp_path: Path,
+) -> None:
+    """A slice paced to the smallest budget (100 rows/s) runs for 5 s in the team's namespace; cancelling the
+    gateway's deletion cancels it there too: no handler workflow is left running to delete what nobody counts."""
+    team = await behind_an_endpoint(api, temporal_client, f"team-{uuid.uuid4().hex[:8]}", tmp_path / "team-index")
+    bot_id = await a_bot(api, account)
+    team.index.add(bot_id, entries=ENTRIES, files=FILES)
+    await own_budget(api, team.name, 100)
+    team.start()
+    team_client = await Client.connect(
+        temporal_client.service_client.config.target_host, namespace=SERVICE_NAMESPACE, data_converter=DATA_CONVERTER
+    )
+    slices = (
+        'WorkflowType = "DeleteSubjectDataOperation"'
+        f' AND WorkflowId STARTS_WITH "delete-slice-{bot_deletion_id(bot_id)}-"'
+    )
+
+    async def statuses() -> list[WorkflowExecutionStatus | None]:
+        return [execution.status async for execution in team_client.list_workflows(slices)]
+
+    try:
+        assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
+        await eventually(statuses, "a slice runs in the team's namespace", until=lambda found: RUNNING in found)
+        deletion = temporal_client.get_workflow_handle(bot_deletion_id(bot_id))
+
+        async def started() -> bool:
+            pending = (await deletion.describe()).raw_description.pending_nexus_operations
+            return any(
+                operation.state == PendingNexusOperationState.PENDING_NEXUS_OPERATION_STATE_STARTED
+                for operation in pending
+            )
+
+        # Once the gateway's run knows the operation started, its cancel reaches the handler (design.md says what
+        # a cancel between the handler's start and that record leaves).
+        await eventually(started, "the gateway's run records the slice's operation started")
+        await deletion.cancel()
+        slices_run = await eventually(
+            statuses, "the slice is cancelled", until=lambda found: RUNNING not in found and CANCELED in found
+        )
+        status = await eventually(
+            status_of(api, bot_id, account),
+            "the deletion ends cancelled",
+            until=lambda body: body["status"] == "cancelled",
+        )
+    finally:
+        team.stop()
+        await own_budget(api, team.name, None)
+    assert status["status"] == "cancelled"
+    # Each slice took its 500 entries before pacing itself; nothing went on deleting after the cancel.
+    assert team.index.count(bot_id) == (ENTRIES - 500 * len(slices_run), FILES)
