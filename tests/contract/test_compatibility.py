@@ -5,6 +5,9 @@ the previous and the next version of the .proto, each a process of its own (vers
 - A newer service answers a DeleteResponse with a field this caller does not know: the caller reads the rest.
 - An older service, built without DeleteRequest.rows_per_second and DeleteResponse.measured_rows_per_second,
   reads the current request (ignoring the field it does not know) and its answer reads as the default 0.
+
+Both hold on either transport: the service's own task queue, or the contract's Nexus service, the stand-in running
+in a namespace of its own behind an endpoint the operator's CLI created.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 from devstack.proto_codegen import compile_protos
+from devstack.search_team import SERVICE_NAMESPACE, create_nexus_endpoint
 from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse, Subject
 from tests.contract.caller import ContractCaller
 from tests.contract.versioned_service import BYTES_FREED, MEASURED_ROWS_PER_SECOND
@@ -41,27 +45,36 @@ CLOSED = {
 class Service:
     task_queue: str
     process: ChildProcess
+    # The Nexus endpoint to its queue in its own namespace; empty when it answers on a queue of the caller's.
+    endpoint: str = ""
 
 
 @pytest.fixture
 def service(
     request: pytest.FixtureRequest, temporal_client: Client, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Service]:
-    """A stand-in service built from tests/contract/protos/<version>, polling a task queue of its own."""
-    version = request.param
+    """A stand-in service built from tests/contract/protos/<version>, polling a task queue of its own; with
+    `nexus`, in the team's namespace, behind an endpoint to that queue."""
+    version, transport = request.param
     generated = tmp_path_factory.mktemp(f"contract-{version}")
     compile_protos(generated, TEST_PROTOS / version)
-    queue = f"contract-{version}-{uuid.uuid4().hex[:8]}"
+    suffix = uuid.uuid4().hex[:8]
+    queue, endpoint = f"contract-{version}-{suffix}", ""
     address = temporal_client.service_client.config.target_host
     module = f"contract_{version}_pb2"
+    arguments = [address, queue, str(generated), module]
+    if transport == "nexus":
+        endpoint = f"contract-{version}-{suffix}"
+        create_nexus_endpoint(address, endpoint, SERVICE_NAMESPACE, queue)
+        arguments.append(SERVICE_NAMESPACE)
     process = ChildProcess(
-        [sys.executable, "-m", "tests.contract.versioned_service", address, queue, str(generated), module],
+        [sys.executable, "-m", "tests.contract.versioned_service", *arguments],
         env=dict(os.environ),
         log_path=generated / "service.log",
         forked=False,
     )
     process.start()
-    yield Service(queue, process)
+    yield Service(queue, process, endpoint)
     process.terminate()
 
 
@@ -84,7 +97,7 @@ async def call(temporal_client: Client, service: Service, request: DeleteRequest
     async with Worker(temporal_client, task_queue=queue, workflows=[ContractCaller]):
         handle: WorkflowHandle[ContractCaller, DeleteResponse] = await temporal_client.start_workflow(
             ContractCaller.run,
-            args=[service.task_queue, request],
+            args=[service.task_queue, request, service.endpoint],
             id=f"contract-caller-{uuid.uuid4()}",
             task_queue=queue,
         )
@@ -111,7 +124,7 @@ def expected(request: DeleteRequest, measured_rows_per_second: float = 0.0) -> D
     )
 
 
-@pytest.mark.parametrize("service", ["next"], indirect=True)
+@pytest.mark.parametrize("service", [("next", "queue"), ("next", "nexus")], indirect=True, ids=["queue", "nexus"])
 async def test_the_caller_reads_a_newer_services_response(temporal_client: Client, service: Service) -> None:
     request = current_request()
     response = await call(temporal_client, service, request)
@@ -120,7 +133,9 @@ async def test_the_caller_reads_a_newer_services_response(temporal_client: Clien
     assert BYTES_FREED and "bytes_freed" not in DeleteResponse.DESCRIPTOR.fields_by_name
 
 
-@pytest.mark.parametrize("service", ["previous"], indirect=True)
+@pytest.mark.parametrize(
+    "service", [("previous", "queue"), ("previous", "nexus")], indirect=True, ids=["queue", "nexus"]
+)
 async def test_an_older_service_reads_the_current_request_and_its_answer_reads_as_defaults(
     temporal_client: Client, service: Service
 ) -> None:

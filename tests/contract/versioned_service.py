@@ -1,5 +1,6 @@
 """A stand-in service built from another version of the deletion contract, run as a process of its own:
-`python -m tests.contract.versioned_service ADDRESS TASK_QUEUE GENERATED_DIR MODULE`.
+`python -m tests.contract.versioned_service ADDRESS TASK_QUEUE GENERATED_DIR MODULE [NAMESPACE]`; with a
+namespace, it runs there and serves the contract's Nexus service on its queue too (reached through an endpoint).
 
 GENERATED_DIR holds MODULE, the Python code protoc generated from that version's .proto (test_compatibility.py
 compiles tests/contract/protos/previous or next). A process of its own because one Python process holds one
@@ -19,6 +20,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
+import nexusrpc
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -48,17 +50,33 @@ def delete_subject_data(contract: ModuleType) -> Any:
     return delete
 
 
-async def serve(address: str, task_queue: str, contract: ModuleType) -> None:
-    client = await Client.connect(address, data_converter=DATA_CONVERTER)
+def nexus_handler(delete: Any) -> Any:
+    """The contract's Nexus service, named as the current contract names it (this process may not import that)."""
+
+    @nexusrpc.handler.service_handler(name="lifecycle.deletion.v1.DeletionService")
+    class DeletionService:
+        # Untyped: the converter finds the message by the payload's messageType, of this process's version.
+        @nexusrpc.handler.sync_operation(name="DeleteSubjectData")
+        async def delete_subject_data(self, ctx: nexusrpc.handler.StartOperationContext, request: Any) -> Any:
+            return await delete(request)
+
+    return DeletionService()
+
+
+async def serve(address: str, task_queue: str, contract: ModuleType, namespace: str) -> None:
+    client = await Client.connect(address, namespace=namespace, data_converter=DATA_CONVERTER)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    async with Worker(client, task_queue=task_queue, activities=[delete_subject_data(contract)]):
+    delete = delete_subject_data(contract)
+    async with Worker(
+        client, task_queue=task_queue, activities=[delete], nexus_service_handlers=[nexus_handler(delete)]
+    ):
         await stop.wait()
 
 
-def main(address: str, task_queue: str, generated: str, module: str) -> None:
+def main(address: str, task_queue: str, generated: str, module: str, namespace: str = "default") -> None:
     sys.path.insert(0, generated)
-    asyncio.run(serve(address, task_queue, importlib.import_module(module)))
+    asyncio.run(serve(address, task_queue, importlib.import_module(module), namespace))
 
 
 if __name__ == "__main__":
