@@ -93,15 +93,26 @@ def index_process(client: Client, queue: str, store: Path, *options: str, **env:
     )
 
 
+def s3_environment(settings: Settings) -> dict[str, str]:
+    """The gateway's object store, named by the S3_* variables the gateway reads too: where exports go."""
+    return {field.upper(): str(getattr(settings, field)) for field in Settings.model_fields if field.startswith("s3_")}
+
+
 async def behind_an_endpoint(
-    api: httpx.AsyncClient, client: Client, name: str, store: Path, *, endpoint_created: bool = True
+    api: httpx.AsyncClient,
+    client: Client,
+    name: str,
+    store: Path,
+    *,
+    endpoint_created: bool = True,
+    env: dict[str, str] | None = None,
 ) -> RegisteredIndex:
     """The search index as its own team runs it: its worker process (not started yet) polls a queue of the team's
     namespace and is given nothing of the gateway's namespace; the service is registered by a Nexus endpoint to that
     queue alone, which the operator creates with the real CLI (create_endpoint), first unless told not to."""
     suffix = uuid.uuid4().hex[:8]
     queue, endpoint = f"team-queue-{suffix}", f"team-endpoint-{suffix}"
-    process = index_process(client, queue, store, "--name", name, "--namespace", SERVICE_NAMESPACE)
+    process = index_process(client, queue, store, "--name", name, "--namespace", SERVICE_NAMESPACE, **(env or {}))
     service = RegisteredIndex(name, queue, SearchIndex(store), process, endpoint)
     if endpoint_created:
         await create_endpoint(client, service)
@@ -126,9 +137,7 @@ async def search_index(
     """The search index, registered; its worker process is not started yet."""
     name, queue = await register("search")
     store = tmp_path / "search-index"
-    # Its exports go to the gateway's object store, named by the S3_* variables the gateway reads too.
-    s3 = {field.upper(): str(getattr(settings, field)) for field in Settings.model_fields if field.startswith("s3_")}
-    process = index_process(temporal_client, queue, store, "--name", name, **s3)
+    process = index_process(temporal_client, queue, store, "--name", name, **s3_environment(settings))
     service = RegisteredIndex(name, queue, SearchIndex(store), process)
     try:
         yield service
@@ -442,21 +451,35 @@ async def test_a_service_registers_itself_at_start_up(
         await api.delete(f"/deletion-services/{name}", headers=ADMIN_HEADERS)
 
 
+@pytest.mark.parametrize("transport", ["queue", "nexus"])
 async def test_an_account_export_holds_the_registered_services_part(
-    api: httpx.AsyncClient, account: ApiAccount, worker: LifecycleWorkers, search_index: RegisteredIndex
+    api: httpx.AsyncClient,
+    account: ApiAccount,
+    worker: LifecycleWorkers,
+    search_index: RegisteredIndex,
+    temporal_client: Client,
+    settings: Settings,
+    transport: str,
 ) -> None:
+    """On its queue, or behind an endpoint (ExportSubjectData as a workflow in the team's namespace)."""
     bot_id = await a_bot(api, account)
     search_index.index.add(bot_id, entries=4, files=2)
     search_index.index.add(str(uuid.uuid4()), entries=3, files=1)  # a bot of no account of the export
+    if transport == "nexus":
+        search_index = await behind_an_endpoint(
+            api, temporal_client, search_index.name, search_index.index.root, env=s3_environment(settings)
+        )
     search_index.start()
-
-    requested = await api.post("/account/exports", headers=account.headers)
-    assert requested.status_code == 202, requested.text
-    status = await eventually(
-        lambda: _json(api.get(requested.json()["status_url"], headers=account.headers)),
-        "the export is ready",
-        until=lambda answer: answer["status"] == "ready",
-    )
+    try:
+        requested = await api.post("/account/exports", headers=account.headers)
+        assert requested.status_code == 202, requested.text
+        status = await eventually(
+            lambda: _json(api.get(requested.json()["status_url"], headers=account.headers)),
+            "the export is ready",
+            until=lambda answer: answer["status"] == "ready",
+        )
+    finally:
+        search_index.stop()
     archive = zipfile.ZipFile(io.BytesIO((await api.get(status["download_url"])).content))
 
     lines = archive.read(f"services/{search_index.name}/{search_index.name}.ndjson").decode().splitlines()
