@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from lifecycle.deletion.registry import (
     NEXUS_ENDPOINT_MAX_LENGTH,
@@ -13,26 +15,28 @@ from lifecycle.deletion.registry import (
     TASK_QUEUE_MAX_LENGTH,
 )
 
+TaskQueue = Annotated[str, StringConstraints(min_length=1, max_length=TASK_QUEUE_MAX_LENGTH, pattern=r"^\S+$")]
+NexusEndpoint = Annotated[str, StringConstraints(max_length=NEXUS_ENDPOINT_MAX_LENGTH, pattern=NEXUS_ENDPOINT_PATTERN)]
+
 
 class DeletionServiceBody(BaseModel):
     """Where the service answers: `task_queue` (the gateway's namespace) or `nexus_endpoint` (its own), exactly one;
     a deletion calls it where this says, and names it by its registered name alone."""
 
-    model_config = ConfigDict(extra="forbid")
+    # The rule _one_transport enforces, declared for the clients that read the OpenAPI document.
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"oneOf": [{"required": ["task_queue"]}, {"required": ["nexus_endpoint"]}]}
+    )
 
-    task_queue: str | None = Field(
+    # Absent, never null: the one transport given is a string (SkipJsonSchema keeps null out of the document).
+    task_queue: TaskQueue | SkipJsonSchema[None] = Field(
         default=None,
-        min_length=1,
-        max_length=TASK_QUEUE_MAX_LENGTH,
-        pattern=r"^\S+$",
         description="The Temporal task queue the service's workers poll, on the gateway's namespace. Deletions "
         "call the contract's activity types (DeleteSubjectData, VerifySubjectErased) there.",
         examples=["search-index"],
     )
-    nexus_endpoint: str | None = Field(
+    nexus_endpoint: NexusEndpoint | SkipJsonSchema[None] = Field(
         default=None,
-        max_length=NEXUS_ENDPOINT_MAX_LENGTH,
-        pattern=NEXUS_ENDPOINT_PATTERN,
         description="The Nexus endpoint a Temporal operator created into the service's own namespace "
         "(`temporal operator nexus endpoint create`). Deletions call the contract's Nexus service "
         "(lifecycle.deletion.v1.DeletionService) through it, and never enter that namespace.",
@@ -46,7 +50,8 @@ class DeletionServiceBody(BaseModel):
 
     @model_validator(mode="after")
     def _one_transport(self) -> DeletionServiceBody:
-        if (self.task_queue is None) == (self.nexus_endpoint is None):
+        given = self.model_fields_set & {"task_queue", "nexus_endpoint"}
+        if len(given) != 1 or None in (getattr(self, field) for field in given):
             raise ValueError("give exactly one of task_queue and nexus_endpoint")
         return self
 

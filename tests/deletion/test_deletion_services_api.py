@@ -79,6 +79,11 @@ async def test_register_update_list_and_retire(api: httpx.AsyncClient) -> None:
             "exactly one of task_queue and nexus_endpoint",
         ),
         ("search-index", {"nexus_endpoint": "", "contract": CONTRACT}, "nexus_endpoint"),
+        (
+            "search-index",
+            {"task_queue": None, "nexus_endpoint": "search-index", "contract": CONTRACT},
+            "exactly one of task_queue and nexus_endpoint",
+        ),
         ("search-index", {"nexus_endpoint": "search_index", "contract": CONTRACT}, "nexus_endpoint"),
         ("search-index", {"nexus_endpoint": "e" * 201, "contract": CONTRACT}, "nexus_endpoint"),
     ],
