@@ -10,7 +10,8 @@ it serves on a task queue: one implementation answers both transports.
   activity (which hears it at its next heartbeat).
 
 A service's worker registers `DeletionNexusHandler(verify)` as a Nexus service handler and `OPERATION_WORKFLOWS`
-beside its activities (examples/search_index).
+beside its activities (examples/search_index). `verify` is its count as a plain coroutine: the handler calls it
+outside any activity, so it may not heartbeat.
 """
 
 from __future__ import annotations
