@@ -36,7 +36,7 @@ import pytest_asyncio
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 from temporalio import activity
-from temporalio.api.enums.v1 import EventType, PendingNexusOperationState
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
@@ -594,11 +594,16 @@ async def test_cancelling_a_deletion_cancels_its_slice_in_the_service_namespace(
     api: httpx.AsyncClient,
     account: ApiAccount,
     worker: LifecycleWorkers,
+    register: Register,
     temporal_client: Client,
     tmp_path: Path,
 ) -> None:
     """A slice paced to the smallest budget (100 rows/s) runs for 5 s in the team's namespace; cancelling the
-    gateway's deletion cancels it there too: no handler workflow is left running to delete what nobody counts."""
+    gateway's deletion cancels it there too: no handler workflow is left running to delete what nobody counts. Also
+    while another service's call is in flight on its queue, which a cancel ends at once (an activity's): the run
+    still waits for the operation's cancellation before it closes."""
+    _, queue = await register("held")
+    held = RecordingService([], asyncio.Event())
     team = await behind_an_endpoint(api, temporal_client, f"team-{uuid.uuid4().hex[:8]}", tmp_path / "team-index")
     bot_id = await a_bot(api, account)
     team.index.add(bot_id, entries=ENTRIES, files=FILES)
@@ -616,29 +621,20 @@ async def test_cancelling_a_deletion_cancels_its_slice_in_the_service_namespace(
         return [execution.status async for execution in team_client.list_workflows(slices)]
 
     try:
-        assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
-        await eventually(statuses, "a slice runs in the team's namespace", until=lambda found: RUNNING in found)
-        deletion = temporal_client.get_workflow_handle(bot_deletion_id(bot_id))
-
-        async def started() -> bool:
-            pending = (await deletion.describe()).raw_description.pending_nexus_operations
-            return any(
-                operation.state == PendingNexusOperationState.PENDING_NEXUS_OPERATION_STATE_STARTED
-                for operation in pending
+        async with Worker(temporal_client, task_queue=queue, activities=[held.delete, held.verify]):
+            assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
+            await eventually(statuses, "a slice runs in the team's namespace", until=lambda found: RUNNING in found)
+            await eventually(lambda: held.requests, "the other service's call is in flight")
+            await temporal_client.get_workflow_handle(bot_deletion_id(bot_id)).cancel()
+            slices_run = await eventually(
+                statuses, "the slice is cancelled", until=lambda found: RUNNING not in found and CANCELED in found
             )
-
-        # Once the gateway's run knows the operation started, its cancel reaches the handler (design.md says what
-        # a cancel between the handler's start and that record leaves).
-        await eventually(started, "the gateway's run records the slice's operation started")
-        await deletion.cancel()
-        slices_run = await eventually(
-            statuses, "the slice is cancelled", until=lambda found: RUNNING not in found and CANCELED in found
-        )
-        status = await eventually(
-            status_of(api, bot_id, account),
-            "the deletion ends cancelled",
-            until=lambda body: body["status"] == "cancelled",
-        )
+            status = await eventually(
+                status_of(api, bot_id, account),
+                "the deletion ends cancelled",
+                until=lambda body: body["status"] == "cancelled",
+            )
+            held.release.set()
     finally:
         team.stop()
         await own_budget(api, team.name, None)

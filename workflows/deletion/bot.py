@@ -206,7 +206,7 @@ class BotDeletionWorkflow(DeletionWorkflowBase):
     async def _delete_every_service(self, request: BotDeletionInput) -> None:
         # The services share nothing, so they are deleted side by side: one service's file unlinks
         # and another's DELETEs use the machine at once.
-        await asyncio.gather(*(self._delete_service(request, service) for service in self._progress))
+        await transport.side_by_side(self._delete_service(request, service) for service in self._progress)
         if not all(p.done for p in self._progress.values()):
             await self._continue_as_new(request)
 
@@ -313,7 +313,7 @@ class BotDeletionWorkflow(DeletionWorkflowBase):
     async def _verify_registered_services(self, request: BotDeletionInput) -> list[str]:
         """The services that still hold something of the bot, by their own count, but for those an operator
         skipped: counted too, so the receipt says what they keep, but never deleted again."""
-        await asyncio.gather(*(self._verify(request, service) for service in self._registered.values()))
+        await transport.side_by_side(self._verify(request, service) for service in self._registered.values())
         return [
             name
             for name in self._registered

@@ -6,6 +6,8 @@ the same (cause_of), so the deletion, the preview and the export decide alike ov
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Iterable
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -47,6 +49,20 @@ def no_worker_took_it(err: FailureError) -> bool:
     return isinstance(cause, CallTimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START
 
 
+async def side_by_side(calls: Iterable[Awaitable[Answer]]) -> list[Answer]:
+    """Every call at once, returning once every one has settled, also when the run is cancelled: a call through
+    Nexus then waits for its operation's cancellation (WAIT_COMPLETED), and the run must not close before it, or the
+    server drops the cancel and the service's workflow runs on (a plain gather gives up at the first call that
+    ends, such as an activity cancelled at once). The first failure, if any, is raised then."""
+    settled = await asyncio.gather(*calls, return_exceptions=True)
+    answers: list[Answer] = []
+    for outcome in settled:
+        if isinstance(outcome, BaseException):
+            raise outcome
+        answers.append(outcome)
+    return answers
+
+
 async def call_service(
     service: RegisteredService,
     call: str,
@@ -73,7 +89,16 @@ async def call_service(
     if not exists:
         raise EndpointMissing(service.nexus_endpoint)
     nexus = workflow.create_nexus_client(endpoint=service.nexus_endpoint, service=DeletionNexusService)
-    answered: Answer = await nexus.execute_operation(
-        OPERATIONS[call], request, output_type=result_type, **through_nexus, summary=summary
+    # The start in a task of its own, which the run's cancel never reaches: the SDK gives up a start that a cancel
+    # interrupts, even one the same activation reports started, and the run would close with the operation open.
+    starting = asyncio.ensure_future(
+        nexus.start_operation(OPERATIONS[call], request, output_type=result_type, **through_nexus, summary=summary)
     )
+    try:
+        operation = await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        # Cancelled while it started: once it has, it is cancelled (WAIT_COMPLETED) and waited for.
+        operation = await starting
+        operation.cancel()
+    answered: Answer = await operation
     return answered

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -24,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         call_service,
         cause_of,
         no_worker_took_it,
+        side_by_side,
     )
 
 # Between calls to a service that took none, or failed all of SERVICE_EXPORT's attempts: doubling up to the cap,
@@ -48,7 +48,7 @@ async def export_service_parts(
         object_key_prefix=export_parts_prefix(export_id),
         bot_ids=bot_ids,
     )
-    return list(await asyncio.gather(*(_part(request, service, waiting) for service in services)))
+    return await side_by_side(_part(request, service, waiting) for service in services)
 
 
 async def _part(request: ExportRequest, service: RegisteredService, waiting: Waiting) -> ServicePart:
