@@ -10,7 +10,7 @@ from lifecycle.deletion.conformance.calls import ContractCalls
 from lifecycle.deletion.conformance.seeding import Seeder
 from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse, Subject
 
-# Slices a deletion of the kit's (a few hundred rows) may take before the kit stops asking: far more than any
+# Slices a deletion of the kit's (500 rows at most) may take before the kit stops asking: far more than any
 # conforming service needs, so a service that never answers `done` fails rather than holding the kit forever.
 MOST_SLICES = 20
 
