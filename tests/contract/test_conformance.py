@@ -29,7 +29,7 @@ from examples.search_index.__main__ import SearchIndexService
 from examples.search_index.store import SearchIndex
 from lifecycle.deletion.conformance.report import Outcome, Result, line
 from lifecycle.deletion.conformance.run import run_checks
-from lifecycle.deletion.conformance.seeding import Seeder
+from lifecycle.deletion.conformance.seeding import CommandSeeder, Seeder
 from lifecycle.deletion.conformance.transport import task_queue_transport
 from lifecycle.deletion.conformance.wire import AnswerUnreadable, decode, encode
 from lifecycle.deletion.v1.service_pb2 import DeleteResponse
@@ -40,7 +40,9 @@ from services.runtime.definition import ServiceDefinition
 from services.runtime.worker import opened
 from tests.conftest import object_store_settings
 from tests.contract.conformance_services import IgnoresMaxRows, MemoryService, RunningTotal, ServiceSeeder
-from tests.processes import run_command
+from tests.deletion.test_typescript_service import node, typescript_build  # noqa: F401 (a fixture)
+from tests.eventually import eventually
+from tests.processes import PROJECT_ROOT, ChildProcess, run_command
 
 CHECKS = {
     "never-held",
@@ -121,18 +123,57 @@ async def test_the_kit_names_the_promise_a_broken_service_breaks(
     assert outcomes(results)[Outcome.PASS] == CHECKS - NOT_CHECKABLE - breaks, report(results)
 
 
-async def test_the_command_checks_the_search_index_with_its_own_seed(
-    temporal_client: Client, seaweedfs: SeaweedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """As a service's team runs it: Temporal from the environment, subjects seeded by the team's own command, the
-    export part read back from the object store the S3_* variables name."""
-    s3 = {
+def s3_environment(seaweedfs: SeaweedServer) -> dict[str, str]:
+    """The S3_* variables of the session's object store, which the examples write their export parts to."""
+    return {
         "S3_ENDPOINT_URL": seaweedfs.endpoint_url,
         "S3_BUCKET": seaweedfs.bucket,
         "S3_ACCESS_KEY_ID": seaweedfs.access_key_id,
         "S3_SECRET_ACCESS_KEY": seaweedfs.secret_access_key,
     }
-    for name, value in s3.items():
+
+
+async def test_the_kit_passes_against_the_typescript_example(
+    temporal_client: Client,
+    seaweedfs: SeaweedServer,
+    objects: ObjectStore,
+    typescript_build: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Seeded by the example's own `seed` command, its worker a Node process of its own."""
+    queue = f"search-index-ts-{uuid.uuid4().hex[:8]}"
+    store = tmp_path / "store"
+    # The build lives outside the project: Node finds the packages `make install` put in node_modules.
+    packages = f"NODE_PATH={PROJECT_ROOT / 'node_modules'}"
+    main = [node(), str(typescript_build / "main.js")]
+    serve = ["serve", "--address", temporal_client.service_client.config.target_host, "--task-queue", queue]
+    worker = ChildProcess(
+        [*main, *serve, "--store", str(store)],
+        {**os.environ, packages.split("=")[0]: packages.split("=")[1], **s3_environment(seaweedfs)},
+        tmp_path / "search-index-ts.log",
+    )
+    seed = f"env {packages} {' '.join(main)} seed --store {store} --bot {{id}} --account {{account}} --entries {{rows}}"
+    worker.start()
+    try:
+        await eventually(lambda: _serving(worker), "the example's worker polls its queue")
+        async with task_queue_transport(temporal_client, queue) as transport:
+            results = {result.check: result for result in await run_checks(transport, CommandSeeder(seed), objects)}
+    finally:
+        worker.terminate()
+    assert outcomes(results)[Outcome.FAIL] == set(), report(results)
+    assert outcomes(results)[Outcome.PASS] == CHECKS - NOT_CHECKABLE, report(results)
+
+
+async def _serving(process: ChildProcess) -> bool:
+    return "serving" in process.log()
+
+
+async def test_the_command_checks_the_search_index_with_its_own_seed(
+    temporal_client: Client, seaweedfs: SeaweedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a service's team runs it: Temporal from the environment, subjects seeded by the team's own command, the
+    export part read back from the object store the S3_* variables name."""
+    for name, value in s3_environment(seaweedfs).items():
         monkeypatch.setenv(name, value)  # the index's worker, here, writes its export parts there
     store = tmp_path / "index"
     service = SearchIndexService(SearchIndex(store), "search-index")
