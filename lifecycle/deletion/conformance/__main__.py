@@ -55,7 +55,7 @@ async def object_store(wanted: bool) -> AsyncIterator[ObjectStore | None]:
         await objects.close()
 
 
-async def check(options: argparse.Namespace) -> int:
+async def check(options: argparse.Namespace, seeder: CommandSeeder) -> int:
     settings = get_settings()
     client = await connect(settings)
     async with (
@@ -63,7 +63,7 @@ async def check(options: argparse.Namespace) -> int:
         object_store(options.read_exports) as objects,
     ):
         print(f"lifecycle.deletion.v1 conformance of {transport.describe()}", flush=True)
-        results = await run_checks(transport, CommandSeeder(options.seed), objects)
+        results = await run_checks(transport, seeder, objects)
     for result in results:
         print(line(result))
     print(summary(results))
@@ -73,7 +73,12 @@ async def check(options: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     options = arguments(argv)
     try:
-        return asyncio.run(check(options))
+        seeder = CommandSeeder(options.seed)
+    except ValueError as err:
+        print(f"--seed: {err}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(check(options, seeder))
     except (TemporalMisconfigured, TemporalUnreachable) as err:
         print(f"cannot reach Temporal: {err}", file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@ what it counts as gone, never with itself."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
 from lifecycle.deletion.conformance.report import Result, failed, judged, passed
@@ -71,7 +72,7 @@ async def unknown_fields(kit: KitRun) -> list[Result]:
         DeleteRequest(deletion_id=deletion_id, subject=subject, max_rows=SLICE_ROWS), with_unknown_field=True
     )
     export = ExportRequest(
-        export_id=kit.deletion_id("unknown-fields"),
+        export_id=str(uuid.uuid4()),
         subject=account(),
         object_key_prefix=f"conformance/{kit.run_id}/unknown-fields/",
         bot_ids=[subject.id],

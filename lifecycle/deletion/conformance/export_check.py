@@ -64,6 +64,8 @@ def _answer_problems(answer: ExportResponse, prefix: str, rows: int, files: int)
         )
     if not SHA256.fullmatch(answer.sha256):
         problems.append(f"sha256 {answer.sha256!r} is not 64 lowercase hexadecimal characters")
+    if not answer.content_type:
+        problems.append("no content_type")
     return problems
 
 

@@ -32,19 +32,28 @@ class Seeder(Protocol):
 
 class CommandSeeder:
     def __init__(self, template: str) -> None:
+        """Raises ValueError for a template that is empty or names a placeholder other than the four."""
         self._template = shlex.split(template)
         if not self._template:
             raise ValueError("the seed command is empty")
+        self._command(kind="bot", id="", account="", rows=0)
+
+    def _command(self, **fields: object) -> list[str]:
+        try:
+            return [part.format(**fields) for part in self._template]
+        except (KeyError, IndexError, ValueError) as err:
+            raise ValueError(
+                f"the seed command names a placeholder other than {{kind}} {{id}} {{account}} {{rows}}: {err}"
+            ) from None
 
     async def seed(self, subject: Subject, account_id: str, rows: int) -> None:
-        fields = {"kind": _kind_word(subject), "id": subject.id, "account": account_id, "rows": rows}
+        command = self._command(kind=_kind_word(subject), id=subject.id, account=account_id, rows=rows)
         try:
-            command = [part.format(**fields) for part in self._template]
-        except (KeyError, IndexError) as err:
-            raise SeedFailed(f"the seed command names an unknown placeholder: {err}") from None
-        process = await asyncio.create_subprocess_exec(
-            *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-        )
+            process = await asyncio.create_subprocess_exec(
+                *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+            )
+        except OSError as err:
+            raise SeedFailed(f"the seed command cannot start: {err}") from None
         output, _ = await process.communicate()
         if process.returncode != 0:
             shown = output.decode(errors="replace")[-OUTPUT_SHOWN:]
