@@ -1,10 +1,12 @@
 """The deletion checks, each on subjects of its own: a subject never held, requests with a field the contract does
-not have, a deletion in slices of `max_rows`, a slice asked twice, and a slice under `rows_per_second` and
-`max_duration_ms`. Rows removed are read with VerifySubjectErased, so a count a service reports is compared with
-what it counts as gone, never with itself."""
+not have, a deletion in slices of `max_rows`, a slice asked twice, a slice abandoned and asked again, and a slice
+under `rows_per_second` and `max_duration_ms`. Rows removed are read with VerifySubjectErased, so a count a
+service reports is compared with what it counts as gone, never with itself."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -14,13 +16,19 @@ from lifecycle.deletion.conformance.seeding import SeedFailed
 from lifecycle.deletion.conformance.subjects import MOST_SLICES, KitRun, NeverDone, account, bot
 from lifecycle.deletion.conformance.transport import CallFailed
 from lifecycle.deletion.conformance.wire import AnswerUnreadable
-from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse, ExportRequest, VerifyResponse
+from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse, ExportRequest, Subject, VerifyResponse
 
 # The deletion in slices: a few slices of SLICE_ROWS, the last one short.
 SLICED_ROWS = 100
 SLICE_ROWS = 40
 # The slice asked twice: the second slice of a deletion of RETRIED_ROWS.
 RETRIED_ROWS = 100
+# The interrupted slice: paced as the paced one, and abandoned once some of its rows went (looked at every
+# PROGRESS_POLL seconds, for PROGRESS_WITHIN at most); the service may go on with it for INTERRUPTED_DURATION_MS.
+INTERRUPTED_ROWS = 300
+INTERRUPTED_DURATION_MS = 3_000
+PROGRESS_POLL = 0.1
+PROGRESS_WITHIN = 10.0
 # The paced slice: far more rows than a conforming service deletes within PACED_DURATION_MS at PACED_RATE (it may
 # start with a batch of a second's worth), so that one that paces but runs on until max_rows or the end takes
 # twice the bound. PACED_RATE is at least the smallest batch of the project's services (MIN_BATCH_SIZE, 100 rows).
@@ -158,6 +166,48 @@ async def retried(kit: KitRun) -> list[Result]:
         )
         return [passed("retry", f"a slice asked twice: the answers kept count {counted} of {total} rows, {lost_rows}")]
     return [failed("retry", figure)]
+
+
+async def interrupted(kit: KitRun) -> list[Result]:
+    """interrupted: a slow slice abandoned once rows went, and asked again from the same cursor while the service
+    may still be working on it, as after a call that timed out; then on to `done`."""
+    deletion_id, (subject, _) = kit.deletion_id("interrupted"), await kit.seeded(INTERRUPTED_ROWS)
+    held = await kit.calls.verify(deletion_id, subject)
+    slow = DeleteRequest(
+        deletion_id=deletion_id,
+        subject=subject,
+        max_rows=PACED_MAX_ROWS,
+        rows_per_second=PACED_RATE,
+        max_duration_ms=INTERRUPTED_DURATION_MS,
+    )
+    call = asyncio.create_task(kit.calls.delete(slow))
+    gone = await _rows_gone(kit, deletion_id, subject, held, call)
+    call.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await call
+    answers = await kit.delete_until_done(deletion_id, subject)
+    left = await kit.calls.verify(deletion_id, subject)
+    counted = sum(answer.rows_deleted for answer in answers)
+    return [
+        judged(
+            "interrupted",
+            counted <= held.remaining_rows and (left.remaining_rows, left.remaining_files) == (0, 0),
+            f"a slice abandoned after {gone} of {held.remaining_rows} rows went, asked again from its cursor:"
+            f" {counted} rows counted after it, {left.remaining_rows} rows, {left.remaining_files} files left",
+        )
+    ]
+
+
+async def _rows_gone(
+    kit: KitRun, deletion_id: str, subject: Subject, held: VerifyResponse, call: asyncio.Task[DeleteResponse]
+) -> int:
+    """Rows gone, once some went, the call ended, or PROGRESS_WITHIN passed."""
+    deadline = time.monotonic() + PROGRESS_WITHIN
+    while True:
+        rows, _ = removed(held, await kit.calls.verify(deletion_id, subject))
+        if rows or call.done() or time.monotonic() > deadline:
+            return rows
+        await asyncio.sleep(PROGRESS_POLL)
 
 
 async def paced(kit: KitRun) -> list[Result]:

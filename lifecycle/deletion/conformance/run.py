@@ -5,7 +5,15 @@ from __future__ import annotations
 from functools import partial
 
 from lifecycle.deletion.conformance.calls import ContractCalls
-from lifecycle.deletion.conformance.checks import guarded, never_held, paced, retried, sliced, unknown_fields
+from lifecycle.deletion.conformance.checks import (
+    guarded,
+    interrupted,
+    never_held,
+    paced,
+    retried,
+    sliced,
+    unknown_fields,
+)
 from lifecycle.deletion.conformance.export_check import exported
 from lifecycle.deletion.conformance.report import Result, skipped
 from lifecycle.deletion.conformance.seeding import Seeder
@@ -27,6 +35,7 @@ async def run_checks(transport: Transport, seeder: Seeder, objects: ObjectStore 
         (("unknown-fields",), unknown_fields),
         (("slices", "max-rows", "counts"), sliced),
         (("retry",), retried),
+        (("interrupted",), interrupted),
         (("rows-per-second", "max-duration"), paced),
     ):
         results += await guarded(checks, partial(check, kit))

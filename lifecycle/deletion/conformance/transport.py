@@ -4,6 +4,7 @@ service runs; `TaskQueueTransport` calls the activity types on the service's own
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
@@ -54,16 +55,22 @@ class TaskQueueTransport:
         return await self._call("ExportSubjectData", request)
 
     async def _call(self, rpc: str, request: Payload) -> Payload:
+        handle = await self._client.start_workflow(
+            ConformanceCall.run,
+            args=[self._service_queue, rpc, RawValue(request)],
+            id=f"conformance-call-{uuid.uuid4()}",
+            task_queue=self._caller_queue,
+            execution_timeout=TAKEN_WITHIN + ANSWERED_WITHIN,
+        )
         try:
-            answer = await self._client.execute_workflow(
-                ConformanceCall.run,
-                args=[self._service_queue, rpc, RawValue(request)],
-                id=f"conformance-call-{uuid.uuid4()}",
-                task_queue=self._caller_queue,
-                execution_timeout=TAKEN_WITHIN + ANSWERED_WITHIN,
-            )
+            answer = await handle.result()
         except WorkflowFailureError as failed:
             raise CallFailed(f"{rpc} failed: {_cause(failed)}") from None
+        except asyncio.CancelledError:
+            # The kit abandons the call (the interrupted check): the caller's run is cancelled, and with it the
+            # activity, which a service that does not heartbeat never hears of and finishes unanswered.
+            await asyncio.shield(handle.cancel())
+            raise
         return answer.payload
 
 
