@@ -35,8 +35,9 @@ async def run_checks(transport: Transport, seeder: Seeder, objects: ObjectStore 
         (("unknown-fields",), unknown_fields),
         (("slices", "max-rows", "counts"), sliced),
         (("retry",), retried),
-        (("interrupted",), interrupted),
+        # Before the interrupted slice, which a service may go on with, spending its budget, after the kit moved on.
         (("rows-per-second", "max-duration"), paced),
+        (("interrupted",), interrupted),
     ):
         results += await guarded(checks, partial(check, kit))
     results += await guarded(("export",), partial(exported, kit, objects))
