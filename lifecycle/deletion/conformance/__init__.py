@@ -6,6 +6,6 @@ against its own running service to check from the outside the promises of `lifec
   `ConformanceCall` workflow of `caller.py`); `wire.py`: the requests as the contract encodes them, and the answers
   read leniently; `calls.py`: the calls with messages in and out;
 - `seeding.py`: how the team's own command gives a subject rows to delete; `subjects.py`: the subjects of a run;
-- `checks.py`, `export_check.py`: the checks; `run.py`: all of them in order; `report.py`: their lines;
-  `__main__.py`: the command.
+- `checks.py`, `paced_checks.py`, `export_check.py`: the checks; `run.py`: all of them in order; `report.py`:
+  their lines; `__main__.py`: the command.
 """

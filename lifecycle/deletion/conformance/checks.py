@@ -1,13 +1,10 @@
 """The deletion checks, each on subjects of its own: a subject never held, requests with a field the contract does
-not have, a deletion in slices of `max_rows`, a slice asked twice, a slice abandoned and asked again, and a slice
-under `rows_per_second` and `max_duration_ms`. Rows removed are read with VerifySubjectErased, so a count a
-service reports is compared with what it counts as gone, never with itself."""
+not have, a deletion in slices of `max_rows`, and a slice asked twice (paced_checks.py has those under a budget).
+Rows removed are read with VerifySubjectErased, so a count a service reports is compared with what it counts as
+gone, never with itself."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -16,31 +13,14 @@ from lifecycle.deletion.conformance.seeding import SeedFailed
 from lifecycle.deletion.conformance.subjects import MOST_SLICES, KitRun, NeverDone, account, bot
 from lifecycle.deletion.conformance.transport import CallFailed
 from lifecycle.deletion.conformance.wire import AnswerUnreadable
-from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse, ExportRequest, Subject, VerifyResponse
+from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse, ExportRequest, VerifyResponse
 
 # The deletion in slices: a few slices of SLICE_ROWS, the last one short.
 SLICED_ROWS = 100
 SLICE_ROWS = 40
 # The slice asked twice: the second slice of a deletion of RETRIED_ROWS.
 RETRIED_ROWS = 100
-# The interrupted slice: paced as the paced one, and abandoned once some of its rows went (looked at every
-# PROGRESS_POLL seconds, for PROGRESS_WITHIN at most); the service may go on with it for INTERRUPTED_DURATION_MS.
-INTERRUPTED_ROWS = 300
-INTERRUPTED_DURATION_MS = 3_000
-PROGRESS_POLL = 0.1
-PROGRESS_WITHIN = 10.0
-# The paced slice: far more rows than a conforming service deletes within PACED_DURATION_MS at PACED_RATE (it may
-# start with a batch of a second's worth), so that one that paces but runs on until max_rows or the end takes
-# twice the bound. PACED_RATE is at least the smallest batch of the project's services (MIN_BATCH_SIZE, 100 rows).
-PACED_ROWS = 500
-PACED_RATE = 100
-PACED_MAX_ROWS = 1_000
-PACED_DURATION_MS = 1_000
-# A second of the budget at once is a burst, not a breach: a batch of a second's worth may go before the first wait.
-BURST_SECONDS = 1.0
-# "About" max_duration_ms: the last batch, and a wait for budget before it, may run over.
-DURATION_SLACK_SECONDS = 1.5
-
+# What a check fails with: a call the service failed or answered unreadably, a seed that failed, no `done`.
 CheckFailure = (CallFailed, AnswerUnreadable, SeedFailed, NeverDone)
 
 
@@ -61,14 +41,14 @@ async def never_held(kit: KitRun) -> list[Result]:
     deletion_id, subject = kit.deletion_id("never-held"), bot()
     held = await kit.calls.verify(deletion_id, subject)
     answers = await kit.delete_until_done(deletion_id, subject, max_rows=SLICE_ROWS)
-    counted = [(answer.rows_deleted, answer.files_deleted) for answer in answers]
-    ok = (held.remaining_rows, held.remaining_files) == (0, 0) and not any(rows or files for rows, files in counted)
+    rows = sum(answer.rows_deleted for answer in answers)
+    files = sum(answer.files_deleted for answer in answers)
     return [
         judged(
             "never-held",
-            ok,
+            (held.remaining_rows, held.remaining_files, rows, files) == (0, 0, 0, 0),
             f"a bot it never held: VerifySubjectErased {held.remaining_rows} rows, {held.remaining_files} files;"
-            f" DeleteSubjectData done in {len(answers)} slice(s), answering {counted}",
+            f" DeleteSubjectData done in {len(answers)} slice(s), counting {rows} rows, {files} files",
         )
     ]
 
@@ -166,80 +146,3 @@ async def retried(kit: KitRun) -> list[Result]:
         )
         return [passed("retry", f"a slice asked twice: the answers kept count {counted} of {total} rows, {lost_rows}")]
     return [failed("retry", figure)]
-
-
-async def interrupted(kit: KitRun) -> list[Result]:
-    """interrupted: a slow slice abandoned once rows went, and asked again from the same cursor while the service
-    may still be working on it, as after a call that timed out; then on to `done`."""
-    deletion_id, (subject, _) = kit.deletion_id("interrupted"), await kit.seeded(INTERRUPTED_ROWS)
-    held = await kit.calls.verify(deletion_id, subject)
-    slow = DeleteRequest(
-        deletion_id=deletion_id,
-        subject=subject,
-        max_rows=PACED_MAX_ROWS,
-        rows_per_second=PACED_RATE,
-        max_duration_ms=INTERRUPTED_DURATION_MS,
-    )
-    call = asyncio.create_task(kit.calls.delete(slow))
-    gone = await _rows_gone(kit, deletion_id, subject, held, call)
-    call.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await call
-    answers = await kit.delete_until_done(deletion_id, subject)
-    left = await kit.calls.verify(deletion_id, subject)
-    counted = sum(answer.rows_deleted for answer in answers)
-    return [
-        judged(
-            "interrupted",
-            counted <= held.remaining_rows and (left.remaining_rows, left.remaining_files) == (0, 0),
-            f"a slice abandoned after {gone} of {held.remaining_rows} rows went, asked again from its cursor:"
-            f" {counted} rows counted after it, {left.remaining_rows} rows, {left.remaining_files} files left",
-        )
-    ]
-
-
-async def _rows_gone(
-    kit: KitRun, deletion_id: str, subject: Subject, held: VerifyResponse, call: asyncio.Task[DeleteResponse]
-) -> int:
-    """Rows gone, once some went, the call ended, or PROGRESS_WITHIN passed."""
-    deadline = time.monotonic() + PROGRESS_WITHIN
-    while True:
-        rows, _ = removed(held, await kit.calls.verify(deletion_id, subject))
-        if rows or call.done() or time.monotonic() > deadline:
-            return rows
-        await asyncio.sleep(PROGRESS_POLL)
-
-
-async def paced(kit: KitRun) -> list[Result]:
-    """rows-per-second, max-duration: one slice under a small budget, timed from the kit (which only adds to it)."""
-    deletion_id, (subject, _) = kit.deletion_id("paced"), await kit.seeded(PACED_ROWS)
-    held = await kit.calls.verify(deletion_id, subject)
-    request = DeleteRequest(
-        deletion_id=deletion_id,
-        subject=subject,
-        max_rows=PACED_MAX_ROWS,
-        rows_per_second=PACED_RATE,
-        max_duration_ms=PACED_DURATION_MS,
-    )
-    started = time.monotonic()
-    answer = await kit.calls.delete(request)
-    elapsed = time.monotonic() - started
-    rows, _ = removed(held, await kit.calls.verify(deletion_id, subject))
-    allowed = PACED_RATE * (elapsed + BURST_SECONDS)
-    bound = PACED_DURATION_MS / 1000 + DURATION_SLACK_SECONDS
-    if not answer.done:
-        await kit.delete_until_done(deletion_id, subject, answer.cursor)
-    return [
-        judged(
-            "rows-per-second",
-            rows <= allowed,
-            f"{rows} rows went in {elapsed:.1f} s at rows_per_second {PACED_RATE}"
-            f" ({allowed:.0f} at most, a second's burst included)",
-        ),
-        judged(
-            "max-duration",
-            elapsed <= bound,
-            f"a slice of max_duration_ms {PACED_DURATION_MS} (max_rows {PACED_MAX_ROWS}) answered in {elapsed:.1f} s"
-            f" ({bound:.1f} s at most)",
-        ),
-    ]

@@ -5,16 +5,9 @@ from __future__ import annotations
 from functools import partial
 
 from lifecycle.deletion.conformance.calls import ContractCalls
-from lifecycle.deletion.conformance.checks import (
-    guarded,
-    interrupted,
-    never_held,
-    paced,
-    retried,
-    sliced,
-    unknown_fields,
-)
+from lifecycle.deletion.conformance.checks import guarded, never_held, retried, sliced, unknown_fields
 from lifecycle.deletion.conformance.export_check import exported
+from lifecycle.deletion.conformance.paced_checks import interrupted, paced
 from lifecycle.deletion.conformance.report import Result, skipped
 from lifecycle.deletion.conformance.seeding import Seeder
 from lifecycle.deletion.conformance.subjects import KitRun
