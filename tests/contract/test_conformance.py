@@ -80,12 +80,11 @@ async def kit_against(
         Worker(client, task_queue=queue, activities=activities),
         task_queue_transport(client, queue) as transport,
     ):
-        results = await run_checks(transport, seeder, objects)
-    return {result.check: result for result in results}
+        return {result.check: result async for result in run_checks(transport, seeder, objects)}
 
 
 def outcomes(results: dict[str, Result]) -> dict[str, set[str]]:
-    """The checks by outcome, with the report's lines to read when an assertion fails."""
+    """The names of the checks, by outcome."""
     by_outcome: dict[str, set[str]] = {outcome: set() for outcome in Outcome}
     for result in results.values():
         by_outcome[result.outcome].add(result.check)
@@ -158,7 +157,7 @@ async def test_the_kit_passes_against_the_typescript_example(
     try:
         await eventually(lambda: _serving(worker), "the example's worker polls its queue")
         async with task_queue_transport(temporal_client, queue) as transport:
-            results = {result.check: result for result in await run_checks(transport, CommandSeeder(seed), objects)}
+            results = {result.check: result async for result in run_checks(transport, CommandSeeder(seed), objects)}
     finally:
         worker.terminate()
     assert outcomes(results)[Outcome.FAIL] == set(), report(results)

@@ -63,9 +63,10 @@ async def check(options: argparse.Namespace, seeder: CommandSeeder) -> int:
         object_store(options.read_exports) as objects,
     ):
         print(f"lifecycle.deletion.v1 conformance of {transport.describe()}", flush=True)
-        results = await run_checks(transport, seeder, objects)
-    for result in results:
-        print(line(result))
+        results = []
+        async for result in run_checks(transport, seeder, objects):
+            print(line(result), flush=True)
+            results.append(result)
     print(summary(results))
     return 1 if any_failed(results) else 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from functools import partial
 
 from lifecycle.deletion.conformance.calls import ContractCalls
@@ -20,18 +21,20 @@ NOT_CHECKABLE = (
 )
 
 
-async def run_checks(transport: Transport, seeder: Seeder, objects: ObjectStore | None = None) -> list[Result]:
+async def run_checks(transport: Transport, seeder: Seeder, objects: ObjectStore | None = None) -> AsyncIterator[Result]:
+    """The results, each as soon as its check is done: a run takes a few seconds a check."""
     kit = KitRun(ContractCalls(transport), seeder)
-    results: list[Result] = []
     for checks, check in (
-        (("never-held",), never_held),
-        (("unknown-fields",), unknown_fields),
-        (("slices", "max-rows", "counts"), sliced),
-        (("retry",), retried),
+        (("never-held",), partial(never_held, kit)),
+        (("unknown-fields",), partial(unknown_fields, kit)),
+        (("slices", "max-rows", "counts"), partial(sliced, kit)),
+        (("retry",), partial(retried, kit)),
         # Before the interrupted slice, which a service may go on with, spending its budget, after the kit moved on.
-        (("rows-per-second", "max-duration"), paced),
-        (("interrupted",), interrupted),
+        (("rows-per-second", "max-duration"), partial(paced, kit)),
+        (("interrupted",), partial(interrupted, kit)),
+        (("export",), partial(exported, kit, objects)),
     ):
-        results += await guarded(checks, partial(check, kit))
-    results += await guarded(("export",), partial(exported, kit, objects))
-    return [*results, *NOT_CHECKABLE]
+        for result in await guarded(checks, check):
+            yield result
+    for result in NOT_CHECKABLE:
+        yield result
