@@ -28,6 +28,7 @@ import os
 import statistics
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC
 from pathlib import Path
@@ -35,7 +36,7 @@ from pathlib import Path
 import httpx
 import psutil
 from sqlalchemy import text
-from temporalio.api.history.v1 import MarkerRecordedEventAttributes
+from temporalio.api.history.v1 import HistoryEvent, MarkerRecordedEventAttributes
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
@@ -98,12 +99,7 @@ async def _critical_path(client: Client, run: Round) -> str:
     def at(event_id: int) -> float:
         return history.events[event_id - 1].event_time.ToDatetime(tzinfo=UTC).timestamp() * 1000
 
-    activation = next(
-        event.event_id
-        for event in history.events
-        if event.HasField("marker_recorded_event_attributes")
-        and _local_activity_type(event.marker_recorded_event_attributes) == "activate_site"
-    )
+    activation = _activation_event(history.events)
     waiting = running = 0.0
     tasks = activities = 0
     for event in history.events[: activation - 1]:
@@ -119,6 +115,21 @@ async def _critical_path(client: Client, run: Round) -> str:
         f"POST to run started {to_start:.1f} ms; {tasks} workflow tasks up to activation: {waiting:.1f} ms waiting"
         f" for the worker, {running:.1f} ms from started to completed; {activities} activities scheduled"
     )
+
+
+def _activation_event(events: Sequence[HistoryEvent]) -> int:
+    """The event that marked the site active: the first try's marker, or, when the first try gave way to the step
+    as a regular activity (workflows/sites/first_try.py), that activity's completion."""
+    scheduled = None
+    for event in events:
+        marker = event.marker_recorded_event_attributes if event.HasField("marker_recorded_event_attributes") else None
+        if marker is not None and _local_activity_type(marker) == "activate_site":
+            return event.event_id
+        if event.activity_task_scheduled_event_attributes.activity_type.name == "activate_site":
+            scheduled = event.event_id
+        if scheduled and event.activity_task_completed_event_attributes.scheduled_event_id == scheduled:
+            return event.event_id
+    raise LookupError("the site was never marked active")
 
 
 def _local_activity_type(marker: MarkerRecordedEventAttributes) -> str | None:
