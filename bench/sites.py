@@ -3,15 +3,18 @@
 `python -m bench.sites [--rounds N] [--against CHECKOUT]` starts its own PostgreSQL and Temporal dev server, and the API
 (`python -m api`) and a worker (`python worker.py`) as child processes, as production runs them; then it runs N
 interleaved rounds (the four steps called directly, then POST until active, alternating, so drift skews neither
-side) and prints both sides' median and p90, the orchestration overhead (end-to-end minus direct in each round;
-target <= 50 ms at the median over at least 30 rounds) with where one round's time went, the ratio, and how
-long 100 concurrent creations take to become active (target <= 8 s on 2 cores) with the CPU each part spent
-meanwhile. All of it twice: with the site server's warm pool empty (every database made by CREATE DATABASE), then
-with it warm, its target set to 100 for the run (lifecycle/sites/pool.py); the load average is printed with it.
+side) and prints both sides' median and p90, the orchestration overhead (end-to-end minus direct in each round)
+with where one round's time went, and the ratio of the medians, POST->active over direct (target <= 1.6 with the
+pool warm). Then 100 sites at once, through the API and with the steps called directly, each with the CPU each
+part and the whole machine spent: the ratio of the machine's CPU per site, through the API over direct, is the
+orchestration's cost in CPU. All of it twice: with the site server's warm pool empty (every database made by
+CREATE DATABASE), then with it warm, its target set to 100 for the run (lifecycle/sites/pool.py); the load average
+is printed with it. The targets are ratios measured in one run: the machine's speed varies too much between days
+for an absolute time to mean anything.
 
 `--against CHECKOUT` also runs that checkout's API and worker on the same stack, on a site queue of their own: each
 round runs the direct steps and then both sides, each first in turn, and each burst runs once per side; it prints
-ours over theirs for the POST->active median and for the burst's machine CPU per site.
+ours over theirs for the POST->active median and for the CPU ratio.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import os
 import statistics
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC
 from pathlib import Path
@@ -32,13 +36,13 @@ from pathlib import Path
 import httpx
 import psutil
 from sqlalchemy import text
-from temporalio.api.history.v1 import MarkerRecordedEventAttributes
+from temporalio.api.history.v1 import HistoryEvent, MarkerRecordedEventAttributes
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from activities.resources import ActivityResources
 from activities.sites.steps import SiteActivities
-from bench.cpu import StackCpu, temporal_dev_server
+from bench.cpu import CpuReading, StackCpu, temporal_dev_server
 from bench.processes import PROJECT_ROOT, STOP_TIMEOUT, served_api, worker_process
 from devstack.throwaway import throwaway_stack
 from lifecycle.sites.contracts import SITE_STEPS, SiteRef
@@ -46,8 +50,8 @@ from lifecycle.sites.servers import DEFAULT_SERVER
 from lifecycle.sites.workflow_types import site_creation_id
 
 ROUNDS = 30
-OVERHEAD_TARGET_MS = 50.0
-CONCURRENT_TARGET_S = 8.0
+# POST->active over the direct steps, medians, with the pool warm.
+RATIO_TARGET = 1.6
 CONCURRENT = 100
 ADMIN = "bench-admin-token-at-least-32-bytes-long"
 # Only tells the bench when to read the activation time; the time itself is the one the database recorded,
@@ -95,12 +99,7 @@ async def _critical_path(client: Client, run: Round) -> str:
     def at(event_id: int) -> float:
         return history.events[event_id - 1].event_time.ToDatetime(tzinfo=UTC).timestamp() * 1000
 
-    activation = next(
-        event.event_id
-        for event in history.events
-        if event.HasField("marker_recorded_event_attributes")
-        and _local_activity_type(event.marker_recorded_event_attributes) == "activate_site"
-    )
+    activation = _activation_event(history.events)
     waiting = running = 0.0
     tasks = activities = 0
     for event in history.events[: activation - 1]:
@@ -116,6 +115,21 @@ async def _critical_path(client: Client, run: Round) -> str:
         f"POST to run started {to_start:.1f} ms; {tasks} workflow tasks up to activation: {waiting:.1f} ms waiting"
         f" for the worker, {running:.1f} ms from started to completed; {activities} activities scheduled"
     )
+
+
+def _activation_event(events: Sequence[HistoryEvent]) -> int:
+    """The event that marked the site active: the first try's marker, or, when the first try gave way to the step
+    as a regular activity (workflows/sites/first_try.py), that activity's completion."""
+    scheduled = None
+    for event in events:
+        marker = event.marker_recorded_event_attributes if event.HasField("marker_recorded_event_attributes") else None
+        if marker is not None and _local_activity_type(marker) == "activate_site":
+            return event.event_id
+        if event.activity_task_scheduled_event_attributes.activity_type.name == "activate_site":
+            scheduled = event.event_id
+        if scheduled and event.activity_task_completed_event_attributes.scheduled_event_id == scheduled:
+            return event.event_id
+    raise LookupError("the site was never marked active")
 
 
 def _local_activity_type(marker: MarkerRecordedEventAttributes) -> str | None:
@@ -186,9 +200,9 @@ class Side:
 
 async def main(rounds: int, against: Path | None) -> None:
     async with throwaway_stack("bench-sites", admin_token=ADMIN) as stack:
-        # Each side's account holds every site it makes: a warm-up, one a round, the burst; with the pool empty,
-        # then warm.
-        settings = stack.settings.model_copy(update={"max_sites_per_account": 2 * (2 * (rounds + 1) + CONCURRENT)})
+        # Each side's account holds every site it makes, with the pool empty, then warm: a warm-up, one a round and
+        # the burst of each side, and as many of the direct steps.
+        settings = stack.settings.model_copy(update={"max_sites_per_account": 2 * (2 * (rounds + 1) + 2 * CONCURRENT)})
         # The other checkout builds on a site queue and a Worker Deployment of its own, so that each side's
         # creations run on its own code only.
         other = settings.model_copy(
@@ -243,15 +257,19 @@ async def _rounds_and_burst(resources: ActivityResources, client: Client, sides:
     for label, target in (("empty pool", 0), ("warm pool", CONCURRENT)):
         await _pool_at(sides[0].api, target)
         print(f"--- {label} (pool_target {target})")
-        medians = await _rounds(resources, client, sides, activities, rounds)
-        per_site = []
+        medians = await _rounds(resources, client, sides, activities, rounds, judged=target > 0)
+        await _pool_at(sides[0].api, target)
+        direct = await _direct_burst(resources, activities, sides[0])
+        cpu_ratios = []
         for side in sides:
             await _pool_at(sides[0].api, target)
-            per_site.append(await _burst(resources, side))
+            through_api = await _burst(resources, side)
+            cpu_ratios.append(through_api / direct)
+            print(f"[{side.name}] the burst's machine CPU per site, through the API over direct: {cpu_ratios[-1]:.2f}")
         if len(sides) > 1:
             print(
                 f"ours / {sides[1].name}: POST->active median {medians[0] / medians[1]:.2f},"
-                f" the burst's machine CPU per site {per_site[0] / per_site[1]:.2f}"
+                f" the burst's CPU ratio {cpu_ratios[0] / cpu_ratios[1]:.2f}"
             )
 
 
@@ -273,7 +291,13 @@ async def _pool_at(api: httpx.AsyncClient, target: int) -> None:
 
 
 async def _rounds(
-    resources: ActivityResources, client: Client, sides: list[Side], activities: SiteActivities, rounds: int
+    resources: ActivityResources,
+    client: Client,
+    sides: list[Side],
+    activities: SiteActivities,
+    rounds: int,
+    *,
+    judged: bool,
 ) -> list[float]:
     """Each side's POST->active median; every round runs the direct steps, then each side, in turn first."""
     direct: list[float] = []
@@ -299,11 +323,17 @@ async def _rounds(
             f"[{side.name}] end to end, POST until active: median {e2e_median * 1000:.1f} ms,"
             f" p90 {_p90(e2e) * 1000:.1f} ms"
         )
-        print(f"[{side.name}] ratio end-to-end/direct (medians): {e2e_median / direct_median:.2f}")
-        judged = _met(overhead <= OVERHEAD_TARGET_MS) if rounds >= ROUNDS else f"not judged below {ROUNDS} rounds"
+        ratio = e2e_median / direct_median
+        if not judged:
+            verdict = ""
+        elif rounds < ROUNDS:
+            verdict = f" (not judged below {ROUNDS} rounds)"
+        else:
+            verdict = f" (target <= {RATIO_TARGET}): {_met(ratio <= RATIO_TARGET)}"
+        print(f"[{side.name}] ratio end-to-end/direct (medians): {ratio:.2f}{verdict}")
         print(
             f"[{side.name}] orchestration overhead, end to end minus direct per round: median {overhead:.1f} ms, p90"
-            f" {_p90(overheads):.1f} ms (target: median <= {OVERHEAD_TARGET_MS:.0f} ms): {judged}"
+            f" {_p90(overheads):.1f} ms"
         )
         median_run = sorted(side_runs, key=lambda run: run.seconds)[len(side_runs) // 2]
         print(f"[{side.name}] the median end-to-end round: {await _critical_path(client, median_run)}")
@@ -323,10 +353,22 @@ async def _burst(resources: ActivityResources, side: Side) -> float:
     await _all_active(resources, [r.json()["id"] for r in responses])
     elapsed = time.perf_counter() - started
     spent = StackCpu.spent(before, side.cpu.read())
-    print(
-        f"[{side.name}] {CONCURRENT} sites started at once: all active after {elapsed:.2f} s"
-        f" (target <= {CONCURRENT_TARGET_S:.0f} s): {_met(elapsed <= CONCURRENT_TARGET_S)}"
-    )
+    print(f"[{side.name}] {CONCURRENT} sites started at once: all active after {elapsed:.2f} s")
+    return _print_cpu(spent)
+
+
+async def _direct_burst(resources: ActivityResources, activities: SiteActivities, side: Side) -> float:
+    """The four steps of 100 sites called directly at once, in this process; the machine's CPU-seconds per site."""
+    before = side.cpu.read()
+    started = time.perf_counter()
+    await asyncio.gather(*(_direct(resources, activities, side.account_id) for _ in range(CONCURRENT)))
+    elapsed = time.perf_counter() - started
+    print(f"[direct] {CONCURRENT} sites' steps at once: done after {elapsed:.2f} s")
+    return _print_cpu(StackCpu.spent(before, side.cpu.read()))
+
+
+def _print_cpu(spent: CpuReading) -> float:
+    """Prints where a burst's CPU went; returns the whole machine's CPU-seconds per site."""
     cores = psutil.cpu_count() or 1
     by_part = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in spent.by_part.items())
     print(
@@ -339,7 +381,7 @@ async def _burst(resources: ActivityResources, side: Side) -> float:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench.sites")
-    parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved rounds (at least 30 for the target)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved rounds (30 to judge)")
     parser.add_argument(
         "--against", type=Path, help="another checkout whose API and worker run beside ours, interleaved with them"
     )

@@ -29,8 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     seeding.add_argument("--rows", type=int, default=100_000, help="rows per bot, spread over the services")
     args = parser.parse_args(argv)
 
-    # Each command imports what it needs when it runs: `env`, which tests and scripts call often, then starts in
-    # a fraction of the 2.6 s of CPU that importing the whole stack (API, worker, recorder) costs.
+    # Each command imports what it needs when it runs: `env`, which tests and scripts call often, then starts
+    # without importing the whole stack (API, worker, recorder).
     if args.command == "record-histories":
         from devstack import record_histories
 

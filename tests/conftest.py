@@ -315,17 +315,14 @@ def project_root() -> Path:
 
 # The fault drills in two groups, each run one drill at a time on one xdist worker, the two side by side. A drill
 # kills, stops or floods servers of its own: each worker process has its own drill stack (tests/drills/conftest.py),
-# so drills of different groups break nothing of each other's. The backlog drill compares timings within its run
-# (idle against busy, its control against the deletion beside it) and the chaos drill is the heaviest: they share
-# a group, so neither runs beside the other. The groups take about as long as each other.
+# so drills of different groups break nothing of each other's. The groups take about as long as each other.
 DRILL_GROUPS = dict.fromkeys(
-    ["test_backlog.py", "test_chaos.py", "test_postgres_outage_api.py", "test_worker_killed.py"], "drills-a"
+    ["test_chaos.py", "test_postgres_outage_api.py", "test_worker_killed.py", "test_deploy.py"], "drills-a"
 )
 OTHER_DRILLS = "drills-b"
-# The limits are hang bounds, some 3x the slowest full runs seen: on the slower machines a full
-# run took the backlog drill 123-162 s (and over 300 s once in CI), `make run`'s restart 102-132 s and schemathesis
-# 74-127 s, against 40 s for most tests; the default, 150 s (pyproject.toml), holds for the rest. An explicit
-# `pytest.mark.timeout` on a test wins.
+# The limits are hang bounds, some 3x the slowest full runs seen: on the slower machines a full run took `make
+# run`'s restart 102-132 s and schemathesis 74-127 s, against 40 s for most tests; the default, 150 s
+# (pyproject.toml), holds for the rest. An explicit `pytest.mark.timeout` on a test wins.
 DRILL_TIMEOUT = 600
 LONG_TIMEOUT = 400
 

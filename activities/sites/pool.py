@@ -71,8 +71,7 @@ class PoolClaim:
     server: str
     new: bool  # this attempt took it (so the pool is one short)
     # The pool is down to half its target or less: worth a poke. Above that the workflow's own look every
-    # REFILL_EVERY refills it; a poke per claim cost every site creation (bench.sites: with a poke per claim the
-    # workflow tasks on a creation's path waited 57 ms for the worker, 13 ms without).
+    # REFILL_EVERY refills it: a poke per claim would put a signal's workflow task on every site creation's path.
     low: bool = False
 
 

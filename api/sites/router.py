@@ -2,30 +2,23 @@
 
 from __future__ import annotations
 
-import logging
 import uuid
 from enum import StrEnum
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response, status
-from sqlalchemy import func, select, update
-from sqlalchemy.exc import IntegrityError
-from temporalio.client import WorkflowHandle
-from temporalio.service import RPCError, RPCStatusCode
+from sqlalchemy import select
 
 from api.dependencies import CallerDep, SessionDep, SettingsDep, TemporalDep
 from api.paging import DEFAULT_PAGE, PAGED, Cursor, Limit, page
 from api.problems import ProblemError, problem_responses
-from api.quotas import refuse_at_limit, take_account_turn
+from api.sites.requests import request_site_creation, request_site_deletion
 from api.sites.schemas import SiteAccepted, SiteCreate, SiteOut, SiteSteps, site_error
 from lifecycle.db.models import Site
 from lifecycle.sites.contracts import SITE_STEPS
-from lifecycle.sites.starts import start_site_creation, start_site_deletion
-from lifecycle.sites.workflow_types import site_creation_id
-from lifecycle.statuses import DOMAIN_HOLDING_SITE_STATUSES, TOMBSTONE_SITE_STATUSES, SiteStatus, StepStatus
+from lifecycle.statuses import TOMBSTONE_SITE_STATUSES, SiteStatus, StepStatus
 
 router = APIRouter(tags=["sites"])
-logger = logging.getLogger(__name__)
 
 IdempotencyKey = Annotated[
     str | None,
@@ -48,29 +41,6 @@ def _accepted(site: Site, response: Response) -> SiteAccepted:
     return SiteAccepted(id=site.id, status=SiteStatus(site.status), status_url=_status_url(site.id))
 
 
-async def _same_request(session: SessionDep, caller: CallerDep, body: SiteCreate, key: str | None) -> Site | None:
-    """The site an earlier identical request created: by idempotency key, or still provisioning."""
-    if key is not None:
-        site = (
-            await session.execute(select(Site).where(Site.account_id == caller.account_id, Site.idempotency_key == key))
-        ).scalar_one_or_none()
-        if site is not None:
-            if (site.name, site.tagline, site.domain) != (body.name, body.tagline, body.domain):
-                raise ProblemError(409, "This Idempotency-Key was used for a different request.")
-            return site
-    return (
-        await session.execute(
-            select(Site).where(
-                Site.account_id == caller.account_id,
-                Site.domain == body.domain,
-                Site.name == body.name,
-                Site.tagline == body.tagline,
-                Site.status == SiteStatus.PROVISIONING,
-            )
-        )
-    ).scalar_one_or_none()
-
-
 @router.post(
     "/sites",
     status_code=status.HTTP_202_ACCEPTED,
@@ -87,49 +57,9 @@ async def create_site(
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> SiteAccepted:
-    await take_account_turn(session, caller.account_id)
-    site = await _same_request(session, caller, body, idempotency_key)
-    if site is None:
-        # Every site that holds its domain counts (one being deleted still holds a database and a role); a
-        # deleted or rolled-back one holds nothing and does not.
-        await refuse_at_limit(
-            session,
-            select(func.count())
-            .select_from(Site)
-            .where(Site.account_id == caller.account_id, Site.status.in_(DOMAIN_HOLDING_SITE_STATUSES)),
-            settings.max_sites_per_account,
-            noun="sites",
-            remedy="Delete one to create another.",
-            title="Site limit reached",
-            status=409,
-        )
-        site = Site(
-            account_id=caller.account_id,
-            name=body.name,
-            tagline=body.tagline,
-            domain=body.domain,
-            status=SiteStatus.PROVISIONING,
-            steps=dict.fromkeys(SITE_STEPS, StepStatus.PENDING),
-            idempotency_key=idempotency_key,
-        )
-        session.add(site)
-        try:
-            await session.commit()
-        except IntegrityError:
-            # The unique indexes decide races: a concurrent twin of this request, or another live site.
-            await session.rollback()
-            site = await _same_request(session, caller, body, idempotency_key)
-            if site is None:
-                # The same answer whether this account or another holds the domain: it tells nobody whose it is.
-                raise ProblemError(409, "This domain is not available.", title="Domain unavailable") from None
-    else:
-        await session.commit()  # ends the lock before the call to Temporal
-    if site.status in (SiteStatus.PROVISIONING, SiteStatus.ROLLING_BACK) and site.deletion_requested_at is None:
-        # Also on a repeat: it starts the workflow if the first request died between commit and start, or a new
-        # run if an operator terminated the first one (it finishes from wherever the site stands).
-        await start_site_creation(
-            temporal, settings.site_task_queue, site_id=str(site.id), account_id=str(site.account_id)
-        )
+    site = await request_site_creation(
+        session, temporal, settings, account_id=caller.account_id, body=body, idempotency_key=idempotency_key
+    )
     return _accepted(site, response)
 
 
@@ -213,29 +143,5 @@ async def delete_site(
     settings: SettingsDep,
     response: Response,
 ) -> SiteAccepted:
-    site = await _own_site(session, caller, site_id)
-    if site.status == SiteStatus.DELETED:
-        return _accepted(site, response)
-    # Recorded first: if this request dies after the commit, the reconciler finishes the deletion.
-    await session.execute(
-        update(Site)
-        .where(Site.id == site.id, Site.deletion_requested_at.is_(None))
-        .values(deletion_requested_at=func.now())
-    )
-    await session.commit()
-    await session.refresh(site)
-    # A creation in flight stops early and rolls back; one past the point of no return finishes, and the
-    # teardown, which waits for it to close, removes the site it built.
-    await _cancel_creation(temporal.get_workflow_handle(site_creation_id(site.id)))
-    await start_site_deletion(temporal, settings.site_task_queue, site_id=str(site.id), account_id=str(site.account_id))
+    site = await request_site_deletion(session, temporal, settings, await _own_site(session, caller, site_id))
     return _accepted(site, response)
-
-
-async def _cancel_creation(handle: WorkflowHandle[object, object]) -> None:
-    """Best effort: the teardown does not depend on it, it only spares building what will be removed."""
-    try:
-        await handle.cancel()
-    except RPCError as err:
-        # Closed or never started: nothing to stop.
-        if err.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
-            logger.warning("could not cancel %s: %s", handle.id, err)

@@ -70,6 +70,9 @@ class SearchIndexService:
     async def delete_subject_data(self, request: DeleteRequest) -> DeleteResponse:
         bot_id = _bot(request.subject)
         limit = min(request.max_rows or MAX_SLICE, MAX_SLICE)
+        if request.rows_per_second and request.max_duration_ms:
+            # No more than the budget allows within the slice's duration: the call returns within about that.
+            limit = min(limit, max(1, request.rows_per_second * request.max_duration_ms // 1000))
         started = time.monotonic()
         # The cursor is ours: the highest entry id deleted so far. An older one (a lost answer) deletes nothing twice.
         after = int(request.cursor or 0)
@@ -99,6 +102,8 @@ class SearchIndexService:
         if request.subject.kind != Subject.KIND_ACCOUNT:
             raise ApplicationError("an export's subject is an account", non_retryable=True)
         body, rows, files = await asyncio.to_thread(self._index.export, list(request.bot_ids))
+        if not rows and not files:
+            return ExportResponse()  # nothing of the account here: no object, as the contract says
         key = f"{request.object_key_prefix}{self._name}.ndjson"
         # Imported on the first export only: it costs a third of the worker's start-up, and most never export.
         from aiobotocore.session import get_session

@@ -10,10 +10,9 @@ from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 from lifecycle.tracing import trace_engine
 
 # The most connections a process holds. They are opened as needed and kept once opened: SQLAlchemy closes an
-# overflow connection as soon as it is returned, so a process busier than its pool opened and closed one per
-# checkout, each costing PostgreSQL a new backend (about 6 ms of its CPU) and the client a handshake. In a
-# fresh clone's `make test`, before this, PostgreSQL logged 6,113 connections, 959 of them in the first drill
-# group's database, most while the backlog drill's workers ran more activities than their pool of 10 held.
+# overflow connection as soon as it is returned, so a process busier than its pool would open and close one per
+# checkout, each costing PostgreSQL a new backend and the client a handshake. A worker runs more activities at
+# once than a pool of 10 holds.
 POOL_CAPACITY = 30
 
 

@@ -23,13 +23,11 @@ DEFAULT_SERVER: Final = "default"
 # The default server's capacity as the migration registers it: large enough that an existing deployment places
 # as before; an operator sets the real figure (PATCH).
 DEFAULT_SERVER_CAPACITY: Final = 10_000
-# Databases a server keeps ready to claim (its warm pool, lifecycle/sites/pool.py). Measured on this 2-core machine
-# (2026-11-26, load average 16, so slow): a claim took 23.5 ms p50 against 200.9 ms for CREATE DATABASE, making a
-# pool database 192 ms, and each one holds 8.1 MB of disk. The pool refills a few seconds after a burst ends, so
-# the target is the burst one server absorbs at full speed: 10 new sites on one server within seconds is a lot for
-# a fleet (100,000 sites over tens of servers), and costs 81 MB of disk per server; a larger burst past the pool is
-# made the slow way, never refused. Raise it per server for expected bursts (bench.sites sets 100). IntegreSQL's
-# initial pool is 10 too.
+# Databases a server keeps ready to claim (its warm pool, lifecycle/sites/pool.py): a claim is a fraction of a
+# CREATE DATABASE, and each pooled database holds some 8 MB of disk. The pool refills a few seconds after a burst
+# ends, so the target is the burst one server absorbs at full speed: 10 new sites on one server within seconds is a
+# lot for a fleet of tens of servers. A larger burst past the pool is made the slow way, never refused. Raise it per
+# server for expected bursts (bench.sites sets 100); IntegreSQL's initial pool is 10 too.
 DEFAULT_POOL_TARGET: Final = 10
 SERVER_NAME_PATTERN: Final = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
 SERVER_NAME_MAX_LENGTH: Final = 40

@@ -39,7 +39,11 @@ export function activities(store: SearchIndexStore, objects: ObjectStore | undef
   return {
     async DeleteSubjectData(request: DeleteRequest): Promise<DeleteResponse> {
       const bot = idOf(request.subject, Subject_Kind.BOT);
-      const limit = Math.min(request.maxRows || MAX_SLICE, MAX_SLICE);
+      let limit = Math.min(request.maxRows || MAX_SLICE, MAX_SLICE);
+      if (request.rowsPerSecond > 0 && request.maxDurationMs > 0) {
+        // No more than the budget allows within the slice's duration: the call returns within about that.
+        limit = Math.min(limit, Math.max(1, Math.floor((request.rowsPerSecond * request.maxDurationMs) / 1000)));
+      }
       const started = performance.now();
       // The cursor is ours: the highest entry id deleted so far. An older one (an answer lost to a crash)
       // deletes nothing twice: those entries are gone from the document.
