@@ -3,8 +3,8 @@ PostgreSQL and SeaweedFS: it passes against each of the project's services and t
 names the promise each of two deliberately broken services breaks (tests/contract/conformance_services.py).
 
 The kit runs in the test's process against the services, each a worker there on a queue of its own; once as the
-command a service's team runs, `python -m lifecycle.deletion.conformance`, against the search index with the
-index's own seed command.
+command a service's team runs, `python -m lifecycle.deletion.conformance --nexus-endpoint`, against the search index
+in a namespace of its own behind a Nexus endpoint, with the index's own seed command.
 """
 
 from __future__ import annotations
@@ -24,14 +24,18 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from devstack.postgres import PostgresServer
+from devstack.search_team import SERVICE_NAMESPACE, create_nexus_endpoint
 from devstack.seaweedfs import SeaweedServer
 from examples.search_index.__main__ import SearchIndexService
 from examples.search_index.store import SearchIndex
+from lifecycle.data_converter import DATA_CONVERTER
+from lifecycle.deletion.conformance.__main__ import main as conformance_command
 from lifecycle.deletion.conformance.report import Outcome, Result, line
 from lifecycle.deletion.conformance.run import run_checks
 from lifecycle.deletion.conformance.seeding import CommandSeeder, Seeder
 from lifecycle.deletion.conformance.transport import task_queue_transport
 from lifecycle.deletion.conformance.wire import AnswerUnreadable, decode, encode
+from lifecycle.deletion.nexus_handler import OPERATION_WORKFLOWS, DeletionNexusHandler
 from lifecycle.deletion.v1.service_pb2 import DeleteResponse
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
@@ -168,23 +172,31 @@ async def _serving(process: ChildProcess) -> bool:
     return "serving" in process.log()
 
 
-async def test_the_command_checks_the_search_index_with_its_own_seed(
+async def test_the_command_checks_the_search_index_behind_its_endpoint_with_its_own_seed(
     temporal_client: Client, seaweedfs: SeaweedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """As a service's team runs it: Temporal from the environment, subjects seeded by the team's own command, the
-    export part read back from the object store the S3_* variables name."""
+    """As a service's team runs it against a service in a namespace of its own: Temporal from the environment, the
+    gateway's namespace, the service reached through its Nexus endpoint (which an operator created with the CLI),
+    subjects seeded by the team's own command, the export part read back from the object store the S3_* variables
+    name."""
     for name, value in s3_environment(seaweedfs).items():
         monkeypatch.setenv(name, value)  # the index's worker, here, writes its export parts there
     store = tmp_path / "index"
     service = SearchIndexService(SearchIndex(store), "search-index")
-    queue = f"search-index-{uuid.uuid4().hex[:8]}"
+    suffix = uuid.uuid4().hex[:8]
+    queue, endpoint = f"search-index-{suffix}", f"search-index-{suffix}"
+    address = temporal_client.service_client.config.target_host
+    await asyncio.to_thread(create_nexus_endpoint, address, endpoint, SERVICE_NAMESPACE, queue)
+    team_client = await Client.connect(address, namespace=SERVICE_NAMESPACE, data_converter=DATA_CONVERTER)
     seed = f"{sys.executable} -m examples.search_index.seed --store {store} --bot {{id}} --rows {{rows}}"
-    command = [sys.executable, "-m", "lifecycle.deletion.conformance", "--task-queue", queue, "--seed", seed]
-    environment = {**os.environ, "TEMPORAL_ADDRESS": temporal_client.service_client.config.target_host}
+    command = [sys.executable, "-m", "lifecycle.deletion.conformance", "--nexus-endpoint", endpoint, "--seed", seed]
+    environment = {**os.environ, "TEMPORAL_ADDRESS": address}
     async with Worker(
-        temporal_client,
+        team_client,
         task_queue=queue,
         activities=[service.delete_subject_data, service.verify_subject_erased, service.export_subject_data],
+        workflows=OPERATION_WORKFLOWS,
+        nexus_service_handlers=[DeletionNexusHandler(service.verify_subject_erased)],
     ):
         # In a thread: the index's worker answers the command's calls on this loop meanwhile.
         ran = await asyncio.to_thread(
@@ -192,10 +204,24 @@ async def test_the_command_checks_the_search_index_with_its_own_seed(
         )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     lines = ran.stdout.splitlines()
+    assert (
+        lines[0] == f"lifecycle.deletion.v1 conformance of Nexus endpoint {endpoint!r}, called from namespace 'default'"
+    )
     checked = {parts[1]: parts[0] for parts in (line.split() for line in lines[1:-1])}
     assert checked == {check: "skip" if check in NOT_CHECKABLE else "pass" for check in CHECKS}, ran.stdout
     passing = len(CHECKS - NOT_CHECKABLE)
     assert lines[-1] == f"{len(CHECKS)} checks: {passing} passed, 0 failed, 2 not checkable from outside"
+
+
+@pytest.mark.parametrize("where", [[], ["--task-queue", "q", "--nexus-endpoint", "e"]], ids=["neither", "both"])
+def test_the_command_is_told_either_a_task_queue_or_an_endpoint(
+    where: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        conformance_command([*where, "--seed", "true"])
+    assert exited.value.code == 2
+    usage = capsys.readouterr().err
+    assert "--task-queue" in usage and "--nexus-endpoint" in usage, usage
 
 
 def test_the_kit_reads_an_answer_with_a_field_it_does_not_know() -> None:

@@ -1,6 +1,8 @@
 """How the kit reaches a service: the contract's three calls, each given the request as the payload the kit
 encoded (wire.py) and returning the service's answer as it arrived. A transport is all the kit knows of where the
-service runs; `TaskQueueTransport` calls the activity types on the service's own task queue."""
+service runs. `TaskQueueTransport` calls the activity types on the service's own task queue, in the namespace the
+service's worker polls; `NexusTransport` calls the contract's Nexus operations through the service's endpoint, from
+any namespace (the gateway's), as the gateway does."""
 
 from __future__ import annotations
 
@@ -16,7 +18,12 @@ from temporalio.common import RawValue
 from temporalio.exceptions import TimeoutError, TimeoutType
 from temporalio.worker import Worker
 
-from lifecycle.deletion.conformance.caller import ANSWERED_WITHIN, TAKEN_WITHIN, ConformanceCall
+from lifecycle.deletion.conformance.caller import (
+    ANSWERED_WITHIN,
+    TAKEN_WITHIN,
+    ConformanceCall,
+    ConformanceNexusCall,
+)
 
 
 class CallFailed(Exception):
@@ -33,17 +40,15 @@ class Transport(Protocol):
     async def export_subject_data(self, request: Payload) -> Payload: ...
 
 
-class TaskQueueTransport:
-    """The activity types of the rpcs' names on `service_queue`, called from ConformanceCall runs on a queue of
-    the kit's own, in the client's namespace."""
+class _CallerTransport:
+    """Each call a run of `caller` (caller.py) on a queue of the kit's own, in the client's namespace, given where
+    the service answers, the rpc's name and the request."""
 
-    def __init__(self, client: Client, service_queue: str, caller_queue: str) -> None:
+    def __init__(self, client: Client, caller: str, where: str, caller_queue: str) -> None:
         self._client = client
-        self._service_queue = service_queue
+        self._caller = caller
+        self._where = where
         self._caller_queue = caller_queue
-
-    def describe(self) -> str:
-        return f"task queue {self._service_queue!r} in namespace {self._client.namespace!r}"
 
     async def delete_subject_data(self, request: Payload) -> Payload:
         return await self._call("DeleteSubjectData", request)
@@ -56,11 +61,12 @@ class TaskQueueTransport:
 
     async def _call(self, rpc: str, request: Payload) -> Payload:
         handle = await self._client.start_workflow(
-            ConformanceCall.run,
-            args=[self._service_queue, rpc, RawValue(request)],
+            self._caller,
+            args=[self._where, rpc, RawValue(request)],
             id=f"conformance-call-{uuid.uuid4()}",
             task_queue=self._caller_queue,
             execution_timeout=TAKEN_WITHIN + ANSWERED_WITHIN,
+            result_type=RawValue,
         )
         try:
             answer = await handle.result()
@@ -68,10 +74,31 @@ class TaskQueueTransport:
             raise CallFailed(f"{rpc} failed: {_cause(failed)}") from None
         except asyncio.CancelledError:
             # The kit abandons the call (the interrupted check): the caller's run is cancelled, and with it the
-            # activity, which a service that does not heartbeat never hears of and finishes unanswered.
+            # activity or the operation, which a service that does not heartbeat never hears of and finishes
+            # unanswered.
             await asyncio.shield(handle.cancel())
             raise
         return answer.payload
+
+
+class TaskQueueTransport(_CallerTransport):
+    """The activity types of the rpcs' names on `service_queue`, called from ConformanceCall runs."""
+
+    def __init__(self, client: Client, service_queue: str, caller_queue: str) -> None:
+        super().__init__(client, "ConformanceCall", service_queue, caller_queue)
+
+    def describe(self) -> str:
+        return f"task queue {self._where!r} in namespace {self._client.namespace!r}"
+
+
+class NexusTransport(_CallerTransport):
+    """The contract's Nexus operations through `endpoint`, called from ConformanceNexusCall runs."""
+
+    def __init__(self, client: Client, endpoint: str, caller_queue: str) -> None:
+        super().__init__(client, "ConformanceNexusCall", endpoint, caller_queue)
+
+    def describe(self) -> str:
+        return f"Nexus endpoint {self._where!r}, called from namespace {self._client.namespace!r}"
 
 
 def _cause(failed: BaseException) -> str:
@@ -84,8 +111,22 @@ def _cause(failed: BaseException) -> str:
 
 
 @contextlib.asynccontextmanager
+async def _caller_queue(client: Client) -> AsyncIterator[str]:
+    """A queue of the kit's own, its caller runs' worker polling it for as long as the block runs."""
+    queue = f"conformance-{uuid.uuid4().hex[:12]}"
+    async with Worker(client, task_queue=queue, workflows=[ConformanceCall, ConformanceNexusCall]):
+        yield queue
+
+
+@contextlib.asynccontextmanager
 async def task_queue_transport(client: Client, service_queue: str) -> AsyncIterator[TaskQueueTransport]:
-    """The transport, with the worker of the kit's own caller runs polling for as long as the block runs."""
-    caller_queue = f"conformance-{uuid.uuid4().hex[:12]}"
-    async with Worker(client, task_queue=caller_queue, workflows=[ConformanceCall]):
+    """The transport to the service's task queue in the client's namespace."""
+    async with _caller_queue(client) as caller_queue:
         yield TaskQueueTransport(client, service_queue, caller_queue)
+
+
+@contextlib.asynccontextmanager
+async def nexus_transport(client: Client, endpoint: str) -> AsyncIterator[NexusTransport]:
+    """The transport through the service's Nexus endpoint, from the client's namespace."""
+    async with _caller_queue(client) as caller_queue:
+        yield NexusTransport(client, endpoint, caller_queue)
