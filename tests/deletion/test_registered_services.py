@@ -12,8 +12,9 @@ dev server, the session's real gateway worker, and the API.
   reaches the running deletion at its next call;
 - run as another team runs it, in a namespace of its own behind a Nexus endpoint an operator created with the CLI,
   it is reached in the same run as the services on task queues, and counted alike; it may move from a task queue to
-  an endpoint between deletions, losing nothing; an endpoint that does not exist shows it `waiting` until the
-  operator creates it; and cancelling the deletion cancels the slice's workflow in the service's namespace.
+  an endpoint between deletions, losing nothing; an endpoint that does not exist shows it `waiting`, and the run
+  alerts once stuck, until the operator creates it; and cancelling the deletion cancels the slice's workflow in the
+  service's namespace.
 """
 
 from __future__ import annotations
@@ -563,10 +564,11 @@ async def test_one_deletion_reaches_services_on_queues_and_behind_an_endpoint_an
     ]
 
 
-async def test_a_service_whose_endpoint_does_not_exist_waits_until_the_operator_creates_it(
+async def test_a_service_whose_endpoint_does_not_exist_waits_alerts_once_stuck_and_goes_on_once_it_is_created(
     api: httpx.AsyncClient,
     account: ApiAccount,
     worker: LifecycleWorkers,
+    settings: Settings,
     temporal_client: Client,
     tmp_path: Path,
 ) -> None:
@@ -581,6 +583,8 @@ async def test_a_service_whose_endpoint_does_not_exist_waits_until_the_operator_
         shown = await shown_waiting(api, bot_id, account, team.name)
         assert shown["status"] == "running"
         assert team.index.count(bot_id) == (5, 1)
+        # Asking again whether the endpoint exists is not progress: the run alerts as any stuck one does.
+        await assert_alerts_once_stuck(settings, temporal_client, RunKind.BOT_DELETION, bot_deletion_id(bot_id))
 
         await create_endpoint(temporal_client, team)
         finished = await completed(api, bot_id, account)
