@@ -15,6 +15,8 @@ older than the recording, the status it published as it completed). So does one 
 nothing yet, after a reset: the status the run publishes. Each write is a compare-and-set on what the pass read,
 so a run that records meanwhile wins. A record that stands, its run still open, is confirmed: its
 `status_confirmed_at` (the API's `as_of`) moves to now, so a run stopped without a word shows how old its status is.
+An open run's calls that Temporal holds back (a Nexus endpoint's circuit breaker open) are recorded per service
+(activities/deletion/blocked_calls.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExec
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.deletion.account_lanes import open_lanes_after
+from activities.deletion.blocked_calls import record_blocked_calls
 from activities.resources import ActivityResources
 from lifecycle.deletion.contracts import ACCOUNT_LANE_OPENED
 from lifecycle.deletion.starts import row_check, start_account_deletion, start_bot_deletion
@@ -186,6 +189,8 @@ class Reconciler:
                 return 0  # recorded, not started yet: the passes above start it, and it records itself
             raise
         observed = _observed_status(description, seen_run_id)
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            await record_blocked_calls(self._resources.engine, workflow_id, description)
         if observed is None or observed == seen:
             if description.status == WorkflowExecutionStatus.RUNNING:
                 async with self._resources.engine.begin() as conn:

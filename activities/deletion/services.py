@@ -33,6 +33,8 @@ _RECORD = text(
     " ON CONFLICT (workflow_id, service) DO UPDATE SET deleted = EXCLUDED.deleted, total = EXCLUDED.total,"
     " done = EXCLUDED.done, files_deleted = EXCLUDED.files_deleted, rows_per_second = EXCLUDED.rows_per_second,"
     " throttled = EXCLUDED.throttled, resume_cursor = EXCLUDED.resume_cursor, waiting_since = EXCLUDED.waiting_since,"
+    # Held back only while it waits: once it answers, nothing is.
+    " blocked_reason = CASE WHEN EXCLUDED.waiting_since IS NULL THEN NULL ELSE deletion_progress.blocked_reason END,"
     " updated_at = now(), progressed_at = CASE WHEN (deletion_progress.deleted, deletion_progress.files_deleted,"
     " deletion_progress.done) IS DISTINCT FROM (EXCLUDED.deleted, EXCLUDED.files_deleted, EXCLUDED.done)"
     " THEN now() ELSE deletion_progress.progressed_at END"

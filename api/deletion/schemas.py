@@ -64,6 +64,13 @@ class ServiceCount(BaseModel):
         exclude_if=lambda value: value is None,
         description="Only while `waiting`: since when.",
     )
+    reason: str | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Only while `waiting`, when Temporal holds back the calls to a service behind a Nexus endpoint "
+        "(its circuit breaker for the endpoint is open, after repeated retryable failures): why, as Temporal says. "
+        "Read from Temporal by the reconciler, so as of its last pass.",
+    )
 
 
 class ProcessorState(BaseModel):

@@ -36,6 +36,8 @@ class ServiceTally:
     total: int
     # Since when the deletion has waited for a registered service's worker; None while it answers.
     waiting_since: datetime | None = None
+    # Why Temporal holds back the calls to it meanwhile (its endpoint's circuit breaker open), if it does.
+    blocked_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,7 @@ async def _progress(session: AsyncSession, workflow_ids: Sequence[str]) -> tuple
             ),
             func.array_agg(func.distinct(DeletionProgress.throttled)).filter(current),
             func.min(DeletionProgress.waiting_since).filter(under_way),
+            func.max(DeletionProgress.blocked_reason).filter(under_way),
         )
         .where(DeletionProgress.workflow_id.in_(workflow_ids))
         .group_by(DeletionProgress.service)
@@ -107,8 +110,8 @@ async def _progress(session: AsyncSession, workflow_ids: Sequence[str]) -> tuple
     progress: dict[str, ServiceTally] = {}
     rate = remaining = 0
     throttles: set[Throttle] = set()
-    for service, deleted, total, service_rate, service_remaining, service_throttles, waiting_since in rows:
-        progress[service] = ServiceTally(deleted=int(deleted), total=int(total), waiting_since=waiting_since)
+    for service, deleted, total, service_rate, service_remaining, service_throttles, waiting_since, blocked in rows:
+        progress[service] = ServiceTally(int(deleted), int(total), waiting_since, blocked)
         rate += int(service_rate)
         remaining += int(service_remaining)
         throttles.update(Throttle(value) for value in service_throttles or () if value is not None)

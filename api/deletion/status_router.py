@@ -99,6 +99,7 @@ def _deletion_out(record: DeletionRequest, view: DeletionView, resume: str | Non
                 total=p.total,
                 status="waiting" if p.waiting_since is not None else None,
                 waiting_since=p.waiting_since,
+                reason=_waiting_reason(p.blocked_reason) if p.waiting_since is not None else None,
             )
             for name, p in view.progress.items()
         },
@@ -113,3 +114,10 @@ def _deletion_out(record: DeletionRequest, view: DeletionView, resume: str | Non
         estimated_completion=view.pace.estimated_completion(datetime.now(UTC)),
         throttled=view.pace.throttled,
     )
+
+
+def _waiting_reason(blocked_reason: str | None) -> str | None:
+    """Why a waiting service's calls do not reach it, when Temporal says (activities/deletion/blocked_calls.py)."""
+    if blocked_reason is None:
+        return None
+    return f"Temporal holds back the calls to its Nexus endpoint: {blocked_reason}"

@@ -175,6 +175,10 @@ class DeletionProgress(Base):
     resume_cursor: Mapped[str | None] = mapped_column(Text)
     # Since when the deletion has waited for the registered service's worker to take a call; null while it answers.
     waiting_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Why Temporal holds back the run's calls through the service's Nexus endpoint (its circuit breaker for the
+    # endpoint is open): the blocked_reason of the run's pending operation, as the reconciler last read it
+    # (activities/deletion/blocked_calls.py); null while nothing is held back, and once the service answers.
+    blocked_reason: Mapped[str | None] = mapped_column(Text)
     # When the service's part last moved: rows or files deleted, or done. A record that moves nothing (a wait, a
     # retried call) leaves it, so it is what the stuck-work sweep reads (lifecycle/stuck.py).
     progressed_at: Mapped[datetime] = _now_column()

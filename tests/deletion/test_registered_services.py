@@ -13,8 +13,9 @@ dev server, the session's real gateway worker, and the API.
 - run as another team runs it, in a namespace of its own behind a Nexus endpoint an operator created with the CLI,
   it is reached in the same run as the services on task queues, and counted alike; it may move from a task queue to
   an endpoint between deletions, losing nothing; an endpoint that does not exist shows it `waiting`, and the run
-  alerts once stuck, until the operator creates it; and cancelling the deletion cancels the slice's workflow in the
-  service's namespace.
+  alerts once stuck, until the operator creates it; a handler that keeps failing opens Temporal's circuit breaker
+  for the endpoint, which the status gives as the reason the service waits; and cancelling the deletion cancels the
+  slice's workflow in the service's namespace.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import nexusrpc
 import pytest
 import pytest_asyncio
 from sqlalchemy import text
@@ -42,18 +44,27 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
+from activities.deletion.blocked_calls import blocked_endpoints
 from devstack.search_team import SERVICE_NAMESPACE, create_nexus_endpoint
 from devstack.seed import rows_per_service, seed
 from examples.search_index.store import SearchIndex
 from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.contracts import TRANSIENT_ERROR
-from lifecycle.deletion.v1.service_pb2 import DeleteRequest, DeleteResponse, VerifyRequest, VerifyResponse
+from lifecycle.deletion.nexus_service import DeletionNexusService
+from lifecycle.deletion.v1.service_pb2 import (
+    DeleteRequest,
+    DeleteResponse,
+    ExportRequest,
+    ExportResponse,
+    VerifyRequest,
+    VerifyResponse,
+)
 from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.settings import Settings
 from lifecycle.stuck import RunKind
 from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN, ApiAccount
 from tests.deletion.conftest import Register
-from tests.deletion.helpers import a_bot, completed, receipt_of, status_of
+from tests.deletion.helpers import a_bot, completed, receipt_of, run_reconciler, status_of
 from tests.eventually import eventually
 from tests.processes import ApiProcess, ChildProcess
 from tests.stuck import assert_alerts_once_stuck
@@ -592,6 +603,64 @@ async def test_a_service_whose_endpoint_does_not_exist_waits_alerts_once_stuck_a
         team.stop()
     assert finished["progress"][team.name] == {"deleted": 5, "total": 5}
     assert team.index.count(bot_id) == (0, 0)
+
+
+@nexusrpc.handler.service_handler(service=DeletionNexusService)
+class StoreDown:
+    """A service's handler whose every call fails with a retryable error (its store down): Temporal retries each
+    start, and after a few failures in a row opens its circuit breaker for the endpoint."""
+
+    @nexusrpc.handler.sync_operation
+    async def delete_subject_data(
+        self, ctx: nexusrpc.handler.StartOperationContext, request: DeleteRequest
+    ) -> DeleteResponse:
+        raise RuntimeError("the store is down")
+
+    @nexusrpc.handler.sync_operation
+    async def verify_subject_erased(
+        self, ctx: nexusrpc.handler.StartOperationContext, request: VerifyRequest
+    ) -> VerifyResponse:
+        raise RuntimeError("the store is down")
+
+    @nexusrpc.handler.sync_operation
+    async def export_subject_data(
+        self, ctx: nexusrpc.handler.StartOperationContext, request: ExportRequest
+    ) -> ExportResponse:
+        raise RuntimeError("the store is down")
+
+
+async def test_an_open_circuit_breaker_shows_as_the_reason_the_service_waits(
+    api: httpx.AsyncClient,
+    account: ApiAccount,
+    worker: LifecycleWorkers,
+    settings: Settings,
+    temporal_client: Client,
+    tmp_path: Path,
+) -> None:
+    """The breaker (per caller namespace and endpoint, so this test's alone) opens after a handful of failed
+    starts; the run's next call is then BLOCKED, which the reconciler records and the status shows."""
+    team = await behind_an_endpoint(api, temporal_client, f"team-{uuid.uuid4().hex[:8]}", tmp_path / "team-index")
+    team_client = await Client.connect(
+        temporal_client.service_client.config.target_host, namespace=SERVICE_NAMESPACE, data_converter=DATA_CONVERTER
+    )
+    bot_id = await a_bot(api, account)
+    run = temporal_client.get_workflow_handle(bot_deletion_id(bot_id))
+
+    async def blocked() -> str | None:
+        return blocked_endpoints(await run.describe()).get(team.endpoint)
+
+    try:
+        async with Worker(team_client, task_queue=team.task_queue, nexus_service_handlers=[StoreDown()]):
+            assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
+            await shown_waiting(api, bot_id, account, team.name)
+            reason = await eventually(blocked, "the breaker holds the run's call back")
+            assert "circuit breaker" in reason
+            await run_reconciler(temporal_client, settings)
+            shown = await status_of(api, bot_id, account)()
+    finally:
+        await run.terminate("the test is over")
+    assert shown["progress"][team.name]["status"] == "waiting"
+    assert shown["progress"][team.name]["reason"] == f"Temporal holds back the calls to its Nexus endpoint: {reason}"
 
 
 async def test_cancelling_a_deletion_cancels_its_slice_in_the_service_namespace(
