@@ -19,7 +19,7 @@ const retry: ActivityOptions["retry"] = {
 };
 
 const { DeleteSubjectData } = proxyActivities<Activities>({ startToCloseTimeout: "1m", retry });
-// An account's part may take hours; the contract asks for a heartbeat at least every minute.
+// An account's part may take hours; the contract asks an export to heartbeat at least every minute.
 const { ExportSubjectData } = proxyActivities<Activities>({
   startToCloseTimeout: "12h",
   heartbeatTimeout: "1m",
