@@ -9,10 +9,12 @@ import asyncio
 import base64
 import json
 import os
+import tempfile
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import httpx
 from aiohttp import web
@@ -23,7 +25,11 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from api.deletion.requests import request_account_deletion
 from devstack.ports import free_port
+from devstack.search_team import SERVICE_NAMESPACE, create_nexus_endpoint
 from devstack.seed import seed
+from examples.search_index.__main__ import SearchIndexService, index_worker
+from examples.search_index.store import SearchIndex
+from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.db.engine import make_engine, make_sessionmaker
 from lifecycle.deletion.contracts import AccountDeletionInput, BotDeletionInput, BotDeletionResult, DeletionStatus
 from lifecycle.deletion.workflow_types import (
@@ -107,6 +113,24 @@ async def bot_deletion_happy(ctx: Context) -> str:
     workflow_id = response.json()["workflow_id"]
     await ctx.client.get_workflow_handle(workflow_id).result()
     return str(workflow_id)
+
+
+async def bot_deletion_through_nexus(ctx: Context) -> str:
+    """A bot deletion that also reaches the search index of another team, in its own namespace behind a Nexus
+    endpoint: the history holds the operations' events."""
+    address = ctx.client.service_client.config.target_host
+    endpoint = f"recorded-search-{uuid.uuid4().hex[:6]}"
+    team = Client(ctx.client.service_client, namespace=SERVICE_NAMESPACE, data_converter=DATA_CONVERTER)
+    await asyncio.to_thread(create_nexus_endpoint, address, endpoint, SERVICE_NAMESPACE, endpoint)
+    registry = "/deletion-services/search"
+    body = {"nexus_endpoint": endpoint, "contract": "lifecycle.deletion.v1"}
+    with tempfile.TemporaryDirectory(prefix="recorded-search-") as store:
+        (await ctx.api.put(registry, json=body, headers=ctx.admin_headers)).raise_for_status()
+        try:
+            async with index_worker(team, endpoint, SearchIndexService(SearchIndex(Path(store)), "search")):
+                return await bot_deletion_happy(ctx)
+        finally:
+            (await ctx.api.delete(registry, headers=ctx.admin_headers)).raise_for_status()
 
 
 async def account_deletion_happy(ctx: Context) -> str:
@@ -651,6 +675,7 @@ async def processor_erasure_skipped(ctx: Context) -> str:
 # (scenario, run): the file is named <WorkflowType>-<scenario>.json.
 HAPPY: list[tuple[str, Scenario]] = [
     ("happy", bot_deletion_happy),
+    ("through-nexus", bot_deletion_through_nexus),
     ("happy", account_deletion_happy),
     ("joins-paused-bot", account_deletion_joins_paused_bot),
     ("forwards-in-order", account_deletion_forwards_in_order),

@@ -16,6 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 from devstack.binaries import temporal_cli
 from devstack.ports import free_port
 from devstack.postgres import PostgresServer
+from devstack.search_team import DEV_SERVER_NAMESPACE_FLAGS
 from devstack.seaweedfs import SeaweedServer
 from devstack.smtp_sink import SmtpSink
 from devstack.temporal_server import DEV_SERVER_TUNING
@@ -59,7 +60,7 @@ async def throwaway_stack(
                 port=free_port(),  # below the ephemeral ports, where the SDK's own pick would be
                 dev_server_existing_path=temporal_cli(),
                 search_attributes=search_attributes.ALL,
-                dev_server_extra_args=["--ui-disable-news-fetch", *DEV_SERVER_TUNING],
+                dev_server_extra_args=["--ui-disable-news-fetch", *DEV_SERVER_TUNING, *DEV_SERVER_NAMESPACE_FLAGS],
                 data_converter=DATA_CONVERTER,
             )
             settings = Settings(

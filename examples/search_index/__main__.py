@@ -154,15 +154,21 @@ async def serve(address: str, namespace: str, task_queue: str, store: Path, name
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(signum, stop.set)
-    async with Worker(
+    async with index_worker(client, task_queue, service):
+        print(f"search index serving {task_queue} in {namespace}", flush=True)
+        await stop.wait()
+
+
+def index_worker(client: Client, task_queue: str, service: SearchIndexService) -> Worker:
+    """The index's worker: the contract's calls as activities on `task_queue`, and as Nexus operations for an
+    endpoint that targets it."""
+    return Worker(
         client,
         task_queue=task_queue,
         activities=[service.delete_subject_data, service.verify_subject_erased, service.export_subject_data],
         workflows=OPERATION_WORKFLOWS,
         nexus_service_handlers=[DeletionNexusHandler(service.verify_subject_erased)],
-    ):
-        print(f"search index serving {task_queue} in {namespace}", flush=True)
-        await stop.wait()
+    )
 
 
 def main() -> None:

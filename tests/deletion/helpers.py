@@ -1,5 +1,5 @@
 """Shared by the deletion tests: counting what a bot still owns, starting a paused account deletion, running the
-reconciler once, and following a bot's deletion through the API."""
+reconciler once, following a bot's deletion through the API and reading the Nexus operations its run called."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import httpx
-from temporalio.client import Client, WorkflowHandle
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 
 from lifecycle.deletion.contracts import AccountDeletionInput, AccountDeletionResult
 from lifecycle.deletion.workflow_types import RECONCILER_WORKFLOW, account_deletion_options
@@ -102,6 +103,16 @@ async def receipt_of(api: httpx.AsyncClient, bot_id: str, account: ApiAccount) -
     answer = await api.get(f"/bots/{bot_id}/deletion/receipt", headers=account.headers)
     assert answer.status_code == 200, answer.text
     return dict(answer.json()["receipt"])
+
+
+def nexus_calls(history: WorkflowHistory, endpoint: str) -> list[str]:
+    """The operations a deletion's run called through `endpoint`, in order."""
+    return [
+        event.nexus_operation_scheduled_event_attributes.operation
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_NEXUS_OPERATION_SCHEDULED
+        and event.nexus_operation_scheduled_event_attributes.endpoint == endpoint
+    ]
 
 
 async def waiting_on_the_hold(handle: WorkflowHandle[Any, Any]) -> bool:

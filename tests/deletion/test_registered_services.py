@@ -40,7 +40,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
@@ -64,7 +64,7 @@ from lifecycle.settings import Settings
 from lifecycle.stuck import RunKind
 from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN, ApiAccount
 from tests.deletion.conftest import Register
-from tests.deletion.helpers import a_bot, completed, receipt_of, run_reconciler, status_of
+from tests.deletion.helpers import a_bot, completed, nexus_calls, receipt_of, run_reconciler, status_of
 from tests.eventually import eventually
 from tests.processes import ApiProcess, ChildProcess
 from tests.stuck import assert_alerts_once_stuck
@@ -504,16 +504,6 @@ async def test_an_account_export_holds_the_registered_services_part(
 
 async def _json(answer: Awaitable[httpx.Response]) -> Any:
     return (await answer).json()
-
-
-def nexus_calls(history: WorkflowHistory, endpoint: str) -> list[str]:
-    """The operations a deletion's run called through `endpoint`, in order."""
-    return [
-        event.nexus_operation_scheduled_event_attributes.operation
-        for event in history.events
-        if event.event_type == EventType.EVENT_TYPE_NEXUS_OPERATION_SCHEDULED
-        and event.nexus_operation_scheduled_event_attributes.endpoint == endpoint
-    ]
 
 
 async def test_one_deletion_reaches_services_on_queues_and_behind_an_endpoint_and_a_service_moves_between_them(

@@ -13,6 +13,7 @@ Temporal dev server, the session's gateway worker and API, PostgreSQL and Seawee
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -35,6 +36,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import Worker
 
+from devstack.search_team import SERVICE_NAMESPACE, create_nexus_endpoint
 from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.v1.service_pb2 import (
     DeleteRequest,
@@ -42,13 +44,14 @@ from lifecycle.deletion.v1.service_pb2 import (
     VerifyRequest,
     VerifyResponse,
 )
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.object_keys import export_parts_prefix
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
-from tests.conftest import ApiAccount
+from tests.conftest import ADMIN_HEADERS, ApiAccount
 from tests.deletion.conftest import Register
 from tests.deletion.contract_call import ContractCall
-from tests.deletion.helpers import a_bot, completed, receipt_of
+from tests.deletion.helpers import a_bot, completed, nexus_calls, receipt_of
 from tests.eventually import eventually
 from tests.processes import PROJECT_ROOT, ChildProcess
 from worker import LifecycleWorkers
@@ -102,14 +105,8 @@ def node() -> str:
     return found
 
 
-@pytest_asyncio.fixture
-async def ts_index(
-    register: Register, temporal_client: Client, settings: Settings, typescript_build: Path, tmp_path: Path
-) -> AsyncIterator[TypeScriptIndex]:
-    """The TypeScript search index, registered, its worker process running on its own queue."""
-    name, queue = await register("search-ts")
-    store = tmp_path / "store"
-    env = {
+def index_env(settings: Settings) -> dict[str, str]:
+    return {
         **os.environ,
         # The build lives outside the project: Node finds the packages `make install` put in node_modules.
         "NODE_PATH": str(PROJECT_ROOT / "node_modules"),
@@ -119,12 +116,27 @@ async def ts_index(
         "S3_ACCESS_KEY_ID": str(settings.s3_access_key_id),
         "S3_SECRET_ACCESS_KEY": str(settings.s3_secret_access_key),
     }
-    address = temporal_client.service_client.config.target_host
-    serve = ["serve", "--address", address, "--task-queue", queue, "--store", str(store), "--name", name]
-    process = ChildProcess([node(), str(typescript_build / "main.js"), *serve], env, tmp_path / "search-index-ts.log")
+
+
+def serve(index: TypeScriptIndex, log: Path, client: Client, *options: str) -> ChildProcess:
+    """The service's worker process (started) on its queue, with `options` besides."""
+    address = client.service_client.config.target_host
+    where = ["--address", address, "--task-queue", index.task_queue, "--store", str(index.store), "--name", index.name]
+    process = ChildProcess([node(), str(index.build / "main.js"), "serve", *where, *options], index.env, log)
     process.start()
+    return process
+
+
+@pytest_asyncio.fixture
+async def ts_index(
+    register: Register, temporal_client: Client, settings: Settings, typescript_build: Path, tmp_path: Path
+) -> AsyncIterator[TypeScriptIndex]:
+    """The TypeScript search index, registered, its worker process running on its own queue."""
+    name, queue = await register("search-ts")
+    index = TypeScriptIndex(name, queue, tmp_path / "store", typescript_build, index_env(settings))
+    process = serve(index, tmp_path / "search-index-ts.log", temporal_client)
     try:
-        yield TypeScriptIndex(name, queue, store, typescript_build, env)
+        yield index
     finally:
         process.terminate()
 
@@ -190,6 +202,54 @@ async def test_the_typescript_service_takes_part_in_a_deletion(
     check = next(check for check in receipt["checks"] if check.get("service") == ts_index.name)
     assert check["passed"] is True and check["found"] == 0
     assert receipt["complete"] is True
+
+
+async def test_the_typescript_service_behind_a_nexus_endpoint_takes_part_in_a_deletion(
+    api: httpx.AsyncClient,
+    account: ApiAccount,
+    worker: LifecycleWorkers,
+    register: Register,
+    temporal_client: Client,
+    settings: Settings,
+    typescript_build: Path,
+    tmp_path: Path,
+) -> None:
+    """As another team runs it: its worker in a namespace of its own serves the contract's Nexus service, and it is
+    registered by an endpoint to its queue there that the operator created with the real CLI. The deletion reaches
+    it through the endpoint alone: three slices (its workflows running its activity) and the count."""
+    name, _ = await register("search-ts-team")
+    suffix = uuid.uuid4().hex[:8]
+    queue, endpoint = f"ts-team-queue-{suffix}", f"ts-team-endpoint-{suffix}"
+    address = temporal_client.service_client.config.target_host
+    await asyncio.to_thread(create_nexus_endpoint, address, endpoint, SERVICE_NAMESPACE, queue)
+    moved = await api.put(
+        f"/deletion-services/{name}",
+        json={"nexus_endpoint": endpoint, "contract": "lifecycle.deletion.v1"},
+        headers=ADMIN_HEADERS,
+    )
+    assert moved.status_code == 200, moved.text
+    index = TypeScriptIndex(name, queue, tmp_path / "store", typescript_build, index_env(settings))
+    bot_id = await a_bot(api, account)
+    index.seed(bot_id, account.id, entries=ENTRIES, files=FILES)
+
+    team = ["--namespace", SERVICE_NAMESPACE, "--nexus-endpoint", endpoint]
+    process = serve(index, tmp_path / "search-index-ts-team.log", temporal_client, *team)
+    try:
+        # Its operations' workflows are bundled first: once it serves, each call is answered at its first try.
+        await eventually(lambda: "serving" in process.log(), "the service serves its queue")
+        assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
+        status = await completed(api, bot_id, account)
+    finally:
+        process.terminate()
+
+    assert index.entries(bot_id) is None and index.snapshots(bot_id) == []
+    assert status["progress"][name] == {"deleted": ENTRIES, "total": ENTRIES}
+    receipt = await receipt_of(api, bot_id, account)
+    assert receipt["services"][name] == {"rows_deleted": ENTRIES, "files_deleted": FILES, "remaining": 0}
+    check = next(check for check in receipt["checks"] if check.get("service") == name)
+    assert check["passed"] is True and check["found"] == 0
+    history = await temporal_client.get_workflow_handle(bot_deletion_id(bot_id)).fetch_history()
+    assert nexus_calls(history, endpoint) == [*["DeleteSubjectData"] * 3, "VerifySubjectErased"]
 
 
 async def test_an_account_export_holds_the_typescript_services_part(
