@@ -59,7 +59,7 @@ class RegistryWait:
         """The registry once it holds a service, or as it is (empty) once an operator decided there is nothing to
         reach; None if `give_up` (time to continue as new) while it waits. `show_status` publishes the status as
         `waiting` changes, before the alert goes out."""
-        registry = await registered_calls.read_registry()
+        registry = await self._read()
         while not registry.services and not self.nothing_to_reach:
             if give_up():
                 return None
@@ -68,7 +68,6 @@ class RegistryWait:
                 self.waiting = True
                 show_status()
                 self._alert_once()
-            self._signalled = False
             # A timeout is the recheck: the registry is read again either way.
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(
@@ -76,12 +75,18 @@ class RegistryWait:
                     timeout=self._recheck,
                     timeout_summary="read the deletion services' registry again",
                 )
-            registry = await registered_calls.read_registry()
+            registry = await self._read()
         if not self.waiting:
             return registry
         self.waiting = False
         show_status()
         return await self._settled(registry) if registry.services else registry
+
+    async def _read(self) -> ServiceRegistry:
+        """The registry as it is now. The signal is taken before the read, so that one arriving while the read is
+        in flight (a second service registering) makes the next wait end at once instead of being lost."""
+        self._signalled = False
+        return await registered_calls.read_registry()
 
     @staticmethod
     async def _settled(registry: ServiceRegistry) -> ServiceRegistry:
