@@ -4,7 +4,7 @@ and never a text beyond the act's own names and ids: a legal hold's reason stays
 
 The API appends a row for every change an admin or a service credential makes (api/admin/audit.py); the
 operators' commands that change state append their own (`python -m lifecycle.deletion.receipt_keys rotate`,
-`python -m lifecycle.reapply`), as `command:<user>`.
+`python -m lifecycle.deletion.reapply`), as `command:<user>`.
 """
 
 from __future__ import annotations

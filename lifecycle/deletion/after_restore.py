@@ -1,4 +1,4 @@
-"""Re-applying deletions after a restore: `python -m lifecycle.reapply` (lifecycle/reapply.py) runs this.
+"""Re-applying deletions after a restore: `python -m lifecycle.deletion.reapply` (reapply.py) runs this.
 
 1. Verify. The receipts in PostgreSQL and their copies in the object store (lifecycle/deletion/receipt_copies.py)
    are merged by id, and every one's bytes, SHA-256, signature and link is checked (receipt_chain.py). A receipt

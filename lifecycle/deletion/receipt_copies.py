@@ -7,9 +7,9 @@ does not touch), once committed, under `deletion-receipts/<chain id>/after-<prev
 (`first.json` for the chain's first): the key names the link, so
 
 - a worker about to sign the receipt after head H asks for `after-<H>.json`; if it exists the database is behind
-  its copies (restored) and the receipt waits, retried, until `python -m lifecycle.reapply` has put the missing
+  its copies (restored) and the receipt waits, retried, until `python -m lifecycle.deletion.reapply` has put the missing
   receipts back (ChainBehindCopies);
-- `python -m lifecycle.reapply` reads every copy, verifies the chain and restores what the database lacks
+- `python -m lifecycle.deletion.reapply` reads every copy, verifies the chain and restores what the database lacks
   (lifecycle/deletion/after_restore.py).
 
 The chain id is the one row of `deletion_receipt_chain` (migration 0020), restored with the database, so a
@@ -41,7 +41,7 @@ RECORD_COLUMNS = (
 
 class ChainBehindCopies(Exception):
     """The database's last receipt is followed by another in the object store: it was restored from an older dump,
-    and a receipt signed now would fork the chain. Retried until `python -m lifecycle.reapply` restores it."""
+    and a receipt signed now would fork the chain. Retried until `python -m lifecycle.deletion.reapply` restores it."""
 
 
 class UnreadableCopy(Exception):
@@ -106,7 +106,7 @@ class ReceiptCopies:
         if await self._store.size(receipt_copy_key(self._chain, head_sha256)) is not None:
             raise ChainBehindCopies(
                 "the receipts in PostgreSQL end before their copies in the object store (a restore of an older"
-                " dump?): a receipt signed now would fork the chain. Run `python -m lifecycle.reapply`, which"
+                " dump?): a receipt signed now would fork the chain. Run `python -m lifecycle.deletion.reapply`, which"
                 " puts the missing receipts back; this receipt waits for it"
             )
 

@@ -46,9 +46,9 @@ def account_deletion_id(account_id: UUID | str) -> str:
 
 
 def reapplied_deletion_id(deletion_id: str, receipt_id: UUID | str) -> str:
-    """A deletion made again after a restore brought its subject back (python -m lifecycle.reapply): named by the
-    receipt of the deletion it repeats, so running the re-apply twice joins one run, and it never meets the runs
-    of the first deletion (their progress, the services' ledgers) under their id."""
+    """A deletion made again after a restore brought its subject back (python -m lifecycle.deletion.reapply):
+    named by the receipt of the deletion it repeats, so running the re-apply twice joins one run, and it never meets
+    the runs of the first deletion (their progress, the services' ledgers) under their id."""
     return f"{deletion_id}-reapply-{UUID(str(receipt_id))}"
 
 
@@ -82,7 +82,7 @@ def bot_deletion_options(
     bot_id: str, account_id: str, *, within_account: bool = False, reapplies: str | None = None
 ) -> StartOptions:
     """`within_account`: a child of the account's deletion. `reapplies`: the receipt of the deletion this one
-    makes again after a restore (python -m lifecycle.reapply), under an id of its own."""
+    makes again after a restore (python -m lifecycle.deletion.reapply), under an id of its own."""
     workflow_id = bot_deletion_id(bot_id)
     return StartOptions(
         workflow_type=BOT_DELETION_WORKFLOW,
@@ -101,7 +101,8 @@ def account_deletion_options(
     account_id: str, *, deletes_at: datetime | None = None, reapplies: str | None = None
 ) -> StartOptions:
     """`deletes_at`: the end of a grace period still to come (None: none, or it is over). `reapplies`: the receipt
-    of the deletion this one makes again after a restore (python -m lifecycle.reapply), under an id of its own."""
+    of the deletion this one makes again after a restore (python -m lifecycle.deletion.reapply), under an id of
+    its own."""
     workflow_id = account_deletion_id(account_id)
     return StartOptions(
         workflow_type=ACCOUNT_DELETION_WORKFLOW,

@@ -99,6 +99,7 @@ def report(results: dict[str, Result]) -> str:
     return "\n".join(line(result) for result in results.values())
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("definition", SERVICES, ids=lambda definition: definition.name)
 async def test_the_kit_passes_against_each_of_the_projects_services(
     postgres_server: PostgresServer, temporal_client: Client, objects: ObjectStore, definition: ServiceDefinition
@@ -137,6 +138,7 @@ def s3_environment(seaweedfs: SeaweedServer) -> dict[str, str]:
     }
 
 
+@pytest.mark.long
 async def test_the_kit_passes_against_the_typescript_example(
     temporal_client: Client,
     seaweedfs: SeaweedServer,
@@ -172,6 +174,7 @@ async def _serving(process: ChildProcess) -> bool:
     return "serving" in process.log()
 
 
+@pytest.mark.long
 async def test_the_command_checks_the_search_index_behind_its_endpoint_with_its_own_seed(
     temporal_client: Client, seaweedfs: SeaweedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,6 +1,6 @@
 """Deletions re-applied after a backup restore, as an operator does it: the product's and the services' databases
 dumped with the real `pg_dump`, deletions run to completion, the dumps restored with the real `pg_restore`, then
-`python -m lifecycle.reapply` run as a process (the runbook's command, docs/operations.md).
+`python -m lifecycle.deletion.reapply` run as a process (the runbook's command, docs/operations.md).
 
 The stack is the module's own (a PostgreSQL server holding the product's and the services' databases, the
 services' workers, a gateway worker, the API in process): restoring the session's databases would roll back
@@ -39,12 +39,12 @@ from devstack.seed import asyncpg_dsn, seed
 from devstack.smtp_sink import SmtpSink
 from lifecycle.deletion.after_restore import reapply
 from lifecycle.deletion.contracts import ReceiptSubject
+from lifecycle.deletion.reapply import EXIT_BROKEN_CHAIN
 from lifecycle.deletion.receipt_chain import BrokenChain
 from lifecycle.deletion.workflow_types import account_deletion_id, bot_deletion_id, reapplied_deletion_id
 from lifecycle.migrate import upgrade_async
 from lifecycle.object_keys import receipt_copies_prefix, receipt_copy_key
 from lifecycle.object_store import ObjectStore
-from lifecycle.reapply import EXIT_BROKEN_CHAIN
 from lifecycle.settings import Settings
 from services.catalog import SERVICES
 from tests.conftest import ADMIN_HEADERS
@@ -162,7 +162,7 @@ def runbook_command(document: str, section: str) -> list[str]:
 
 def _runbook_process(stack: Stack) -> list[str]:
     command = runbook_command("docs/operations.md", "## Re-applying deletions after a restore")
-    assert command == ["python", "-m", "lifecycle.reapply"]
+    assert command == ["python", "-m", "lifecycle.deletion.reapply"]
     return [sys.executable, *command[1:]]
 
 
@@ -202,7 +202,7 @@ async def _reapply_killed_once_it_says(stack: Stack, marker: str) -> str:
 
 def test_the_deletion_page_shows_the_runbooks_command() -> None:
     page = (PROJECT_ROOT / "docs" / "deletion.md").read_text()
-    assert re.search(r"```sh\npython -m lifecycle.reapply\n```", page)
+    assert re.search(r"```sh\npython -m lifecycle.deletion.reapply\n```", page)
 
 
 async def _receipts(stack: Stack) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Re-apply deletions after a backup restore: `python -m lifecycle.reapply`.
+"""Re-apply deletions after a backup restore: `python -m lifecycle.deletion.reapply`.
 
 Verifies the deletion receipts' chain (PostgreSQL's and its copies in the object store), refusing to do anything
 on a broken chain; puts back the receipts a restore rolled back; then deletes again every account or bot that a
@@ -47,7 +47,9 @@ async def _run() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(prog="python -m lifecycle.reapply", description=__doc__.split("\n")[0]).parse_args(argv)
+    argparse.ArgumentParser(prog="python -m lifecycle.deletion.reapply", description=__doc__.split("\n")[0]).parse_args(
+        argv
+    )
     try:
         asyncio.run(_run())
     except BrokenChain as err:
