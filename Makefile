@@ -89,12 +89,13 @@ nginx:
 # priority: it takes the CPU the tests leave idle, not the CPU their collection and servers need as they start.
 # The tests marked `alone` compare timings within their run (the backlog drill: idle against busy), which the
 # rest of the suite beside them would skew: they run afterwards, one at a time, with the machine to themselves.
+# They are drills, so that run collects tests/drills/ alone (tests/conftest.py refuses one elsewhere).
 # All must pass.
 test: install bytecode browser promtool nginx lint
 	nice -n 19 $(PY) -m mypy & typecheck=$$!; \
 	$(PY) -m pytest -n 4 --dist loadgroup -m "not alone"; tests=$$?; \
 	wait $$typecheck; types=$$?; \
-	$(PY) -m pytest -n 0 -m alone; alone=$$?; \
+	$(PY) -m pytest -n 0 -m alone tests/drills; alone=$$?; \
 	[ $$tests -eq 0 ] && [ $$types -eq 0 ] && [ $$alone -eq 0 ]
 
 # The one command that upgrades dependencies: re-resolves everything within pyproject.toml's bounds, then

@@ -377,6 +377,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     xdist's own hook reads them to name the group."""
     for item in items:
         group = drill_group(item.nodeid)
+        if item.get_closest_marker("alone") is not None and group is None:
+            # `make test` runs the tests marked `alone` by collecting tests/drills/ only.
+            raise pytest.UsageError(f"{item.nodeid} is marked alone outside tests/drills/")
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
         if group is not None or item.nodeid.startswith(SLOW_FOLDERS) or item.get_closest_marker("long") is not None:
