@@ -36,8 +36,8 @@ from lifecycle.settings import Settings
 from services.catalog import SERVICES
 from services.runtime.database import service_database_url
 
-# Targets of the ratio. On 1M rows (about 1.7 s) the workflow's fixed cost at the end, which the plain script
-# does not pay, weighs on it: the independent check and the signed receipt took 85 ms of a 1.73 s run.
+# Targets of the ratio. On 1M rows the workflow's fixed cost at the end, which the plain script does not pay (the
+# independent check and the signed receipt), weighs on it more than on larger deletions.
 RATIO_TARGET_SMALL = 0.85
 RATIO_TARGET_LARGE = 0.9
 LARGE_ROWS = 10_000_000

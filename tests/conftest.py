@@ -171,14 +171,13 @@ def settings(
         # behaviour) and makes its version current as it starts, or no run would reach it (docs/versioning.md).
         worker_make_current=True,
         # One deployment for every worker of the session: they all run this checkout's code, so they are one
-        # version, and a worker on a queue of its own joins it. A deployment per queue cost the dev server about
-        # 0.3 s of CPU for each new worker (its deployment's system workflows), a queue joining the version about
-        # 0.15 s. A test that makes another version current does so on a server of its own (the deploy drill).
+        # version, and a worker on a queue of its own joins it, which costs the dev server less than a deployment's
+        # system workflows for each new worker. A test that makes another version current does so on a server of
+        # its own (the deploy drill).
         worker_deployment=f"tests-{uuid.uuid4().hex[:8]}",
         # The build id the code gives (lifecycle/worker_deployment.py), worked out once here rather than by each
-        # worker process the tests start, which read and parsed about 100 modules for it: a worker's start took
-        # 0.74 to 0.78 s of CPU, and 0.48 to 0.54 s with it given. The drills, `make run`'s test and
-        # tests/test_worker_deployment.py still have workers work it out.
+        # worker process the tests start, which would read and parse about 100 modules for it. The drills,
+        # `make run`'s test and tests/test_worker_deployment.py still have workers work it out.
         worker_build_id=code_build_id(),
         # Processors' erasure requests (tests/deletion/test_processors.py): retried within a second, each attempt
         # given a second, and an operator alerted after a few seconds, so a processor down for a while costs the
@@ -320,9 +319,9 @@ DRILL_GROUPS = dict.fromkeys(
     ["test_chaos.py", "test_postgres_outage_api.py", "test_worker_killed.py", "test_deploy.py"], "drills-a"
 )
 OTHER_DRILLS = "drills-b"
-# The limits are hang bounds, some 3x the slowest full runs seen: on the slower machines a full run took `make
-# run`'s restart 102-132 s and schemathesis 74-127 s, against 40 s for most tests; the default, 150 s
-# (pyproject.toml), holds for the rest. An explicit `pytest.mark.timeout` on a test wins.
+# The limits are hang bounds, some 3x the slowest runs of the drills and the long tests (`make run`'s restart,
+# schemathesis) on a slow day; the default, 150 s (pyproject.toml), holds for the rest. An explicit
+# `pytest.mark.timeout` on a test wins.
 DRILL_TIMEOUT = 600
 LONG_TIMEOUT = 400
 

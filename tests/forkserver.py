@@ -55,20 +55,19 @@ PRELOAD = (
     "aiobotocore.session",
     "opentelemetry.trace",
     # The receipts' keys, the logs, the API's metrics, and pydantic's v1 layer, which FastAPI loads as the API's
-    # routes are made: 0.19 s of import time by `python -X importtime`. Three starts each, a worker took 0.33 to
-    # 0.44 s of CPU and an API 0.43 to 0.47 s with them here, against 0.41 to 0.51 and 0.45 to 0.56 s without.
+    # routes are made: imported once here, not again by every worker and API the tests start.
     "cryptography.hazmat.primitives.serialization",
     "cryptography.hazmat.primitives.asymmetric.ed25519",
     "structlog",
     "prometheus_client",
     "pydantic.v1",
 )
-# The project's modules those processes start from: an API took 0.33 s of CPU importing `api.app` after PRELOAD,
-# a worker 0.08 s its registries, and one without WORKER_BUILD_ID another 0.27 s hashing its code.
+# The project's modules those processes start from, imported once here: `api.app`, the worker's registries, and
+# the build id a worker without WORKER_BUILD_ID derives by hashing its code.
 PROJECT_PRELOAD = ("api.app", "worker", "services.runtime.worker", "lifecycle.migrate")
-# The first answer waits for the fork server's own imports: over 30 s once, as a full run's four workers, their
-# servers and mypy all started at once. A wait that runs out all the same leaves no request answered by another's
-# child: each answer names its request, and a child whose request was given up is killed.
+# The first answer waits for the fork server's own imports, which take tens of seconds while a full run's four
+# workers, their servers and mypy all start at once. A wait that runs out all the same leaves no request answered
+# by another's child: each answer names its request, and a child whose request was given up is killed.
 START_TIMEOUT = 120.0
 _ROOT = Path.cwd().resolve()
 
@@ -209,7 +208,7 @@ def _serve() -> None:
     running_build_id()
     project_modules = _modules_under(_ROOT)
     # What was imported stays for every child's life: out of the collector's sight, a full collection in a child
-    # neither walks it (0.15 to 0.2 s of CPU each) nor writes to its pages, which the child would then copy.
+    # neither walks it nor writes to its pages, which the child would then copy.
     gc.freeze()
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)

@@ -267,7 +267,7 @@ def test_everyday_commands_get_past_the_file_without_secrets(
     docker_compose: Path, project_root: Path, empty_env: Path, command: str
 ) -> None:
     # These need an engine, which is absent here: they must fail for that reason alone, after Compose has
-    # loaded and interpolated the project. `${ADMIN_TOKEN:?}` used to stop them before that.
+    # loaded and interpolated the project, so no `${VAR:?}` of the file stops them first.
     result = run_compose(docker_compose, project_root, empty_env, command)
     assert result.returncode != 0
     assert "Cannot connect to the Docker daemon" in result.stderr, result.stderr

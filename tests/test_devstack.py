@@ -69,7 +69,7 @@ class RunningStack:
     def __init__(self, project_root: Path, data_dir: Path) -> None:
         self.api_port = free_port()
         # One client for every call to the stack; its timeout is a hang's bound, not a latency target: with the
-        # suite's other long tests starting beside it, a call once took more than httpx's default 5 s.
+        # suite's other long tests starting beside it, a call can take more than httpx's default 5 s.
         self.http = httpx.Client(base_url=self.api_url, timeout=REQUEST_TIMEOUT_SECONDS)
         self.ui_port = free_port()
         self.env = {

@@ -27,8 +27,8 @@ from tests.conftest import ADMIN_TOKEN, EXPORT_SIGNING_KEY, object_store_setting
 from tests.processes import ApiProcess, ChildProcess, service_processes, worker_process
 
 # The drills' deletion budget. They test recovery from kills and outages, not pacing: at the default 20,000
-# rows/s (a quarter of it while autovacuum runs on a table), the chaos drill's 640,000 rows shared one budget
-# and it waited 116 s after its last kill for them. Every deleter still reserves its batches from this budget.
+# rows/s (a quarter of it while autovacuum runs on a table) the chaos drill's 640,000 rows, sharing one budget,
+# would keep it waiting minutes after its last kill. Every deleter still reserves its batches from this budget.
 DRILL_ROWS_PER_SECOND = 100_000
 
 

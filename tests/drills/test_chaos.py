@@ -82,9 +82,8 @@ SETTLE_LIMIT_SECONDS = 150.0
 # The drill asserts how a kill inside a step is noticed (by its missing heartbeats), not how soon the step
 # resumed: after the heartbeat timeout and the backoff, a retry waits for a slot on a worker that lives 2-5 s
 # and has six deletion activity slots for up to forty deleter calls (eight deletions of five services). That
-# wait measures the drill's capacity and the machine's load, not the step: 32-37 s once in CI, at most 15 s
-# in three runs here. The longest waits are printed; the 15 s recovery target, with a worker to spare, is a
-# figure test_site_step_killed records.
+# wait measures the drill's capacity and the machine's load, not the step. The longest waits are printed; the
+# recovery with a worker to spare is what test_site_step_killed records.
 # Every site's database step works this much longer (heartbeating, as a slow CREATE DATABASE would), so that
 # some kills land inside a site step rather than between steps that take milliseconds.
 SLOW_SITE_STEP = "create_site_database=delay:1.5"

@@ -55,8 +55,8 @@ FAST_DEPLOYMENTS = {
     "matching.wv.VersionDrainageStatusVisibilityGracePeriod": '"2s"',
 }
 # Holds a site creation inside its bootstrap step, and an export inside its writing, on v1 while v2 ships: long
-# enough for v2's start, the ramp's probes and the promotion (about 10 s alone, past 25 s once in a fresh clone's
-# suite on a loaded machine), after which the drill waits it out.
+# enough for v2's start, the ramp's probes and the promotion on a loaded machine, after which the drill waits it
+# out.
 HOLD_ON_V1 = "bootstrap_site=delay:45:1,write_export_parts=delay:45:1"
 PAUSED_BOTS = 2
 RAMP_PROBES = 12
