@@ -14,8 +14,9 @@ dev server, the session's real gateway worker, and the API.
   it is reached in the same run as the services on task queues, and counted alike; it may move from a task queue to
   an endpoint between deletions, losing nothing; an endpoint that does not exist shows it `waiting`, and the run
   alerts once stuck, until the operator creates it; a handler that keeps failing opens Temporal's circuit breaker
-  for the endpoint, which the status gives as the reason the service waits; and cancelling the deletion cancels the
-  slice's workflow in the service's namespace.
+  for the endpoint, which the status gives as the reason the service waits; cancelling the deletion cancels the
+  slice's workflow in the service's namespace; and a kill -9 of its worker mid-slice shows it `waiting` until a
+  worker is back, the receipt counting every entry once.
 """
 
 from __future__ import annotations
