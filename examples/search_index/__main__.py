@@ -42,6 +42,9 @@ from lifecycle.deletion.v1.service_pb2 import (
 # Entries per call at most, whatever max_rows allows: each call is one short SQLite transaction.
 MAX_SLICE = 500
 REGISTER_ATTEMPTS = 120
+# Set (to anything) for a drill: every slice says so on stdout and then holds, before it deletes anything, until
+# the process is killed; a kill then loses a slice in flight and nothing of the store.
+HOLD_SLICES = "SEARCH_INDEX_HOLD_SLICES"
 
 
 def _bot(subject: Subject) -> str:
@@ -69,6 +72,9 @@ class SearchIndexService:
     @activity.defn(name="DeleteSubjectData")
     async def delete_subject_data(self, request: DeleteRequest) -> DeleteResponse:
         bot_id = _bot(request.subject)
+        if os.environ.get(HOLD_SLICES):
+            print(f"holding a slice of {request.deletion_id}", flush=True)
+            await asyncio.Event().wait()
         limit = min(request.max_rows or MAX_SLICE, MAX_SLICE)
         if request.rows_per_second and request.max_duration_ms:
             # No more than the budget allows within the slice's duration: the call returns within about that.

@@ -47,6 +47,19 @@ _RETRIES = RetryPolicy(
     maximum_attempts=5,
 )
 
+# How long a slice's workflow may run, its retries included. With every worker of the service gone (killed
+# mid-slice, say), nothing runs that workflow: neither a heartbeat timeout nor a schedule-to-start timeout of its
+# activity can end it, as only a worker would act on them. Its own timeout the server enforces alone, so the
+# operation fails with a timeout, the gateway calls again as after a worker killed mid-call on a task queue, and that
+# call, taken by no worker within its schedule-to-start timeout, shows the service `waiting`, as on a queue. Its
+# closing also leaves nothing of the lost slice to run once a worker is back: the gateway's next call, from the same
+# cursor, is the only one. Long enough for a slice (DeleteRequest.max_duration_ms, 5 s) and for the whole backoff of
+# a call that keeps failing fast (a poison pill reaches the gateway as on a queue); a slice stuck beyond it is a
+# timeout, called again, as a call that outlives SERVICE_CALL's start_to_close is.
+SLICE_BOUND = timedelta(seconds=30)
+# As SERVICE_CALL's: a worker of the service takes a slice within 10 s, or none is there to take it.
+_TAKEN_WITHIN = timedelta(seconds=10)
+
 
 @workflow.defn(name="DeleteSubjectDataOperation")
 class DeleteSubjectDataOperation:
@@ -58,6 +71,7 @@ class DeleteSubjectDataOperation:
             DELETE_SUBJECT_DATA,
             request,
             result_type=DeleteResponse,
+            schedule_to_start_timeout=_TAKEN_WITHIN,
             start_to_close_timeout=timedelta(minutes=1),
             retry_policy=_RETRIES,
             summary=f"delete a slice for {request.deletion_id}",
@@ -98,7 +112,10 @@ class DeletionNexusHandler:
     ) -> nexus.WorkflowHandle[DeleteResponse]:
         # The Nexus request id makes a repeated start of the same operation find the workflow it started.
         return await ctx.start_workflow(
-            DeleteSubjectDataOperation.run, request, id=f"delete-slice-{request.deletion_id}-{ctx.request_id}"
+            DeleteSubjectDataOperation.run,
+            request,
+            id=f"delete-slice-{request.deletion_id}-{ctx.request_id}",
+            execution_timeout=SLICE_BOUND,
         )
 
     @nexusrpc.handler.sync_operation

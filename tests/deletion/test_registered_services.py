@@ -14,8 +14,9 @@ dev server, the session's real gateway worker, and the API.
   it is reached in the same run as the services on task queues, and counted alike; it may move from a task queue to
   an endpoint between deletions, losing nothing; an endpoint that does not exist shows it `waiting`, and the run
   alerts once stuck, until the operator creates it; a handler that keeps failing opens Temporal's circuit breaker
-  for the endpoint, which the status gives as the reason the service waits; and cancelling the deletion cancels the
-  slice's workflow in the service's namespace.
+  for the endpoint, which the status gives as the reason the service waits; cancelling the deletion cancels the
+  slice's workflow in the service's namespace; and a kill -9 of its worker mid-slice shows it `waiting` until a
+  worker is back, the receipt counting every entry once.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import os
 import sys
 import uuid
 import zipfile
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +49,7 @@ from temporalio.worker import Worker
 from activities.deletion.blocked_calls import blocked_endpoints
 from devstack.search_team import SERVICE_NAMESPACE, create_nexus_endpoint
 from devstack.seed import rows_per_service, seed
+from examples.search_index.__main__ import HOLD_SLICES
 from examples.search_index.store import SearchIndex
 from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.contracts import TRANSIENT_ERROR
@@ -704,3 +707,53 @@ async def test_cancelling_a_deletion_cancels_its_slice_in_the_service_namespace(
     assert status["status"] == "cancelled"
     # Each slice took its 500 entries before pacing itself; nothing went on deleting after the cancel.
     assert team.index.count(bot_id) == (ENTRIES - 500 * len(slices_run), FILES)
+
+
+async def test_a_worker_killed_mid_slice_behind_an_endpoint_is_waited_for_and_every_entry_counted_once(
+    api: httpx.AsyncClient,
+    account: ApiAccount,
+    worker: LifecycleWorkers,
+    temporal_client: Client,
+    tmp_path: Path,
+) -> None:
+    """kill -9 of the team's only worker while a slice is in flight (held before it deletes anything): the slice's
+    workflow in the team's namespace ends at its bound, though no worker runs it, and the gateway's next call, taken
+    by no worker, shows the service `waiting`, as on a task queue; once a worker is back the deletion finishes, and
+    the lost slice, never run again, counts nothing twice."""
+    store = tmp_path / "team-index"
+    team = await behind_an_endpoint(api, temporal_client, f"team-{uuid.uuid4().hex[:8]}", store, env={HOLD_SLICES: "1"})
+    back = index_process(temporal_client, team.task_queue, store, "--name", team.name, "--namespace", SERVICE_NAMESPACE)
+    bot_id = await a_bot(api, account)
+    team.index.add(bot_id, entries=ENTRIES, files=FILES)
+    team.start()
+    try:
+        assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
+        await eventually(lambda: "holding a slice" in team.process.log(), "a slice is in flight")
+        team.process.kill()
+        shown = await shown_waiting(api, bot_id, account, team.name)
+        assert shown["status"] == "running"
+        assert team.index.count(bot_id) == (ENTRIES, FILES)
+        back.start()
+        finished = await completed(api, bot_id, account)
+    finally:
+        team.stop()
+        if back.process is not None:
+            back.terminate()
+    assert finished["progress"][team.name] == {"deleted": ENTRIES, "total": ENTRIES}
+    assert team.index.count(bot_id) == (0, 0)
+    receipt = await receipt_of(api, bot_id, account)
+    assert receipt["services"][team.name] == {"rows_deleted": ENTRIES, "files_deleted": FILES, "remaining": 0}
+    team_client = await Client.connect(
+        temporal_client.service_client.config.target_host, namespace=SERVICE_NAMESPACE, data_converter=DATA_CONVERTER
+    )
+    slices = (
+        'WorkflowType = "DeleteSubjectDataOperation"'
+        f' AND WorkflowId STARTS_WITH "delete-slice-{bot_deletion_id(bot_id)}-"'
+    )
+
+    async def ended() -> Counter[WorkflowExecutionStatus | None]:
+        return Counter([execution.status async for execution in team_client.list_workflows(slices)])
+
+    # The killed slice's workflow timed out; the three that deleted (500, 500, then 234 and the files) completed.
+    found = await eventually(ended, "every slice is listed", until=lambda statuses: statuses.total() == 4)
+    assert found == {WorkflowExecutionStatus.TIMED_OUT: 1, WorkflowExecutionStatus.COMPLETED: 3}

@@ -36,6 +36,9 @@ export function deletionHandler(calls: ReturnType<typeof activities>) {
       startWorkflow<typeof DeleteSubjectDataOperation>(ctx, "DeleteSubjectDataOperation", {
         workflowId: `delete-slice-${request.deletionId}-${ctx.requestId}`,
         args: [request],
+        // Ended by the server even with no worker left, as SLICE_BOUND in lifecycle/deletion/nexus_handler.py (which
+        // says why): a worker killed mid-slice shows the service waiting, and nothing of its slice runs later.
+        workflowExecutionTimeout: "30s",
       }),
     ),
     // The count needs nothing of an activity's context: called as it is.

@@ -18,7 +18,12 @@ const retry: ActivityOptions["retry"] = {
   maximumAttempts: 5,
 };
 
-const { DeleteSubjectData } = proxyActivities<Activities>({ startToCloseTimeout: "1m", retry });
+// Taken within 10 s by a worker, or none is there to take it (as lifecycle/deletion/nexus_handler.py's).
+const { DeleteSubjectData } = proxyActivities<Activities>({
+  scheduleToStartTimeout: "10s",
+  startToCloseTimeout: "1m",
+  retry,
+});
 // An account's part may take hours; the contract asks an export to heartbeat at least every minute.
 const { ExportSubjectData } = proxyActivities<Activities>({
   startToCloseTimeout: "12h",
