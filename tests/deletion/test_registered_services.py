@@ -709,6 +709,7 @@ async def test_cancelling_a_deletion_cancels_its_slice_in_the_service_namespace(
     assert team.index.count(bot_id) == (ENTRIES - 500 * len(slices_run), FILES)
 
 
+@pytest.mark.long
 async def test_a_worker_killed_mid_slice_behind_an_endpoint_is_waited_for_and_every_entry_counted_once(
     api: httpx.AsyncClient,
     account: ApiAccount,
