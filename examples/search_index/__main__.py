@@ -80,12 +80,13 @@ class SearchIndexService:
             # No more than the budget allows within the slice's duration: the call returns within about that.
             limit = min(limit, max(1, request.rows_per_second * request.max_duration_ms // 1000))
         started = time.monotonic()
-        # The cursor is ours: the highest entry id deleted so far. An older one (a lost answer) deletes nothing twice.
+        # The cursor is ours: the highest entry id deleted so far. An older one (a lost answer) deletes nothing twice,
+        # and is answered what went since from the store's ledger.
         after = int(request.cursor or 0)
-        deleted = await asyncio.to_thread(self._index.delete, bot_id, after, limit)
-        if request.rows_per_second and deleted.rows:
+        deleted = await asyncio.to_thread(self._index.delete, request.deletion_id, bot_id, after, limit)
+        if request.rows_per_second and deleted.removed:
             # The gateway's share of its deletion budget for us: never faster than that.
-            await asyncio.sleep(max(0.0, deleted.rows / request.rows_per_second - (time.monotonic() - started)))
+            await asyncio.sleep(max(0.0, deleted.removed / request.rows_per_second - (time.monotonic() - started)))
         rows_left, files_left = await asyncio.to_thread(self._index.count, bot_id)
         elapsed = time.monotonic() - started
         return DeleteResponse(
@@ -95,7 +96,7 @@ class SearchIndexService:
             done=rows_left == 0 and files_left == 0,
             remaining_rows_estimate=rows_left,
             remaining_files_estimate=files_left,
-            measured_rows_per_second=deleted.rows / elapsed if deleted.rows and elapsed > 0 else 0.0,
+            measured_rows_per_second=deleted.removed / elapsed if deleted.removed and elapsed > 0 else 0.0,
         )
 
     @activity.defn(name="ExportSubjectData")

@@ -15,15 +15,23 @@ from pathlib import Path
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS entries (id INTEGER PRIMARY KEY AUTOINCREMENT, bot_id TEXT NOT NULL, term TEXT)",
     "CREATE INDEX IF NOT EXISTS entries_bot ON entries (bot_id, id)",
+    # The ledger: each slice of a deletion that removed entries, from the cursor it was given (`after`) to the one
+    # it answered, with what it removed; written in the transaction that removes them.
+    "CREATE TABLE IF NOT EXISTS slices (deletion_id TEXT NOT NULL, after INTEGER NOT NULL, cursor INTEGER NOT NULL,"
+    " rows INTEGER NOT NULL, files INTEGER NOT NULL, PRIMARY KEY (deletion_id, after))",
 )
 
 
 @dataclass(frozen=True)
 class Deleted:
+    # What the call answers: the entries and files gone since the cursor it was given, its own and those of any
+    # earlier slice of the deletion from there whose answer never arrived (a crash, a reset of the caller's run).
     rows: int
     files: int
     # The highest entry id deleted, or the cursor given when nothing was.
     cursor: int
+    # The entries this call removed itself.
+    removed: int
 
 
 class SearchIndex:
@@ -56,24 +64,46 @@ class SearchIndex:
         for n in range(files):
             (folder / f"{n}.json").write_text(f'{{"snapshot": {n}}}')
 
-    def delete(self, bot_id: str, after: int, limit: int) -> Deleted:
-        """Up to `limit` entries above the id `after`; once no entry is left, the bot's snapshot files too."""
+    def delete(self, deletion_id: str, bot_id: str, after: int, limit: int) -> Deleted:
+        """Up to `limit` entries past the id `after`, or past the last slice the ledger has of the deletion from
+        there; with the last entry, the bot's snapshot files too. Counted once however often a slice is asked."""
         with self._db() as db:
+            earlier = db.execute(
+                "SELECT cursor, rows, files FROM slices WHERE deletion_id = ? AND after >= ? ORDER BY after",
+                (deletion_id, after),
+            ).fetchall()
+            start = earlier[-1][0] if earlier else after
             ids = [
                 row[0]
                 for row in db.execute(
-                    "SELECT id FROM entries WHERE bot_id = ? AND id > ? ORDER BY id LIMIT ?", (bot_id, after, limit)
+                    "SELECT id FROM entries WHERE bot_id = ? AND id > ? ORDER BY id LIMIT ?", (bot_id, start, limit)
                 )
             ]
             if ids:
-                db.execute("DELETE FROM entries WHERE bot_id = ? AND id > ? AND id <= ?", (bot_id, after, ids[-1]))
-        files = 0
-        if not ids or len(ids) < limit:
-            for file in sorted(self._snapshots(bot_id).glob("*")):
-                with contextlib.suppress(FileNotFoundError):  # a retried call: already gone
-                    file.unlink()
-                    files += 1
-        return Deleted(rows=len(ids), files=files, cursor=ids[-1] if ids else after)
+                db.execute("DELETE FROM entries WHERE bot_id = ? AND id > ? AND id <= ?", (bot_id, start, ids[-1]))
+            files = 0
+            if not db.execute("SELECT 1 FROM entries WHERE bot_id = ? LIMIT 1", (bot_id,)).fetchone():
+                # Inside the transaction: a crash before its commit loses these files' count, never an entry's.
+                files = self._remove_snapshots(bot_id)
+            if ids:
+                db.execute(
+                    "INSERT INTO slices (deletion_id, after, cursor, rows, files) VALUES (?, ?, ?, ?, ?)",
+                    (deletion_id, start, ids[-1], len(ids), files),
+                )
+        return Deleted(
+            rows=sum(row[1] for row in earlier) + len(ids),
+            files=sum(row[2] for row in earlier) + files,
+            cursor=ids[-1] if ids else start,
+            removed=len(ids),
+        )
+
+    def _remove_snapshots(self, bot_id: str) -> int:
+        removed = 0
+        for file in sorted(self._snapshots(bot_id).glob("*")):
+            with contextlib.suppress(FileNotFoundError):  # a retried call: already gone
+                file.unlink()
+                removed += 1
+        return removed
 
     def export(self, bot_ids: list[str]) -> tuple[bytes, int, int]:
         """The bots' entries and snapshot files as JSON lines, with how many of each it holds."""

@@ -24,8 +24,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import os
-import sys
 import uuid
 import zipfile
 from collections import Counter
@@ -47,7 +45,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from activities.deletion.blocked_calls import blocked_endpoints
-from devstack.search_team import SERVICE_NAMESPACE, create_nexus_endpoint
+from devstack.search_team import SERVICE_NAMESPACE
 from devstack.seed import rows_per_service, seed
 from examples.search_index.__main__ import HOLD_SLICES
 from examples.search_index.store import SearchIndex
@@ -68,8 +66,9 @@ from lifecycle.stuck import RunKind
 from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN, ApiAccount
 from tests.deletion.conftest import Register
 from tests.deletion.helpers import a_bot, completed, nexus_calls, receipt_of, run_reconciler, status_of
+from tests.deletion.search_team import RegisteredIndex, behind_an_endpoint, create_endpoint, index_process
 from tests.eventually import eventually
-from tests.processes import ApiProcess, ChildProcess
+from tests.processes import ApiProcess
 from tests.stuck import assert_alerts_once_stuck
 from worker import LifecycleWorkers
 
@@ -80,69 +79,9 @@ ENTRIES = 1_234  # three slices of the index's (500 at most): the run resumes fr
 FILES = 3
 
 
-@dataclass
-class RegisteredIndex:
-    name: str
-    task_queue: str
-    index: SearchIndex
-    process: ChildProcess
-    # The Nexus endpoint into its team's namespace it is registered with; empty on a task queue.
-    endpoint: str = ""
-
-    def start(self) -> None:
-        self.process.start()
-
-    def stop(self) -> None:
-        if self.process.process is not None and self.process.process.poll() is None:
-            self.process.terminate()
-
-
-def index_process(client: Client, queue: str, store: Path, *options: str, **env: str) -> ChildProcess:
-    """The search index's worker process, on `queue`, keeping its store in `store`."""
-    address = client.service_client.config.target_host
-    arguments = ["--address", address, "--task-queue", queue, "--store", str(store), *options]
-    return ChildProcess(
-        [sys.executable, "-m", "examples.search_index", *arguments],
-        env={**os.environ, **env},
-        log_path=store.parent / f"{store.name}-{queue}.log",
-    )
-
-
 def s3_environment(settings: Settings) -> dict[str, str]:
     """The gateway's object store, named by the S3_* variables the gateway reads too: where exports go."""
     return {field.upper(): str(getattr(settings, field)) for field in Settings.model_fields if field.startswith("s3_")}
-
-
-async def behind_an_endpoint(
-    api: httpx.AsyncClient,
-    client: Client,
-    name: str,
-    store: Path,
-    *,
-    endpoint_created: bool = True,
-    env: dict[str, str] | None = None,
-) -> RegisteredIndex:
-    """The search index as its own team runs it: its worker process (not started yet) polls a queue of the team's
-    namespace and is given nothing of the gateway's namespace; the service is registered by a Nexus endpoint to that
-    queue alone, which the operator creates with the real CLI (create_endpoint), first unless told not to."""
-    suffix = uuid.uuid4().hex[:8]
-    queue, endpoint = f"team-queue-{suffix}", f"team-endpoint-{suffix}"
-    process = index_process(client, queue, store, "--name", name, "--namespace", SERVICE_NAMESPACE, **(env or {}))
-    service = RegisteredIndex(name, queue, SearchIndex(store), process, endpoint)
-    if endpoint_created:
-        await create_endpoint(client, service)
-    answer = await api.put(
-        f"/deletion-services/{name}",
-        json={"nexus_endpoint": endpoint, "contract": "lifecycle.deletion.v1"},
-        headers=ADMIN_HEADERS,
-    )
-    assert answer.status_code in (200, 201), answer.text
-    return service
-
-
-async def create_endpoint(client: Client, service: RegisteredIndex) -> None:
-    address = client.service_client.config.target_host
-    await asyncio.to_thread(create_nexus_endpoint, address, service.endpoint, SERVICE_NAMESPACE, service.task_queue)
 
 
 @pytest_asyncio.fixture

@@ -7,6 +7,7 @@ from email import message_from_bytes
 from itertools import pairwise
 
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from devstack.smtp_sink import SmtpSink
 from lifecycle.deletion.contracts import DeletionStatus
@@ -28,6 +29,20 @@ async def bot_progress(client: Client, bot_id: str) -> dict[str, int] | None:
     except Exception:  # no worker, or the server restarting: no sample this time
         return None
     return {service: progress.deleted for service, progress in status.services.items()}
+
+
+async def nexus_operation_open(client: Client, bot_ids: list[str]) -> bool:
+    """Whether a bot's deletion run waits on a Nexus operation it started (a service's slice in its namespace)."""
+    for bot_id in bot_ids:
+        try:
+            described = await client.get_workflow_handle(bot_deletion_id(bot_id)).describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:  # the account deletion has not started it yet
+                continue
+            raise
+        if described.raw_description.pending_nexus_operations:
+            return True
+    return False
 
 
 class ProgressRecorder:

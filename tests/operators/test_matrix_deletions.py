@@ -7,6 +7,10 @@ operator stopped the run, the reconciler (which must leave a deliberate stop alo
 the deleted bot or account is left, the account got exactly one confirmation, `deletion_progress` counts
 every seeded row once, and the latest run completed.
 
+Each deletion spans both transports: beside the project's services on their task queues, the search index runs
+as its own team runs it, in its namespace behind a Nexus endpoint (search_team); its entries and files are gone
+and counted once too, whatever run of a reset or repeated deletion called it.
+
 "Open" is held deterministically by the deletion's own pause: the bot deletion starts paused, the account
 deletion starts with a `pause` signal (signal-with-start), so its bot deletion starts paused too. The action
 lands while the run waits, before the data is deleted; a reset run that comes back paused is resumed by the
@@ -15,12 +19,16 @@ operator, as the runbook says.
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from email import message_from_bytes
 from typing import Any
 
 import httpx
 import pytest
+import pytest_asyncio
+from fastapi import FastAPI
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
@@ -38,12 +46,15 @@ from tests.deletion.helpers import (
     run_reconciler,
     start_paused_account_deletion,
 )
+from tests.deletion.search_team import RegisteredIndex, behind_an_endpoint
 from tests.eventually import eventually
 from tests.operators.cli import AsyncCli
 from tests.operators.starts import start_bot_deletion
 from worker import LifecycleWorkers
 
 ROWS = 200
+# Two slices of the search index's (500 at most), so a reset may land between them.
+INDEX_ENTRIES, INDEX_FILES = 600, 2
 CONFIRMATION = "Your account has been deleted"
 
 RESETS = {
@@ -68,6 +79,24 @@ class Subject:
         return bot_deletion_id(self.bot_ids[0]) if self.kind == "bot" else account_deletion_id(self.account_id)
 
 
+@pytest_asyncio.fixture(scope="module")
+async def search_team(
+    app: FastAPI, temporal_client: Client, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[RegisteredIndex]:
+    """The search index behind its team's endpoint, registered beside the project's services for this module's
+    deletions; one worker process serves every case. Retired afterwards, so no later deletion calls it."""
+    name = f"search-team-{uuid.uuid4().hex[:8]}"
+    store = tmp_path_factory.mktemp("search-team") / "index"
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as api:
+        team = await behind_an_endpoint(api, temporal_client, name, store)
+        team.start()
+        try:
+            yield team
+        finally:
+            team.stop()
+            assert (await api.delete(f"/deletion-services/{name}", headers=ADMIN_HEADERS)).status_code == 204
+
+
 async def _fetch(settings: Settings, sql: str, *args: object) -> Any:
     async with connection(settings.database_url) as conn:
         return await conn.fetch(sql, *args)
@@ -90,8 +119,10 @@ async def _query_progress(client: Client, workflow_id: str) -> DeletionStatus | 
     return await client.get_workflow_handle(workflow_id).query("progress", result_type=DeletionStatus)
 
 
-async def _seeded(settings: Settings, kind: str) -> Subject:
+async def _seeded(settings: Settings, kind: str, team: RegisteredIndex) -> Subject:
     seeded = await seed(settings, bots=1, rows=ROWS)
+    for bot_id in seeded.bot_ids:
+        team.index.add(bot_id, entries=INDEX_ENTRIES, files=INDEX_FILES)
     address = (await _fetch(settings, "SELECT email FROM accounts WHERE id = $1::uuid", seeded.account_id))[0][0]
     return Subject(kind, seeded.account_id, seeded.api_key, address, list(seeded.bot_ids))
 
@@ -153,19 +184,22 @@ def _confirmations(sink: SmtpSink, address: str) -> list[str]:
     return [str(m["Message-ID"]) for m in messages if m["To"] == address and m["Subject"] == CONFIRMATION]
 
 
-async def _assert_nothing_left(settings: Settings, sink: SmtpSink, subject: Subject) -> None:
-    expected = rows_per_service(ROWS)
+async def _assert_nothing_left(settings: Settings, sink: SmtpSink, subject: Subject, team: RegisteredIndex) -> None:
+    expected = {**rows_per_service(ROWS), team.name: INDEX_ENTRIES}
     for bot_id in subject.bot_ids:
         assert set((await remaining_rows(settings.database_url, bot_id)).values()) == {0}
         assert await remaining_objects(settings, bot_id) == 0
+        assert team.index.count(bot_id) == (0, 0)
         assert not await _fetch(settings, "SELECT 1 FROM bots WHERE id = $1::uuid", bot_id)
         recorded = await _fetch(
             settings,
-            "SELECT service, deleted, total, done, skipped FROM deletion_progress WHERE workflow_id = $1",
+            "SELECT service, deleted, total, files_deleted, done, skipped FROM deletion_progress"
+            " WHERE workflow_id = $1",
             bot_deletion_id(bot_id),
         )
-        # Every seeded row counted once, whatever runs the work was spread over.
+        # Every seeded row counted once, whatever runs the work was spread over, and whichever transport.
         assert {r["service"]: (r["deleted"], r["total"]) for r in recorded} == {s: (n, n) for s, n in expected.items()}
+        assert next(r["files_deleted"] for r in recorded if r["service"] == team.name) == INDEX_FILES
         assert all(r["done"] and not r["skipped"] for r in recorded)
     account = await _fetch(settings, "SELECT 1 FROM accounts WHERE id = $1::uuid", subject.account_id)
     keys = await _fetch(settings, "SELECT 1 FROM api_keys WHERE account_id = $1::uuid", subject.account_id)
@@ -224,8 +258,9 @@ async def test_operator_action_keeps_the_promise(
     settings: Settings,
     smtp_sink: SmtpSink,
     worker: LifecycleWorkers,
+    search_team: RegisteredIndex,
 ) -> None:
-    subject = await _seeded(settings, kind)
+    subject = await _seeded(settings, kind, search_team)
     wid = subject.workflow_id
     if when == "open":
         await _start_open(api, temporal_client, settings, subject)
@@ -243,7 +278,7 @@ async def test_operator_action_keeps_the_promise(
         )
         assert started.status_code == 202, started.text
         await _assert_latest_completed(temporal_client, wid)
-        await _assert_nothing_left(settings, smtp_sink, subject)
+        await _assert_nothing_left(settings, smtp_sink, subject, search_team)
     before = await _describe(temporal_client, wid)
 
     acted = await _act(cli, temporal_client, subject, action)
@@ -281,7 +316,7 @@ async def test_operator_action_keeps_the_promise(
     repeated = await _request(api, subject)
     assert repeated.status_code == 202, repeated.text
     final = await _assert_latest_completed(temporal_client, wid)
-    await _assert_nothing_left(settings, smtp_sink, subject)
+    await _assert_nothing_left(settings, smtp_sink, subject, search_team)
     # Truthful whatever the operator did: the last run recorded how it ended.
     assert (await _shown(api, subject))["status"] == "completed"
     if when == "finished" and action in STOPPED:
