@@ -11,7 +11,8 @@ insert finds the receipt of its deletion and returns it.
 
 Each receipt is copied to the object store once committed (again by every attempt that finds it), where a restore
 of the database cannot roll it back; a database whose last receipt has a successor there was restored, and the
-receipt waits until `python -m lifecycle.deletion.reapply` puts the missing ones back (lifecycle/deletion/receipt_copies.py).
+receipt waits until `python -m lifecycle.deletion.reapply` puts the missing ones back
+(lifecycle/deletion/receipt_copies.py).
 """
 
 from __future__ import annotations
