@@ -27,11 +27,12 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from devstack.binaries import temporal_cli
 from devstack.postgres import PostgresServer
-from devstack.search_team import SERVICE_NAMESPACE, create_nexus_endpoint
+from devstack.search_team import SERVICE_NAMESPACE
 from examples.search_index.store import SearchIndex
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
 from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN
+from tests.deletion.search_team import RegisteredIndex, create_endpoint, register_by_endpoint
 from tests.eventually import eventually
 from tests.grpc_proxies import API_KEY, GATEWAY_NAMESPACE, REFUSED, TEAM_API_KEY, GrpcProxies, make_certificates
 from tests.processes import ApiProcess, ChildProcess, settings_environment, worker_process
@@ -187,40 +188,33 @@ async def test_a_service_team_behind_an_endpoint_holds_a_key_for_its_own_namespa
     api, _ = _gateway(own_settings, proxies.api_key_environment(), started, tmp_path)
     suffix = uuid.uuid4().hex[:8]
     name, queue, endpoint = f"team-{suffix}", f"team-queue-{suffix}", f"team-endpoint-{suffix}"
-    await asyncio.to_thread(
-        create_nexus_endpoint, temporal_client.service_client.config.target_host, endpoint, SERVICE_NAMESPACE, queue
-    )
     team_env = {
         **{key: value for key, value in os.environ.items() if not key.startswith("TEMPORAL_")},
         **proxies.api_key_environment(key=TEAM_API_KEY),
         "TEMPORAL_NAMESPACE": SERVICE_NAMESPACE,
     }
     store = tmp_path / "team-index"
-    index = SearchIndex(store)
-    team = ChildProcess(
+    process = ChildProcess(
         [sys.executable, "-m", "examples.search_index", "--task-queue", queue, "--store", str(store), "--name", name],
         team_env,
         tmp_path / "team.log",
         # An interpreter of its own, so that /proc shows exactly the environment the team's process was given.
         forked=False,
     )
-    started.append(team)
+    started.append(process)
+    team = RegisteredIndex(name, queue, SearchIndex(store), process, endpoint)
+    await create_endpoint(temporal_client, team)
     team.start()
     async with httpx.AsyncClient(base_url=api.url, timeout=30) as http:
-        registered = await http.put(
-            f"/deletion-services/{name}",
-            json={"nexus_endpoint": endpoint, "contract": "lifecycle.deletion.v1"},
-            headers=ADMIN_HEADERS,
-        )
-        assert registered.status_code in (200, 201), registered.text
+        await register_by_endpoint(http, team)
         account = await _account(http)
         bot = (await http.post("/bots", json={"name": "indexed"}, headers=account)).json()["id"]
-        index.add(bot, entries=7, files=2)
+        team.index.add(bot, entries=7, files=2)
         signed = await _deleted(http, bot, account)
     assert signed["receipt"]["services"][name] == {"rows_deleted": 7, "files_deleted": 2, "remaining": 0}, signed
-    assert index.count(bot) == (0, 0)
+    assert team.index.count(bot) == (0, 0)
 
-    environment = (await asyncio.to_thread(Path(f"/proc/{team.pid}/environ").read_bytes)).decode().split("\0")
+    environment = (await asyncio.to_thread(Path(f"/proc/{process.pid}/environ").read_bytes)).decode().split("\0")
     assert f"TEMPORAL_API_KEY={TEAM_API_KEY}" in environment
     assert f"TEMPORAL_NAMESPACE={SERVICE_NAMESPACE}" in environment
     assert not [variable for variable in environment if API_KEY in variable or ADMIN_TOKEN in variable]
