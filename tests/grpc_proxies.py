@@ -162,10 +162,12 @@ class GrpcProxies:
         # This models a server's authorizer (Temporal Cloud's namespace-scoped API keys, or a self-hosted server's
         # claim mapper and authorizer), which lets a credential act in its own namespace only. The proxy reads the
         # namespace from the `temporal-namespace` header, which the SDK's core and the `temporal` CLI set from the
-        # request's own namespace field; it does not model a client that names one namespace in the header and
-        # another in the request, which a server's authorizer, reading the request, refuses and this proxy passes.
-        # Calls that name no namespace (GetSystemInfo at connect, the operator service's cluster-wide calls such
-        # as listing Nexus endpoints) pass with either key.
+        # request's own namespace field. It does not model a client that names one namespace in the header and
+        # another in the request, nor a workflow's commands aimed at another namespace (a child workflow, a
+        # signal): a server's authorizer, reading the request and those commands, refuses any outside the
+        # credential's namespace; this proxy passes them. Calls that name no namespace (GetSystemInfo at connect,
+        # the operator service's cluster-wide calls such as listing Nexus endpoints) pass with either key, but for
+        # the endpoint writes refused below.
         own_namespace = "".join(
             f'\n        "{namespace}|{namespace}" 1; "{namespace}|" 1;' for namespace in NAMESPACE_OF_KEY.values()
         )
