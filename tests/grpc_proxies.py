@@ -1,6 +1,7 @@
 """A secured Temporal for tests: Debian's nginx terminating TLS in front of a dev server, once requiring a client
-certificate (mutual TLS) and once an API key in the `authorization` header, as Temporal Cloud does. The
-certificates are made here, for the test: a CA, the proxy's certificate for 127.0.0.1, and a client's."""
+certificate (mutual TLS) and once an API key in the `authorization` header, as Temporal Cloud does, each key for
+its own namespace: the gateway's, and a service team's. The certificates are made here, for the test: a CA, the
+proxy's certificate for 127.0.0.1, and a client's."""
 
 from __future__ import annotations
 
@@ -17,8 +18,15 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from devstack.ports import free_port, wait_for_port
+from devstack.search_team import SERVICE_NAMESPACE
 
+# The gateway's key, for its namespace; and the search team's, for the team's namespace alone.
 API_KEY = "test-api-key-for-the-proxy"
+GATEWAY_NAMESPACE = "default"
+TEAM_API_KEY = "test-api-key-of-the-search-team"
+NAMESPACE_OF_KEY = {API_KEY: GATEWAY_NAMESPACE, TEAM_API_KEY: SERVICE_NAMESPACE}
+# The proxy's refusal of a key outside its namespace, as gRPC's PERMISSION_DENIED.
+REFUSED = "this API key may not make this call"
 SERVER_NAME = "localhost"
 
 
@@ -92,8 +100,9 @@ def _write(directory: Path, name: str, key: ec.EllipticCurvePrivateKey, cert: x5
 
 
 class GrpcProxies:
-    """nginx in the foreground: `mtls_address` wants a client certificate the CA signed, `api_key_address` the
-    bearer API_KEY; both forward to `upstream` in plaintext."""
+    """nginx in the foreground: `mtls_address` wants a client certificate the CA signed, `api_key_address` a
+    bearer key of NAMESPACE_OF_KEY for a request naming that key's namespace; both forward to `upstream` in
+    plaintext."""
 
     def __init__(self, directory: Path, upstream: str, certificates: Certificates) -> None:
         self.directory = directory
@@ -130,7 +139,8 @@ class GrpcProxies:
             env["TEMPORAL_TLS_CLIENT_KEY_PATH"] = str(self.certificates.client_key)
         return env
 
-    def api_key_environment(self, *, with_key: bool = True) -> dict[str, str]:
+    def api_key_environment(self, *, with_key: bool = True, key: str = API_KEY) -> dict[str, str]:
+        """Through the API-key proxy, with the gateway's key unless told `key`."""
         env = {
             "TEMPORAL_ADDRESS": self.api_key_address,
             "TEMPORAL_TLS": "true",
@@ -138,7 +148,7 @@ class GrpcProxies:
             "TEMPORAL_TLS_SERVER_NAME": SERVER_NAME,
         }
         if with_key:
-            env["TEMPORAL_API_KEY"] = API_KEY
+            env["TEMPORAL_API_KEY"] = key
         return env
 
     def _config(self) -> str:
@@ -148,6 +158,19 @@ class GrpcProxies:
         common = f"""
         ssl_certificate {certs.server_cert}; ssl_certificate_key {certs.server_key};
         grpc_read_timeout 120s; grpc_send_timeout 120s;"""
+        keys = "".join(f'\n        "Bearer {key}" {namespace};' for key, namespace in NAMESPACE_OF_KEY.items())
+        # This models a server's authorizer (Temporal Cloud's namespace-scoped API keys, or a self-hosted server's
+        # claim mapper and authorizer), which lets a credential act in its own namespace only. The proxy reads the
+        # namespace from the `temporal-namespace` header, which the SDK's core and the `temporal` CLI set from the
+        # request's own namespace field. It does not model a client that names one namespace in the header and
+        # another in the request, nor a workflow's commands aimed at another namespace (a child workflow, a
+        # signal): a server's authorizer, reading the request and those commands, refuses any outside the
+        # credential's namespace; this proxy passes them. Calls that name no namespace (GetSystemInfo at connect,
+        # the operator service's cluster-wide calls such as listing Nexus endpoints) pass with either key, but for
+        # the endpoint writes refused below.
+        own_namespace = "".join(
+            f'\n        "{namespace}|{namespace}" 1; "{namespace}|" 1;' for namespace in NAMESPACE_OF_KEY.values()
+        )
         return f"""
 daemon off;
 worker_processes 1;
@@ -158,6 +181,12 @@ http {{
     access_log off;
     client_body_temp_path {temp}/body; proxy_temp_path {temp}/proxy; fastcgi_temp_path {temp}/fastcgi;
     uwsgi_temp_path {temp}/uwsgi; scgi_temp_path {temp}/scgi;
+    map $http_authorization $key_namespace {{
+        default "";{keys}
+    }}
+    map "$key_namespace|$http_temporal_namespace" $in_own_namespace {{
+        default 0;{own_namespace}
+    }}
     server {{
         listen {self.mtls_address} ssl http2;{common}
         ssl_client_certificate {certs.ca}; ssl_verify_client on;
@@ -165,9 +194,22 @@ http {{
     }}
     server {{
         listen {self.api_key_address} ssl http2;{common}
+        # Nexus endpoints are the Temporal operator's, who reaches the server itself: no key changes one here.
+        location ~ ^/temporal\\.api\\.operatorservice\\.v1\\.OperatorService/(Create|Update|Delete)NexusEndpoint$ {{
+            return 403;
+        }}
         location / {{
-            if ($http_authorization != "Bearer {API_KEY}") {{ return 401; }}
+            if ($key_namespace = "") {{ return 401; }}
+            if ($in_own_namespace = 0) {{ return 403; }}
             grpc_pass grpc://{self.upstream};
+        }}
+        # A gRPC answer, as a server's authorizer gives: PERMISSION_DENIED, not an HTTP error page.
+        error_page 403 @permission_denied;
+        location @permission_denied {{
+            default_type application/grpc;
+            add_header grpc-status 7 always;
+            add_header grpc-message "{REFUSED}" always;
+            return 200 "";
         }}
     }}
 }}

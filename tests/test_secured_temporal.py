@@ -1,11 +1,14 @@
 """Every process on a secured Temporal, configured only through temporalio.envconfig's variables: the API, a
 worker and a service run a bot deletion and a site creation through a TLS proxy that requires a client
 certificate, and through one that requires an API key; a process without the credential stops at start-up with
-a message that names the cause (lifecycle/temporal_client.py)."""
+a message that names the cause (lifecycle/temporal_client.py). A service team behind a Nexus endpoint holds a key
+for its own namespace alone, which the proxy refuses for the gateway's."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -17,14 +20,21 @@ import pytest
 import pytest_asyncio
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
+from temporalio.envconfig import ClientConfig
+from temporalio.service import RPCError, RPCStatusCode
 
+from devstack.binaries import temporal_cli
 from devstack.postgres import PostgresServer
+from devstack.search_team import SERVICE_NAMESPACE
+from examples.search_index.store import SearchIndex
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
-from tests.conftest import ADMIN_HEADERS
+from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN
+from tests.deletion.search_team import RegisteredIndex, create_endpoint, register_by_endpoint
 from tests.eventually import eventually
-from tests.grpc_proxies import GrpcProxies, make_certificates
+from tests.grpc_proxies import API_KEY, GATEWAY_NAMESPACE, REFUSED, TEAM_API_KEY, GrpcProxies, make_certificates
 from tests.processes import ApiProcess, ChildProcess, settings_environment, worker_process
 
 pytestmark = pytest.mark.long
@@ -79,6 +89,37 @@ async def started(tmp_path: Path) -> AsyncIterator[list[ChildProcess]]:
         process.kill()
 
 
+def _gateway(
+    settings: Settings, secured: dict[str, str], started: list[ChildProcess], tmp_path: Path
+) -> tuple[ApiProcess, ChildProcess]:
+    """The gateway's API and worker, reaching Temporal with `secured`."""
+    api = ApiProcess(settings, tmp_path / "api.log", **secured)
+    started.append(api)
+    api.start()
+    worker = worker_process(settings, tmp_path / "worker.log", **secured)
+    started.append(worker)
+    worker.start()
+    return api, worker
+
+
+async def _account(http: httpx.AsyncClient) -> dict[str, str]:
+    """An account's headers."""
+    created = await http.post("/accounts", json={"name": "Ada", "email": "ada@example.com"}, headers=ADMIN_HEADERS)
+    assert created.status_code == 201, created.text
+    return {"Authorization": f"Bearer {created.json()['api_key']}"}
+
+
+async def _deleted(http: httpx.AsyncClient, bot: str, account: dict[str, str]) -> Any:
+    """Delete the bot and wait for its signed receipt."""
+    assert (await http.delete(f"/bots/{bot}", headers=account)).status_code in (200, 202)
+
+    async def receipt() -> Any:
+        answer = await http.get(f"/bots/{bot}/deletion/receipt", headers=account)
+        return answer.json() if answer.status_code == 200 else None
+
+    return await eventually(receipt, "the bot's deletion is done and signed", within=90)
+
+
 def _service(settings: Settings, log: Path, **env: str) -> ChildProcess:
     return ChildProcess(
         [sys.executable, "-m", f"services.{SERVICE}"],
@@ -92,12 +133,7 @@ async def test_a_deletion_and_a_site_run_through_a_proxy_that_requires_a_credent
     credential: str, proxies: GrpcProxies, own_settings: Settings, started: list[ChildProcess], tmp_path: Path
 ) -> None:
     secured = proxies.mtls_environment() if credential == "mutual TLS" else proxies.api_key_environment()
-    api = ApiProcess(own_settings, tmp_path / "api.log", **secured)
-    started.append(api)
-    api.start()
-    worker = worker_process(own_settings, tmp_path / "worker.log", **secured)
-    started.append(worker)
-    worker.start()
+    api, worker = _gateway(own_settings, secured, started, tmp_path)
     async with httpx.AsyncClient(base_url=api.url, timeout=30) as http:
         # The service holds its own credential, which registers its name and nothing else, and no admin token.
         issued = await http.post(f"/deletion-services/{SERVICE}/credentials", headers=ADMIN_HEADERS)
@@ -120,9 +156,7 @@ async def test_a_deletion_and_a_site_run_through_a_proxy_that_requires_a_credent
         await eventually(registered, f"{SERVICE} registers through the gateway with its own credential", within=60)
         trail = (await http.get("/audit-events", headers=ADMIN_HEADERS)).json()["events"]
         assert (f"service:{SERVICE}", "PUT /deletion-services/{name}") in {(e["actor"], e["action"]) for e in trail}
-        created = await http.post("/accounts", json={"name": "Ada", "email": "ada@example.com"}, headers=ADMIN_HEADERS)
-        assert created.status_code == 201, created.text
-        account = {"Authorization": f"Bearer {created.json()['api_key']}"}
+        account = await _account(http)
         bot = (await http.post("/bots", json={"name": "secured"}, headers=account)).json()["id"]
         site = await http.post(
             "/sites",
@@ -130,13 +164,7 @@ async def test_a_deletion_and_a_site_run_through_a_proxy_that_requires_a_credent
             headers=account,
         )
         assert site.status_code == 202, site.text
-        assert (await http.delete(f"/bots/{bot}", headers=account)).status_code in (200, 202)
-
-        async def receipt() -> Any:
-            answer = await http.get(f"/bots/{bot}/deletion/receipt", headers=account)
-            return answer.json() if answer.status_code == 200 else None
-
-        signed = await eventually(receipt, "the bot's deletion is done and signed", within=90)
+        signed = await _deleted(http, bot, account)
         assert SERVICE in signed["receipt"]["services"], signed
         assert signed["receipt"]["complete"] is True, signed
 
@@ -145,6 +173,81 @@ async def test_a_deletion_and_a_site_run_through_a_proxy_that_requires_a_credent
 
         await eventually(active, "the site is active", within=90)
     assert "refused" not in worker.log() + service.log() + api.log()
+
+
+async def test_a_service_team_behind_an_endpoint_holds_a_key_for_its_own_namespace_alone(
+    proxies: GrpcProxies,
+    temporal_client: Client,
+    own_settings: Settings,
+    started: list[ChildProcess],
+    tmp_path: Path,
+) -> None:
+    """The gateway with its key, the search index as its own team with the team's key in its namespace, behind an
+    endpoint the operator creates on the server itself: a deletion reaches the index, and the team's key is refused
+    for the gateway's namespace, by the SDK and by the CLI, and can change no endpoint."""
+    api, _ = _gateway(own_settings, proxies.api_key_environment(), started, tmp_path)
+    suffix = uuid.uuid4().hex[:8]
+    name, queue, endpoint = f"team-{suffix}", f"team-queue-{suffix}", f"team-endpoint-{suffix}"
+    team_env = {
+        **{key: value for key, value in os.environ.items() if not key.startswith("TEMPORAL_")},
+        **proxies.api_key_environment(key=TEAM_API_KEY),
+        "TEMPORAL_NAMESPACE": SERVICE_NAMESPACE,
+    }
+    store = tmp_path / "team-index"
+    process = ChildProcess(
+        [sys.executable, "-m", "examples.search_index", "--task-queue", queue, "--store", str(store), "--name", name],
+        team_env,
+        tmp_path / "team.log",
+        # An interpreter of its own, so that /proc shows exactly the environment the team's process was given.
+        forked=False,
+    )
+    started.append(process)
+    team = RegisteredIndex(name, queue, SearchIndex(store), process, endpoint)
+    await create_endpoint(temporal_client, team)
+    team.start()
+    async with httpx.AsyncClient(base_url=api.url, timeout=30) as http:
+        await register_by_endpoint(http, team)
+        account = await _account(http)
+        bot = (await http.post("/bots", json={"name": "indexed"}, headers=account)).json()["id"]
+        team.index.add(bot, entries=7, files=2)
+        signed = await _deleted(http, bot, account)
+    assert signed["receipt"]["services"][name] == {"rows_deleted": 7, "files_deleted": 2, "remaining": 0}, signed
+    assert team.index.count(bot) == (0, 0)
+
+    environment = (await asyncio.to_thread(Path(f"/proc/{process.pid}/environ").read_bytes)).decode().split("\0")
+    assert f"TEMPORAL_API_KEY={TEAM_API_KEY}" in environment
+    assert f"TEMPORAL_NAMESPACE={SERVICE_NAMESPACE}" in environment
+    assert not [variable for variable in environment if API_KEY in variable or ADMIN_TOKEN in variable]
+    assert await _answers(team_env, SERVICE_NAMESPACE) is None
+    assert await _answers(team_env, GATEWAY_NAMESPACE) == RPCStatusCode.PERMISSION_DENIED
+    listed = await _cli(team_env, "workflow", "list", "--limit", "1", "--namespace", GATEWAY_NAMESPACE)
+    assert listed.returncode != 0 and REFUSED in listed.stderr, listed
+    assert (await _cli(team_env, "workflow", "list", "--limit", "1")).returncode == 0
+    created = await _cli(
+        team_env,
+        *("operator", "nexus", "endpoint", "create", "--name", f"{endpoint}-2"),
+        *("--target-namespace", GATEWAY_NAMESPACE, "--target-task-queue", own_settings.task_queue),
+    )
+    assert created.returncode != 0 and REFUSED in created.stderr, created
+
+
+async def _answers(env: dict[str, str], namespace: str) -> RPCStatusCode | None:
+    """What Temporal answers a process of `env` that describes and lists `namespace`: None, or the refusal."""
+    config = ClientConfig.load_client_connect_config(override_env_vars=env | {"TEMPORAL_NAMESPACE": namespace})
+    client = await Client.connect(**config)
+    try:
+        await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=namespace))
+        await client.count_workflows()
+    except RPCError as err:
+        return err.status
+    return None
+
+
+async def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The `temporal` CLI as a process of `env` runs it."""
+    return await asyncio.to_thread(
+        subprocess.run, [temporal_cli(), *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 @pytest.mark.parametrize("credential", ["mutual TLS", "API key"])

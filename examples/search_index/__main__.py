@@ -1,5 +1,9 @@
-"""The search index's worker: `python -m examples.search_index --address HOST:PORT [--namespace NS] --task-queue
+"""The search index's worker: `python -m examples.search_index [--address HOST:PORT] [--namespace NS] --task-queue
 QUEUE --store DIR`.
+
+It reaches Temporal as the project's processes do (lifecycle/temporal_client.py): through envconfig's variables
+(TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS and its certificate variables) or a profile,
+with its team's own credential; `--address` and `--namespace` win over them.
 
 It polls only its own task queue, in its namespace, and implements the deletion contract's calls as activities of
 the rpcs' names, reading and writing the generated protobuf messages; the same worker serves the contract's Nexus
@@ -27,7 +31,6 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from examples.search_index.store import SearchIndex
-from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.nexus_handler import OPERATION_WORKFLOWS, DeletionNexusHandler
 from lifecycle.deletion.v1.service_pb2 import (
     DeleteRequest,
@@ -38,6 +41,8 @@ from lifecycle.deletion.v1.service_pb2 import (
     VerifyRequest,
     VerifyResponse,
 )
+from lifecycle.settings import Settings
+from lifecycle.temporal_client import connect
 
 # Entries per call at most, whatever max_rows allows: each call is one short SQLite transaction.
 MAX_SLICE = 500
@@ -154,15 +159,17 @@ async def register(gateway: str, name: str, where: dict[str, str], admin_token: 
     print(f"registered as {name} with {gateway}", flush=True)
 
 
-async def serve(address: str, namespace: str, task_queue: str, store: Path, name: str) -> None:
-    # The project's converter reads JSON protobuf ignoring unknown fields, as the contract asks of every reader.
-    client = await Client.connect(address, namespace=namespace, data_converter=DATA_CONVERTER)
+async def serve(address: str | None, namespace: str | None, task_queue: str, store: Path, name: str) -> None:
+    # Its connection carries the project's converter, which reads JSON protobuf ignoring unknown fields, as the
+    # contract asks of every reader.
+    given = {"temporal_address": address, "temporal_namespace": namespace}
+    client = await connect(Settings().model_copy(update={key: value for key, value in given.items() if value}))
     service = SearchIndexService(SearchIndex(store), name)
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(signum, stop.set)
     async with index_worker(client, task_queue, service):
-        print(f"search index serving {task_queue} in {namespace}", flush=True)
+        print(f"search index serving {task_queue} in {client.namespace}", flush=True)
         await stop.wait()
 
 
@@ -180,8 +187,8 @@ def index_worker(client: Client, task_queue: str, service: SearchIndexService) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--address", required=True, help="the Temporal frontend, host:port")
-    parser.add_argument("--namespace", default="default", help="its own Temporal namespace")
+    parser.add_argument("--address", help="the Temporal frontend, host:port; TEMPORAL_ADDRESS's by default")
+    parser.add_argument("--namespace", help="its own Temporal namespace; TEMPORAL_NAMESPACE's by default")
     parser.add_argument("--task-queue", required=True)
     parser.add_argument("--store", required=True, type=Path, help="the folder of the index's own store")
     parser.add_argument(

@@ -65,13 +65,18 @@ async def behind_an_endpoint(
     service = RegisteredIndex(name, queue, SearchIndex(store), process, endpoint)
     if endpoint_created:
         await create_endpoint(client, service)
+    await register_by_endpoint(api, service)
+    return service
+
+
+async def register_by_endpoint(api: httpx.AsyncClient, service: RegisteredIndex) -> None:
+    """The service registered by its Nexus endpoint, as an admin does."""
     answer = await api.put(
-        f"/deletion-services/{name}",
-        json={"nexus_endpoint": endpoint, "contract": "lifecycle.deletion.v1"},
+        f"/deletion-services/{service.name}",
+        json={"nexus_endpoint": service.endpoint, "contract": "lifecycle.deletion.v1"},
         headers=ADMIN_HEADERS,
     )
     assert answer.status_code in (200, 201), answer.text
-    return service
 
 
 async def create_endpoint(client: Client, service: RegisteredIndex) -> None:
