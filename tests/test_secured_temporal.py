@@ -29,6 +29,7 @@ from devstack.binaries import temporal_cli
 from devstack.postgres import PostgresServer
 from devstack.search_team import SERVICE_NAMESPACE
 from examples.search_index.store import SearchIndex
+from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.migrate import upgrade_async
 from lifecycle.settings import Settings
 from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN
@@ -234,7 +235,7 @@ async def test_a_service_team_behind_an_endpoint_holds_a_key_for_its_own_namespa
 async def _answers(env: dict[str, str], namespace: str) -> RPCStatusCode | None:
     """What Temporal answers a process of `env` that describes and lists `namespace`: None, or the refusal."""
     config = ClientConfig.load_client_connect_config(override_env_vars=env | {"TEMPORAL_NAMESPACE": namespace})
-    client = await Client.connect(**config)
+    client = await Client.connect(**config, data_converter=DATA_CONVERTER)
     try:
         await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=namespace))
         await client.count_workflows()
