@@ -31,6 +31,11 @@ LEGAL_HOLD_RECHECK_SECONDS = 15 * 60
 # this often, besides on the API's `service_registered` signal, so a registration whose signal was lost is seen
 # within this; about 10 history events a reading, so a wait of days continues as new every few hours.
 REGISTRY_RECHECK_SECONDS = 5 * 60
+# Once a deletion that waited sees a service registered, it reads the registry again this long after until no
+# service joined it meanwhile (workflows/deletion/registry_wait.py): long enough for the services started together
+# to have registered, one after another (`make run` starts four within a few seconds); short beside a wait that had
+# no service at all.
+REGISTRY_SETTLE_SECONDS = 20
 # While a deletion waits for one of its account's lanes, its run asks again on a durable timer this often, besides on
 # the signal of the run that let it in, so a lane freed without a signal (a terminated run) is taken within this.
 ACCOUNT_LANE_RECHECK_SECONDS = 5 * 60
@@ -142,6 +147,7 @@ class BotDeletionInput:
     registry: ServiceRegistry | None = None
     legal_hold_recheck_seconds: int = LEGAL_HOLD_RECHECK_SECONDS
     registry_recheck_seconds: int = REGISTRY_RECHECK_SECONDS
+    registry_settle_seconds: int = REGISTRY_SETTLE_SECONDS
     # Carried across continue-as-new while it waits for a service to register: the alert went out once already.
     no_service_alerted: bool = False
     # A DELETE /bots deletion takes one of its account's lanes before it deletes; an account deletion's bots run
@@ -221,6 +227,7 @@ class AccountDeletionInput:
     # Given to its bot deletions too.
     legal_hold_recheck_seconds: int = LEGAL_HOLD_RECHECK_SECONDS
     registry_recheck_seconds: int = REGISTRY_RECHECK_SECONDS
+    registry_settle_seconds: int = REGISTRY_SETTLE_SECONDS
     # Carried across continue-as-new: the registry the account read before deleting its bots (for its receipt),
     # None until then, and whether the alert about an empty one already went out.
     registry: list[RegisteredService] | None = None

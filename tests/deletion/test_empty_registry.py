@@ -153,7 +153,9 @@ async def test_without_the_signal_the_timer_reads_the_registry_again(
     bot_id = seeded.bot_ids[0]
     handle = await bot_deletion_options(bot_id, seeded.account_id).start(
         temporal_client,
-        BotDeletionInput(bot_id=bot_id, account_id=seeded.account_id, registry_recheck_seconds=1),
+        BotDeletionInput(
+            bot_id=bot_id, account_id=seeded.account_id, registry_recheck_seconds=1, registry_settle_seconds=1
+        ),
         task_queue=settings.task_queue,
         result_type=BotDeletionResult,
     )

@@ -301,6 +301,7 @@ class AccountDeletionWorkflow(DeletionWorkflowBase):
                     paused=self._paused,
                     legal_hold_recheck_seconds=request.legal_hold_recheck_seconds,
                     registry_recheck_seconds=request.registry_recheck_seconds,
+                    registry_settle_seconds=request.registry_settle_seconds,
                     # The account deletion runs its own bots a few at a time (max_concurrent_bots); they take no lane.
                     takes_account_lane=False,
                     operator_actions=[self._nothing_to_reach] if self._nothing_to_reach else [],

@@ -3,7 +3,7 @@ shown as `waiting` with the reason NO_SERVICE_REGISTERED, and alerts once.
 
 It reads the registry again when the API signals that a service registered (SERVICE_REGISTERED), and on a durable
 timer besides, so a registration whose signal was lost is seen within the recheck interval. Once a service is
-there, it reads again after REGISTRY_SETTLE until the registry stops changing: the services of a deployment start
+there, it reads again after the settle interval until the registry stops changing: the services of a deployment start
 (and register) together, one a few seconds after another, and a deletion that went on with the first one alone
 would never call the others. Only an operator's deliberate NOTHING_TO_REACH lets it go on with an empty registry;
 the deletion then ends `incomplete`, and its receipt, which lists no service, is never complete
@@ -28,14 +28,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.deletion.operator_gate import log_alert_failure
 
 
-# Long enough for the services started together to have registered, one after another (`make run` starts four
-# within a few seconds); short beside a wait that had no service at all. Only a deletion that waited settles.
-REGISTRY_SETTLE = timedelta(seconds=20)
-
-
 class RegistryWait:
-    def __init__(self, recheck: timedelta, *, nothing_to_reach: bool, alerted: bool) -> None:
+    def __init__(self, recheck: timedelta, settle: timedelta, *, nothing_to_reach: bool, alerted: bool) -> None:
         self._recheck = recheck
+        self._settle = settle
         # Set by the operator's NOTHING_TO_REACH (or given: an account's bot deletions inherit it).
         self.nothing_to_reach = nothing_to_reach
         # The alert went out (in this run or one before it): never again for this deletion.
@@ -88,11 +84,10 @@ class RegistryWait:
         self._signalled = False
         return await registered_calls.read_registry()
 
-    @staticmethod
-    async def _settled(registry: ServiceRegistry) -> ServiceRegistry:
-        """The registry once no service joined it for REGISTRY_SETTLE."""
+    async def _settled(self, registry: ServiceRegistry) -> ServiceRegistry:
+        """The registry once no service joined it for the settle interval."""
         while True:
-            await workflow.sleep(REGISTRY_SETTLE, summary="let the services starting together register")
+            await workflow.sleep(self._settle, summary="let the services starting together register")
             again = await registered_calls.read_registry()
             if [s.name for s in again.services] == [s.name for s in registry.services]:
                 return again

@@ -56,6 +56,7 @@ class DeletionWorkflowBase(RegistryMessages):
         )
         self._registry_wait = RegistryWait(
             timedelta(seconds=request.registry_recheck_seconds),
+            timedelta(seconds=request.registry_settle_seconds),
             nothing_to_reach=nothing_to_reach,
             alerted=request.no_service_alerted,
         )
