@@ -11,7 +11,8 @@ it serves on a task queue: one implementation answers both transports.
 
 A service's worker registers `DeletionNexusHandler(verify)` as a Nexus service handler and `OPERATION_WORKFLOWS`
 beside its activities (examples/search_index). `verify` is its count as a plain coroutine: the handler calls it
-outside any activity, so it may not heartbeat.
+outside any activity, so it may not heartbeat. `slice_bound` replaces SLICE_BOUND for a service whose slices and
+retries fit a shorter bound, so a slice lost with every worker closes sooner.
 """
 
 from __future__ import annotations
@@ -103,8 +104,9 @@ Count = Callable[[VerifyRequest], Awaitable[VerifyResponse]]
 
 @nexusrpc.handler.service_handler(service=DeletionNexusService)
 class DeletionNexusHandler:
-    def __init__(self, verify: Count) -> None:
+    def __init__(self, verify: Count, slice_bound: timedelta = SLICE_BOUND) -> None:
         self._verify = verify
+        self._slice_bound = slice_bound
 
     @nexus.workflow_run_operation
     async def delete_subject_data(
@@ -115,7 +117,7 @@ class DeletionNexusHandler:
             DeleteSubjectDataOperation.run,
             request,
             id=f"delete-slice-{request.deletion_id}-{ctx.request_id}",
-            execution_timeout=SLICE_BOUND,
+            execution_timeout=self._slice_bound,
         )
 
     @nexusrpc.handler.sync_operation

@@ -47,7 +47,7 @@ from temporalio.worker import Worker
 from activities.deletion.blocked_calls import blocked_endpoints
 from devstack.search_team import SERVICE_NAMESPACE
 from devstack.seed import rows_per_service, seed
-from examples.search_index.__main__ import HOLD_SLICES
+from examples.search_index.__main__ import HOLD_SLICES, SLICE_BOUND_SECONDS
 from examples.search_index.store import SearchIndex
 from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.contracts import TRANSIENT_ERROR
@@ -661,7 +661,9 @@ async def test_a_worker_killed_mid_slice_behind_an_endpoint_is_waited_for_and_ev
     by no worker, shows the service `waiting`, as on a task queue; once a worker is back the deletion finishes, and
     the lost slice, never run again, counts nothing twice."""
     store = tmp_path / "team-index"
-    team = await behind_an_endpoint(api, temporal_client, f"team-{uuid.uuid4().hex[:8]}", store, env={HOLD_SLICES: "1"})
+    # The lost slice's workflow closes at the index's own bound, shorter than the handler's: its slices only hold.
+    held = {HOLD_SLICES: "1", SLICE_BOUND_SECONDS: "10"}
+    team = await behind_an_endpoint(api, temporal_client, f"team-{uuid.uuid4().hex[:8]}", store, env=held)
     back = index_process(temporal_client, team.task_queue, store, "--name", team.name, "--namespace", SERVICE_NAMESPACE)
     bot_id = await a_bot(api, account)
     team.index.add(bot_id, entries=ENTRIES, files=FILES)
