@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from lifecycle.deletion.contracts import REGISTRY_SETTLE_SECONDS
 from lifecycle.outbound import OutboundRule
 
 ADMIN_TOKEN_FILE = "admin_token"
@@ -163,6 +164,9 @@ class Settings(BaseSettings):
     # nothing for this long (ISO 8601 duration, e.g. P7D), during which an admin can restore it. Zero, the
     # local default, deletes at once as before; docker-compose.yml sets P7D.
     account_deletion_grace: timedelta = Field(default=timedelta(0), ge=timedelta(0))
+    # A deletion that waited for a deletion service to register goes on once no other service joined the registry
+    # for this many seconds (REGISTRY_SETTLE_SECONDS): longer where a deployment's services start slowly.
+    deletion_registry_settle_seconds: int = Field(default=REGISTRY_SETTLE_SECONDS, ge=1)
     # Processors (PUT /processors/{name}) are told of every account deletion with one signed erasure request:
     # retried after processor_retry_initial, doubling up to processor_retry_max (ISO 8601 durations), without end
     # until the processor acknowledges or an operator skips it; each attempt waits processor_request_timeout for

@@ -166,6 +166,9 @@ def settings(
         # These tests follow deletions in the background (202); tests/deletion/test_inline_answer.py turns the
         # inline answer on for its own app.
         deletion_inline_wait=0,
+        # A test registers the services again one right after another (tests/deletion/test_empty_registry.py): a
+        # deletion that waited for them needs less time to settle than on a deployment, whose services start apart.
+        deletion_registry_settle_seconds=5,
         export_signing_key=EXPORT_SIGNING_KEY,
         # Every test worker is versioned (the SDK requires it of workflow types that declare a versioning
         # behaviour) and makes its version current as it starts, or no run would reach it (docs/versioning.md).

@@ -116,6 +116,7 @@ class Reconciler:
             bot_id=str(bot_id),
             account_id=str(account_id),
             row_exists=row_check(self._resources.engine, "bots", bot_id),
+            registry_settle_seconds=self._resources.settings.deletion_registry_settle_seconds,
         )
 
     async def _start_account_deletion(self, account_id: uuid.UUID, deletes_at: datetime | None) -> bool:
@@ -127,6 +128,7 @@ class Reconciler:
             site_task_queue=settings.site_task_queue,
             row_exists=row_check(self._resources.engine, "accounts", account_id),
             deletes_at=deletes_at,
+            registry_settle_seconds=settings.deletion_registry_settle_seconds,
         )
 
     @activity.defn(name="reconcile_deletions")

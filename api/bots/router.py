@@ -117,6 +117,7 @@ async def delete_bot(
         account_id=caller.account_id,
         bot_id=bot_id,
         due_within=settings.erasure_due_within,
+        registry_settle_seconds=settings.deletion_registry_settle_seconds,
     )
     if accepted is None:
         raise ProblemError(404, _NOT_FOUND)

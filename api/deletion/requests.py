@@ -61,6 +61,7 @@ async def request_bot_deletion(
     account_id: uuid.UUID,
     bot_id: uuid.UUID,
     due_within: timedelta,
+    registry_settle_seconds: int,
 ) -> Accepted | None:
     """Mark and record the bot's deletion in one transaction, then start it; None if the account has no such bot
     (nor had)."""
@@ -119,6 +120,7 @@ async def request_bot_deletion(
         bot_id=str(bot_id),
         account_id=str(account_id),
         row_exists=row_check(engine, "bots", bot_id),
+        registry_settle_seconds=registry_settle_seconds,
     )
     # Not started: the run completed (and deleted the row) since the commit above.
     return Accepted(workflow_id, finished=not started, held=started and held)
@@ -210,6 +212,7 @@ async def request_account_deletion(
         site_task_queue=settings.site_task_queue,
         row_exists=account_row_exists,
         deletes_at=deletes_at,
+        registry_settle_seconds=settings.deletion_registry_settle_seconds,
     )
     if not started:
         # The run completed (and deleted the row) since the commit above: an admin's re-drive racing its end.

@@ -257,6 +257,7 @@ async def _delete_again(engine: AsyncEngine, client: Client, settings: Settings,
             site_task_queue=settings.site_task_queue,
             row_exists=row_check(engine, "accounts", gone.account_id),
             reapplies=gone.receipt_id,
+            registry_settle_seconds=settings.deletion_registry_settle_seconds,
         )
     return await start_bot_deletion(
         client,
@@ -266,6 +267,7 @@ async def _delete_again(engine: AsyncEngine, client: Client, settings: Settings,
         # Only a service's data came back: it was counted just now.
         row_exists=row_check(engine, "bots", gone.subject_id) if back.row else _held,
         reapplies=gone.receipt_id,
+        registry_settle_seconds=settings.deletion_registry_settle_seconds,
     )
 
 

@@ -34,7 +34,7 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from lifecycle.deletion.contracts import AccountDeletionInput, BotDeletionInput
+from lifecycle.deletion.contracts import REGISTRY_SETTLE_SECONDS, AccountDeletionInput, BotDeletionInput
 from lifecycle.deletion.workflow_types import account_deletion_options, bot_deletion_options
 from lifecycle.start_options import StartOptions
 
@@ -82,6 +82,7 @@ async def start_bot_deletion(
     account_id: str,
     row_exists: RowCheck,
     reapplies: str | None = None,
+    registry_settle_seconds: int = REGISTRY_SETTLE_SECONDS,
 ) -> bool:
     """Start the bot's deletion, or join the open run; False if it is done (its bot row is gone).
 
@@ -91,7 +92,7 @@ async def start_bot_deletion(
     return await _start_unless_done(
         bot_deletion_options(bot_id, account_id, reapplies=reapplies),
         client,
-        BotDeletionInput(bot_id=bot_id, account_id=account_id),
+        BotDeletionInput(bot_id=bot_id, account_id=account_id, registry_settle_seconds=registry_settle_seconds),
         task_queue,
         row_exists,
     )
@@ -106,6 +107,7 @@ async def start_account_deletion(
     row_exists: RowCheck,
     deletes_at: datetime | None = None,
     reapplies: str | None = None,
+    registry_settle_seconds: int = REGISTRY_SETTLE_SECONDS,
 ) -> bool:
     """Start the account's deletion, or join the open run; False if it is done (its account row is gone).
 
@@ -123,6 +125,7 @@ async def start_account_deletion(
             account_id=account_id,
             site_task_queue=site_task_queue,
             deletes_at=deletes_at.isoformat() if deletes_at is not None else None,
+            registry_settle_seconds=registry_settle_seconds,
         ),
         task_queue,
         row_exists,

@@ -122,6 +122,7 @@ async def test_a_bot_deletion_requested_again_as_it_completes_stays_one_run(
                 account_id=uuid.UUID(seeded.account_id),
                 bot_id=uuid.UUID(bot_id),
                 due_within=settings.erasure_due_within,
+                registry_settle_seconds=settings.deletion_registry_settle_seconds,
             )
 
     request = asyncio.create_task(request_again())
