@@ -112,10 +112,27 @@ async def running_services(settings: Settings) -> AsyncIterator[dict[str, subpro
             process.wait(60)
 
 
-def service_process(settings: Settings, name: str) -> subprocess.Popen[bytes]:
+def service_process(settings: Settings, name: str, namespace: str | None = None) -> subprocess.Popen[bytes]:
     """`python -m services.<name>` on its default queue (its name) and database (its name, beside the settings'
-    one), registering itself with nobody: the caller registers it; stops it as worker_process's caller does."""
-    return subprocess.Popen([sys.executable, "-m", f"services.{name}"], cwd=PROJECT_ROOT, env=settings_env(settings))
+    one), registering itself with nobody: the caller registers it; stops it as worker_process's caller does. With
+    `namespace`, in that namespace of its own, given Temporal's address, its database and the object store and
+    nothing of the gateway's (its namespace, database, queues, keys): the caller puts an endpoint before it."""
+    command = [sys.executable, "-m", f"services.{name}"]
+    if namespace is None:
+        return subprocess.Popen(command, cwd=PROJECT_ROOT, env=settings_env(settings))
+    from services.runtime.database import database_url_variable, service_database_url
+
+    env = {
+        key: value
+        for key, value in settings_env(settings).items()
+        if key.lower() not in Settings.model_fields or key.startswith("S3_")
+    }
+    env |= {
+        "TEMPORAL_ADDRESS": settings.temporal_address,
+        database_url_variable(name): service_database_url(name, beside=settings.database_url),
+        "DATA_DIR": str(settings.data_dir / f"{name}-{namespace}"),
+    }
+    return subprocess.Popen([*command, "--namespace", namespace], cwd=PROJECT_ROOT, env=env)
 
 
 async def load_phase(job: dict[str, Any], process: psutil.Process | None = None) -> tuple[dict[str, Any], float]:

@@ -1,12 +1,18 @@
-"""The worker process of a contract service: `python -m services.<name> [--task-queue Q] [--register-with URL]`.
+"""The worker process of a contract service: `python -m services.<name> [--task-queue Q] [--namespace NS
+[--nexus-endpoint E]] [--register-with URL]`.
 
 At start-up it makes its own database if missing and applies its schema, connects to Temporal with the project's
 converter (protobuf JSON read ignoring unknown fields, as the contract asks of every reader), optionally registers
 itself with the gateway (`PUT /deletion-services/<name>`, admin token), and then polls ONLY its own task queue.
 
+With `--namespace` (or `<NAME>_NAMESPACE`) it runs in a namespace of its own, apart from the gateway's, and also
+serves the contract there through Nexus (lifecycle/deletion/nexus_handler.py) to the endpoint an operator creates
+to its queue; its Temporal settings are then that namespace's alone, and it registers by `--nexus-endpoint`.
+
 Its settings come from the environment: Temporal's as the `temporal` CLI reads them (TEMPORAL_ADDRESS,
 TEMPORAL_API_KEY, TEMPORAL_TLS_*, profiles: lifecycle/temporal_client.py), `<NAME>_DATABASE_URL`
-(services/runtime/database.py), `<NAME>_TASK_QUEUE` (the service's name by default), DELETION_GATEWAY_URL to
+(services/runtime/database.py), `<NAME>_TASK_QUEUE` (the service's name by default), `<NAME>_NAMESPACE`,
+`<NAME>_NEXUS_ENDPOINT`, DELETION_GATEWAY_URL to
 register with, ADMIN_TOKEN (or DATA_DIR's admin_token file), the S3_* variables (where its export parts go, and
 a service's own objects), EXPORT_BATCH_ROWS, and FAULT_INJECTION for drills and tests
 (activities/fault_injection.py).
@@ -21,17 +27,21 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.interceptors import interceptors_for
+from lifecycle.deletion.nexus_handler import OPERATION_WORKFLOWS, DeletionNexusHandler
 from lifecycle.deletion.v1.service_pb2 import DeleteRequest
 from lifecycle.logging_setup import configure_logging
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings, get_settings
 from lifecycle.temporal_client import TemporalMisconfigured, connect_when_up
+from lifecycle.workflow_runner import workflow_runner
 from services.runtime.contract import ContractService
 from services.runtime.database import apply_schema, ensure_database, service_database_url
 from services.runtime.definition import ServiceDefinition
@@ -49,10 +59,28 @@ ACTIVITY_SLOTS = POOL_CAPACITY
 
 
 def task_queue_variable(name: str) -> str:
-    return f"{name.upper().replace('-', '_')}_TASK_QUEUE"
+    return service_variable(name, "TASK_QUEUE")
 
 
-async def register(gateway: str, name: str, task_queue: str, credential: str) -> None:
+def service_variable(name: str, setting: str) -> str:
+    return f"{name.upper().replace('-', '_')}_{setting}"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the service answers: its queue, in the gateway's namespace, or in `namespace`, its own, also behind
+    `nexus_endpoint`, the endpoint it registers by."""
+
+    task_queue: str
+    namespace: str | None = None
+    nexus_endpoint: str | None = None
+
+    @property
+    def registered_as(self) -> dict[str, str]:
+        return {"nexus_endpoint": self.nexus_endpoint} if self.nexus_endpoint else {"task_queue": self.task_queue}
+
+
+async def register(gateway: str, name: str, where: dict[str, str], credential: str) -> None:
     """Join the deletions: the same call an admin makes by hand, repeated harmlessly at every start. A gateway not
     listening yet (started beside it, as `make run` does) is waited for, up to REGISTER_WITHIN seconds."""
     deadline = time.monotonic() + REGISTER_WITHIN
@@ -61,7 +89,7 @@ async def register(gateway: str, name: str, task_queue: str, credential: str) ->
             try:
                 answer = await http.put(
                     f"/deletion-services/{name}",
-                    json={"task_queue": task_queue, "contract": CONTRACT},
+                    json={**where, "contract": CONTRACT},
                     headers={"Authorization": f"Bearer {credential}"},
                 )
                 break
@@ -97,23 +125,36 @@ async def opened(
         await engine.dispose()
 
 
-async def serve(definition: ServiceDefinition, task_queue: str, gateway: str | None) -> None:
+def contract_worker(client: Client, service: ContractService, placement: Placement, settings: Settings) -> Worker:
+    """The worker of the contract's calls as activities on the service's queue; in a namespace of its own, also as
+    the Nexus operations of an endpoint to that queue, with the workflows behind the asynchronous ones."""
+    behind_nexus = placement.namespace is not None
+    return Worker(
+        client,
+        task_queue=placement.task_queue,
+        activities=service.activities,
+        max_concurrent_activities=ACTIVITY_SLOTS,
+        workflows=OPERATION_WORKFLOWS if behind_nexus else [],
+        nexus_service_handlers=[DeletionNexusHandler(service.verify_subject_erased)] if behind_nexus else [],
+        workflow_runner=workflow_runner(),
+        # A failure reaches history as one line, as the gateway's do: a raw driver error (the store down)
+        # would otherwise arrive as the server's stand-in "Failure exceeds size limit".
+        interceptors=interceptors_for(settings),
+    )
+
+
+async def serve(definition: ServiceDefinition, placement: Placement, gateway: str | None) -> None:
     settings = get_settings()
+    if placement.namespace is not None:
+        # Only its own namespace: the Temporal settings (address, API key, certificates) are that namespace's.
+        settings = settings.model_copy(update={"temporal_namespace": placement.namespace})
     client = await connect_when_up(settings)
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(signum, stop.set)
     async with (
         opened(definition, settings, service_database_url(definition.name)) as (service, _),
-        Worker(
-            client,
-            task_queue=task_queue,
-            activities=service.activities,
-            max_concurrent_activities=ACTIVITY_SLOTS,
-            # A failure reaches history as one line, as the gateway's do: a raw driver error (the store down)
-            # would otherwise arrive as the server's stand-in "Failure exceeds size limit".
-            interceptors=interceptors_for(settings),
-        ),
+        contract_worker(client, service, placement, settings),
     ):
         if gateway:
             # Its own credential (POST /deletion-services/{name}/credentials) in a deployment; the local stack's
@@ -123,8 +164,9 @@ async def serve(definition: ServiceDefinition, task_queue: str, gateway: str | N
                 raise SystemExit(
                     "--register-with needs the service's credential (DELETION_SERVICE_CREDENTIAL) or the admin token"
                 )
-            await register(gateway, definition.name, task_queue, credential)
-        print(f"{definition.name} serving {task_queue}", flush=True)
+            await register(gateway, definition.name, placement.registered_as, credential)
+        where = f" in {placement.namespace}, also through Nexus" if placement.namespace else ""
+        print(f"{definition.name} serving {placement.task_queue}{where}", flush=True)
         await stop.wait()
 
 
@@ -141,10 +183,26 @@ def main(definition: ServiceDefinition) -> None:
         default=os.environ.get("DELETION_GATEWAY_URL"),
         help="register with the gateway's API at start-up (default: DELETION_GATEWAY_URL; unset: do not)",
     )
+    parser.add_argument(
+        "--namespace",
+        default=os.environ.get(service_variable(definition.name, "NAMESPACE")),
+        help="a namespace of its own, where it also serves the contract through Nexus"
+        f" (default: {service_variable(definition.name, 'NAMESPACE')}; unset: the gateway's, on the queue only)",
+    )
+    parser.add_argument(
+        "--nexus-endpoint",
+        default=os.environ.get(service_variable(definition.name, "NEXUS_ENDPOINT")),
+        help="with --namespace: the endpoint to its queue there, which it registers by",
+    )
     arguments = parser.parse_args()
+    if arguments.register_with and arguments.namespace and not arguments.nexus_endpoint:
+        parser.error("--register-with in a namespace of its own needs the --nexus-endpoint it is reached by")
+    if arguments.nexus_endpoint and not arguments.namespace:
+        parser.error("--nexus-endpoint needs the --namespace it leads to")
+    placement = Placement(arguments.task_queue, arguments.namespace, arguments.nexus_endpoint)
     settings = get_settings()
     configure_logging(definition.name, level=settings.log_level, form=settings.log_format)
     try:
-        asyncio.run(serve(definition, arguments.task_queue, arguments.register_with))
+        asyncio.run(serve(definition, placement, arguments.register_with))
     except TemporalMisconfigured as err:
         raise SystemExit(f"{definition.name} cannot start: {err}") from None
