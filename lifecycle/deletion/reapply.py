@@ -30,6 +30,10 @@ async def _run() -> None:
     settings = get_settings()
     engine = make_engine(settings.database_url, pool_size=1, max_overflow=0)
     store = ObjectStore(settings)
+    # Named first, so an operator finds this run on the audit trail, and can tell a run that was cut short (never
+    # recorded) from one that finished.
+    request_id = command_request_id()
+    print(f"request {request_id}", flush=True)
     try:
         client = await connect(settings)
         await reapply(settings, engine, store, client, lambda line: print(line, flush=True))
@@ -39,7 +43,7 @@ async def _run() -> None:
                 actor=command_actor(),
                 action="re-apply deletions after a restore",
                 target="deletions",
-                request_id=command_request_id(),
+                request_id=request_id,
             )
     finally:
         await store.close()

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from devstack.search_team import SERVICE_NAMESPACE, create_nexus_endpoint
 from examples.search_index.store import SearchIndex
+from lifecycle.data_converter import DATA_CONVERTER
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from tests.conftest import ADMIN_HEADERS
 from tests.processes import ChildProcess
 
@@ -82,3 +84,18 @@ async def register_by_endpoint(api: httpx.AsyncClient, service: RegisteredIndex)
 async def create_endpoint(client: Client, service: RegisteredIndex) -> None:
     address = client.service_client.config.target_host
     await asyncio.to_thread(create_nexus_endpoint, address, service.endpoint, SERVICE_NAMESPACE, service.task_queue)
+
+
+async def team_client(client: Client) -> Client:
+    """A client of the team's namespace on the same server: what the team sees of its own workflows."""
+    address = client.service_client.config.target_host
+    return await Client.connect(address, namespace=SERVICE_NAMESPACE, data_converter=DATA_CONVERTER)
+
+
+async def slice_statuses(team: Client, bot_id: str) -> list[WorkflowExecutionStatus | None]:
+    """The statuses of the slice workflows the bot's deletion started in the team's namespace."""
+    slices = (
+        'WorkflowType = "DeleteSubjectDataOperation"'
+        f' AND WorkflowId STARTS_WITH "delete-slice-{bot_deletion_id(bot_id)}-"'
+    )
+    return [execution.status async for execution in team.list_workflows(slices)]

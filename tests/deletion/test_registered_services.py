@@ -49,7 +49,6 @@ from devstack.search_team import SERVICE_NAMESPACE
 from devstack.seed import rows_per_service, seed
 from examples.search_index.__main__ import HOLD_SLICES, SLICE_BOUND_SECONDS
 from examples.search_index.store import SearchIndex
-from lifecycle.data_converter import DATA_CONVERTER
 from lifecycle.deletion.contracts import TRANSIENT_ERROR
 from lifecycle.deletion.nexus_service import DeletionNexusService
 from lifecycle.deletion.v1.service_pb2 import (
@@ -66,7 +65,14 @@ from lifecycle.stuck import RunKind
 from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN, ApiAccount
 from tests.deletion.conftest import Register
 from tests.deletion.helpers import a_bot, completed, nexus_calls, receipt_of, run_reconciler, status_of
-from tests.deletion.search_team import RegisteredIndex, behind_an_endpoint, create_endpoint, index_process
+from tests.deletion.search_team import (
+    RegisteredIndex,
+    behind_an_endpoint,
+    create_endpoint,
+    index_process,
+    slice_statuses,
+    team_client,
+)
 from tests.eventually import eventually
 from tests.processes import ApiProcess
 from tests.stuck import assert_alerts_once_stuck
@@ -572,9 +578,7 @@ async def test_an_open_circuit_breaker_shows_as_the_reason_the_service_waits(
     """The breaker (per caller namespace and endpoint, so this test's alone) opens after a handful of failed
     starts; the run's next call is then BLOCKED, which the reconciler records and the status shows."""
     team = await behind_an_endpoint(api, temporal_client, f"team-{uuid.uuid4().hex[:8]}", tmp_path / "team-index")
-    team_client = await Client.connect(
-        temporal_client.service_client.config.target_host, namespace=SERVICE_NAMESPACE, data_converter=DATA_CONVERTER
-    )
+    team_view = await team_client(temporal_client)
     bot_id = await a_bot(api, account)
     run = temporal_client.get_workflow_handle(bot_deletion_id(bot_id))
 
@@ -582,7 +586,7 @@ async def test_an_open_circuit_breaker_shows_as_the_reason_the_service_waits(
         return blocked_endpoints(await run.describe()).get(team.endpoint)
 
     try:
-        async with Worker(team_client, task_queue=team.task_queue, nexus_service_handlers=[StoreDown()]):
+        async with Worker(team_view, task_queue=team.task_queue, nexus_service_handlers=[StoreDown()]):
             assert (await api.delete(f"/bots/{bot_id}", headers=account.headers)).status_code == 202
             await shown_waiting(api, bot_id, account, team.name)
             reason = await eventually(blocked, "the breaker holds the run's call back")
@@ -614,16 +618,10 @@ async def test_cancelling_a_deletion_cancels_its_slice_in_the_service_namespace(
     team.index.add(bot_id, entries=ENTRIES, files=FILES)
     await own_budget(api, team.name, 100)
     team.start()
-    team_client = await Client.connect(
-        temporal_client.service_client.config.target_host, namespace=SERVICE_NAMESPACE, data_converter=DATA_CONVERTER
-    )
-    slices = (
-        'WorkflowType = "DeleteSubjectDataOperation"'
-        f' AND WorkflowId STARTS_WITH "delete-slice-{bot_deletion_id(bot_id)}-"'
-    )
+    team_view = await team_client(temporal_client)
 
     async def statuses() -> list[WorkflowExecutionStatus | None]:
-        return [execution.status async for execution in team_client.list_workflows(slices)]
+        return await slice_statuses(team_view, bot_id)
 
     try:
         async with Worker(temporal_client, task_queue=queue, activities=[held.delete, held.verify]):
@@ -685,16 +683,10 @@ async def test_a_worker_killed_mid_slice_behind_an_endpoint_is_waited_for_and_ev
     assert team.index.count(bot_id) == (0, 0)
     receipt = await receipt_of(api, bot_id, account)
     assert receipt["services"][team.name] == {"rows_deleted": ENTRIES, "files_deleted": FILES, "remaining": 0}
-    team_client = await Client.connect(
-        temporal_client.service_client.config.target_host, namespace=SERVICE_NAMESPACE, data_converter=DATA_CONVERTER
-    )
-    slices = (
-        'WorkflowType = "DeleteSubjectDataOperation"'
-        f' AND WorkflowId STARTS_WITH "delete-slice-{bot_deletion_id(bot_id)}-"'
-    )
+    team_view = await team_client(temporal_client)
 
     async def ended() -> Counter[WorkflowExecutionStatus | None]:
-        return Counter([execution.status async for execution in team_client.list_workflows(slices)])
+        return Counter(await slice_statuses(team_view, bot_id))
 
     # The killed slice's workflow timed out; the three that deleted (500, 500, then 234 and the files) completed.
     found = await eventually(ended, "every slice is listed", until=lambda statuses: statuses.total() == 4)

@@ -26,9 +26,10 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.settings import Settings
     from services.integrations import INTEGRATIONS
     from services.runtime.database import database_url_variable
-    from services.runtime.seeding import prepare, seed_rows
+    from services.runtime.seeding import seed_rows
     from tests.eventually import eventually
     from tests.processes import ChildProcess, settings_environment
+    from tests.services.own_database import own_service_database
 
 ROWS = 40  # per table
 
@@ -58,8 +59,7 @@ async def test_a_service_in_a_namespace_of_its_own_serves_the_contract_through_n
     settings: Settings, temporal_client: Client, postgres_server: PostgresServer, tmp_path: Path
 ) -> None:
     suffix = uuid.uuid4().hex[:8]
-    url = postgres_server.url(f"own_namespace_{suffix}")
-    await prepare(INTEGRATIONS, url)
+    url = await own_service_database(postgres_server, INTEGRATIONS, "own_namespace")
     bot_id = str(uuid.uuid4())
     await seed_rows(INTEGRATIONS, url, [bot_id], dict.fromkeys(INTEGRATIONS.seeds, ROWS))
     queue, caller_queue = f"integrations-{suffix}", f"nexus-caller-{suffix}"

@@ -28,11 +28,12 @@ from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
 from services.knowledge import KNOWLEDGE
 from services.runtime.database import database_url_variable
-from services.runtime.seeding import prepare, seed_rows
+from services.runtime.seeding import seed_rows
 from services.runtime.worker import task_queue_variable
 from tests.eventually import eventually
 from tests.processes import ChildProcess, settings_environment
 from tests.services.export_call import ExportCall
+from tests.services.own_database import own_service_database
 
 pytestmark = pytest.mark.slow  # it kills processes
 
@@ -67,8 +68,7 @@ async def test_a_service_killed_mid_export_writes_the_part_whole_on_the_next_att
     settings: Settings, temporal_client: Client, postgres_server: PostgresServer, tmp_path: Path
 ) -> None:
     suffix = uuid.uuid4().hex[:8]
-    url = postgres_server.url(f"export_killed_{suffix}")
-    await prepare(KNOWLEDGE, url)
+    url = await own_service_database(postgres_server, KNOWLEDGE, "export_killed")
     bot_id = str(uuid.uuid4())
     await seed_rows(KNOWLEDGE, url, [bot_id], {"knowledge_documents": DOCUMENTS})
     store = ObjectStore(settings)

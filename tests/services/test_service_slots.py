@@ -23,10 +23,10 @@ with workflow.unsafe.imports_passed_through():
     from lifecycle.settings import Settings
     from services.knowledge import KNOWLEDGE
     from services.runtime.database import database_url_variable
-    from services.runtime.seeding import prepare
     from services.runtime.worker import ACTIVITY_SLOTS, POOL_CAPACITY, task_queue_variable
     from tests.eventually import eventually
     from tests.processes import ChildProcess, settings_environment
+    from tests.services.own_database import own_service_database
 
 CALLS = 3 * ACTIVITY_SLOTS
 HELD_SECONDS = 3  # each call's extra time: long enough for the describes below to see each wave
@@ -58,8 +58,7 @@ async def test_a_service_starts_no_more_calls_than_it_has_connections(
 ) -> None:
     assert ACTIVITY_SLOTS <= POOL_CAPACITY
     suffix = uuid.uuid4().hex[:8]
-    url = postgres_server.url(f"slots_{suffix}")
-    await prepare(KNOWLEDGE, url)
+    url = await own_service_database(postgres_server, KNOWLEDGE, "slots")
     queue, caller_queue = f"knowledge-slots-{suffix}", f"slots-caller-{suffix}"
     environment = settings_environment(
         settings,
