@@ -63,6 +63,12 @@ async def _deleted(settings: Settings, workflow_id: str, services: Sequence[Serv
     return int(total)
 
 
+async def _throttled(api: httpx.AsyncClient, bot_id: str, headers: dict[str, str]) -> str | None:
+    """The strongest reason the deletion's status gives for running below its pace."""
+    status = (await api.get(f"/bots/{bot_id}/deletion", headers=headers)).json()
+    return status["throttled"]
+
+
 async def _rate(settings: Settings, workflow_id: str, services: Sequence[ServiceDefinition] = SERVICES) -> float:
     """Rows/s over MEASURE_SECONDS, from the committed counts (not from the services' own measurement).
 
@@ -287,7 +293,14 @@ async def test_a_deletion_under_pressure_reports_it_slows_down_and_still_finishe
             async with lock_queue_row():
                 await eventually(lambda: throttled_by("lock_waits"), "the deletion reports the lock waits")
                 under_pressure = await _rate(settings, workflow_id, [CHAT])
-            await eventually(lambda: throttled_by("budget"), "the deletion returns to the budget")
+            # Once the lock goes, the report clears with chat's next pressure check. What it reads then is the
+            # budget, or autovacuum cleaning up behind the deletion, or nothing once chat's part is done: each
+            # follows from the database, so the check is only that the lock waits are no longer reported.
+            await eventually(
+                lambda: _throttled(api, bot_id, headers),
+                "the lock waits are no longer reported",
+                until=lambda throttled: throttled != "lock_waits",
+            )
             print(f"chat's rows/s at its share of the budget: {at_budget:,.0f}; under pressure: {under_pressure:,.0f}")
             # A quarter of its share: at most a quarter of the whole budget, whatever the share is by then.
             assert under_pressure <= 8_000 / 4 * 1.3, "a quarter of its share while its database shows pressure"
