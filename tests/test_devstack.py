@@ -1,6 +1,6 @@
 """The commands of docs/operations.md and the README: `python -m devstack env`, `python -m devstack seed`, the
-`make infra` banner's manual path (each Procfile line by hand after `devstack env`), and `make run` keeping its
-data, the object store's included."""
+`make infra` banner's manual path (each Procfile line by hand after `devstack env`), and `make run` finding the
+data that path left, the object store's included."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import pytest
 
 from devstack.ports import free_port
 from devstack.seed import rows_per_service
-from lifecycle.exports.workflow_types import account_export_id
+from lifecycle.deletion.workflow_types import bot_deletion_id
 from lifecycle.object_keys import bot_documents_prefix
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings
@@ -278,20 +279,35 @@ def stack(tmp_path: Path, project_root: Path) -> Iterator[RunningStack]:
             running.process.kill()
 
 
-def _follow_the_banner(stack: RunningStack, token: str) -> None:
+@dataclass(frozen=True)
+class Kept:
+    """What the first start left in the data directory, for the next start to find."""
+
+    account_key: str
+    account_name: str
+    archive_link: str
+    documents: str
+
+
+def _follow_the_banner(stack: RunningStack, token: str) -> Kept:
     """`make infra`, then the Procfile's lines by hand as its banner says: a bot deletion requested before the
-    services start waits for them, and completes once they have registered themselves."""
+    services start waits for them, and completes once they have registered themselves. Then an account, its
+    export and a bot's documents, for `make run` to find on the next start."""
     banner = stack.start_infra()
+    assert token in banner, "the banner prints the admin token"
     setup = next(line for line in banner.splitlines() if "eval $(" in line)
     # The banner's own words: the virtualenv, then the environment `devstack env` prints.
     assert "`. .venv/bin/activate`" in setup
     setup = " && ".join(part.strip("`") for part in setup.strip(" .").removeprefix("after ").split(" and "))
     stack.start_by_hand({"api", "worker", "site-worker"}, setup)
     stack.wait_ready()
+    # The seed keeps its flags and JSON output, and puts the documents in the stack's object store: on the
+    # default ports it needs no variable; on these, the database's and the store's addresses, not its credentials.
     values = stack.values()
     where = {name: values[name] for name in ("DATABASE_URL", "S3_ENDPOINT_URL")}
-    seeded = json.loads(stack.run("seed", "--bots", "1", "--rows", "100", **where))
-    key, bot_id = seeded["api_key"], seeded["bot_ids"][0]
+    seeded = json.loads(stack.run("seed", "--bots", "2", "--rows", "100", **where))
+    assert set(seeded) == {"account_id", "api_key", "bot_ids"}
+    key, (bot_id, kept_bot) = seeded["api_key"], seeded["bot_ids"]
     deleting = stack.http.delete(f"/bots/{bot_id}", headers={"Authorization": f"Bearer {key}"})
     assert deleting.status_code == 202, deleting.text
     url = deleting.json()["status_url"]
@@ -308,39 +324,39 @@ def _follow_the_banner(stack: RunningStack, token: str) -> None:
     assert receipt.status_code == 200, receipt.text
     assert {entry["service"] for entry in receipt.json()["receipt"]["registry"]} == SERVICES
     assert receipt.json()["receipt"]["complete"] is True
+    documents = bot_documents_prefix(kept_bot)
+    assert stack.objects_under(bot_documents_prefix(bot_id)) == 0
+    assert stack.objects_under(documents) == rows_per_service(100)["knowledge"]
+
+    created = stack.http.post("/accounts", json={"name": "Persisted", "email": "persisted@example.com"}, headers=admin)
+    assert created.status_code == 201, created.text
+    account_key = created.json()["api_key"]
+    exported = stack.http.post("/account/exports", headers={"Authorization": f"Bearer {account_key}"})
+    assert exported.status_code == 202, exported.text
+    link = stack.wait_export_ready(exported.json()["status_url"], account_key)
+    assert stack.objects_under("exports/") == 1
     stack.stop_by_hand()
+    return Kept(account_key, "Persisted", link, documents)
 
 
 @pytest.mark.long
 def test_the_banner_path_and_make_run_serve_and_keep_data_across_restart(stack: RunningStack, tmp_path: Path) -> None:
-    _follow_the_banner(stack, stack.values()["ADMIN_TOKEN"])
+    token = stack.values()["ADMIN_TOKEN"]
+    kept = _follow_the_banner(stack, token)
+    # `make run` over the same data directory.
     stack.start()
     assert stack.http.get("/docs").status_code == 200
     assert "EventSource" in stack.http.get("/demo/demo.js").text  # make run turns the demo page on
     assert stack.http.get(f"http://127.0.0.1:{stack.ui_port}/").status_code == 200
-    token = (tmp_path / "data" / "admin_token").read_text().strip()
-    assert token in stack.log.read_text(), "the banner prints the admin token"
-    created = stack.http.post(
-        "/accounts",
-        json={"name": "Persisted", "email": "persisted@example.com"},
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    assert created.status_code == 201, created.text
-    key = created.json()["api_key"]
-    # `make run` registers its workers' version and makes it current; a new run is pinned to it.
-    exported = stack.http.post("/account/exports", headers={"Authorization": f"Bearer {key}"})
-    assert exported.status_code == 202, exported.text
-    stack.wait_pinned_to_current_version(account_export_id(created.json()["id"], 1))
-    link = stack.wait_export_ready(exported.json()["status_url"], key)
-    assert stack.objects_under("exports/") == 1
-    # The seed keeps its flags and JSON output, and puts the documents in the stack's object store: on the
-    # default ports it needs no variable; on these, the database's and the store's addresses, not its credentials.
-    values = stack.values()
-    where = {name: values[name] for name in ("DATABASE_URL", "S3_ENDPOINT_URL")}
-    seeded = json.loads(stack.run("seed", "--bots", "2", "--rows", "100", **where))
-    assert set(seeded) == {"account_id", "api_key", "bot_ids"}
-    documents = bot_documents_prefix(seeded["bot_ids"][0])
-    assert stack.objects_under(documents) == rows_per_service(100)["knowledge"]
+    assert (tmp_path / "data" / "admin_token").read_text().strip() == token
+    # PostgreSQL and SeaweedFS kept what the first start wrote: the account, its archive, the bot's documents.
+    again = stack.http.get("/account", headers={"Authorization": f"Bearer {kept.account_key}"})
+    assert again.status_code == 200
+    assert again.json()["name"] == kept.account_name
+    archive = stack.http.get(kept.archive_link)
+    assert archive.status_code == 200 and archive.headers["content-type"] == "application/zip"
+    assert stack.objects_under(kept.documents) == rows_per_service(100)["knowledge"]
+
     # Every service of the Procfile registered itself as it started, on its queue, and the search index's team by
     # its Nexus endpoint, from its own namespace; a deletion reaches each one's own store.
     admin = {"Authorization": f"Bearer {token}"}
@@ -350,16 +366,20 @@ def test_the_banner_path_and_make_run_serve_and_keep_data_across_restart(stack: 
     }
     assert {name: listed[name]["task_queue"] for name in SERVICES} == {name: name for name in SERVICES}
     assert (listed["search-index"]["nexus_endpoint"], listed["search-index"]["task_queue"]) == ("search-index", None)
-    deleted = seeded["bot_ids"][1]
+    values = stack.values()
+    where = {name: values[name] for name in ("DATABASE_URL", "S3_ENDPOINT_URL")}
+    seeded = json.loads(stack.run("seed", "--bots", "1", "--rows", "100", **where))
+    deleted = seeded["bot_ids"][0]
     deleting = stack.http.delete(f"/bots/{deleted}", headers={"Authorization": f"Bearer {seeded['api_key']}"})
     assert deleting.status_code in (200, 202), deleting.text
+    # `make run` registers its workers' version and makes it current; a new run is pinned to it.
+    stack.wait_pinned_to_current_version(bot_deletion_id(deleted))
     status = stack.wait_deletion_completed(deleting.json()["status_url"], seeded["api_key"])
     assert {name: p["deleted"] for name, p in status["progress"].items()} == {
         **rows_per_service(100),
         "search-index": 0,
     }
     assert stack.objects_under(bot_documents_prefix(deleted)) == 0
-    assert stack.objects_under(documents) == rows_per_service(100)["knowledge"]
     # Two servers of their own hold the sites' databases; the product's own (`default`) takes none.
     servers = stack.http.get("/site-db-servers", headers=admin).json()["servers"]
     assert {server["name"]: server["state"] for server in servers} == {
@@ -370,20 +390,10 @@ def test_the_banner_path_and_make_run_serve_and_keep_data_across_restart(stack: 
     site = stack.http.post(
         "/sites",
         json={"name": "Placed", "domain": "placed.example.com"},
-        headers={"Authorization": f"Bearer {key}"},
+        headers={"Authorization": f"Bearer {kept.account_key}"},
     )
     assert site.status_code == 202, site.text
-    assert stack.wait_site_active(site.json()["status_url"], key)["database_server"] == "sites-a"
+    assert stack.wait_site_active(site.json()["status_url"], kept.account_key)["database_server"] == "sites-a"
 
     assert stack.stop() == 0
     assert "[stack] stopped" in stack.log.read_text()
-
-    stack.start()
-    again = stack.http.get("/account", headers={"Authorization": f"Bearer {key}"})
-    assert again.status_code == 200
-    assert again.json()["name"] == "Persisted"
-    # SeaweedFS kept its objects: the archive downloads, the documents are there.
-    archive = stack.http.get(link)
-    assert archive.status_code == 200 and archive.headers["content-type"] == "application/zip"
-    assert stack.objects_under(documents) == rows_per_service(100)["knowledge"]
-    assert stack.stop() == 0
