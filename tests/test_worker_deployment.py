@@ -26,6 +26,7 @@ from lifecycle.worker_deployment import (
     deployment_config,
     deployment_version,
     make_current,
+    source_build_id,
     workflow_modules,
 )
 from lifecycle.workflow_runner import workflow_runner
@@ -68,6 +69,16 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_same_code_gives_the_same_build_id(tmp_path: Path) -> None:
     assert code_build_id(_checkout(tmp_path / "a")) == code_build_id(_checkout(tmp_path / "b")) == code_build_id()
+
+
+def test_an_unversioned_workers_build_id_follows_its_sources(tmp_path: Path) -> None:
+    """A service's worker names its code by its sources, wherever they are, not by the SDK's hash of every loaded
+    module."""
+    copy = _checkout(tmp_path / "a") / "services"
+    assert source_build_id(copy) == source_build_id(PROJECT_ROOT / "services")
+    changed = _checkout(tmp_path / "b") / "services"
+    _edit(changed.parent, "services/chat/__init__.py")
+    assert source_build_id(changed) != source_build_id(copy)
 
 
 def test_the_hashed_modules_are_exactly_those_importing_the_workflows_loads(checkout: Path) -> None:

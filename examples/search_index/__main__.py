@@ -44,6 +44,7 @@ from lifecycle.deletion.v1.service_pb2 import (
 )
 from lifecycle.settings import Settings
 from lifecycle.temporal_client import connect
+from lifecycle.worker_deployment import PROJECT_ROOT, source_build_id
 
 # Entries per call at most, whatever max_rows allows: each call is one short SQLite transaction.
 MAX_SLICE = 500
@@ -187,6 +188,7 @@ def index_worker(client: Client, task_queue: str, service: SearchIndexService) -
     return Worker(
         client,
         task_queue=task_queue,
+        build_id=source_build_id(Path(__file__).parent, PROJECT_ROOT / "lifecycle"),
         activities=[service.delete_subject_data, service.verify_subject_erased, service.export_subject_data],
         workflows=OPERATION_WORKFLOWS,
         nexus_service_handlers=[DeletionNexusHandler(service.verify_subject_erased, slice_bound)],

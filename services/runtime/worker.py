@@ -41,6 +41,7 @@ from lifecycle.logging_setup import configure_logging
 from lifecycle.object_store import ObjectStore
 from lifecycle.settings import Settings, get_settings
 from lifecycle.temporal_client import TemporalMisconfigured, connect_when_up
+from lifecycle.worker_deployment import PROJECT_ROOT, source_build_id
 from lifecycle.workflow_runner import workflow_runner
 from services.runtime.contract import ContractService
 from services.runtime.database import apply_schema, ensure_database, service_database_url
@@ -132,6 +133,8 @@ def contract_worker(client: Client, service: ContractService, placement: Placeme
     return Worker(
         client,
         task_queue=placement.task_queue,
+        # The code a service runs: its own, the shared runtime, and the project's core it imports.
+        build_id=source_build_id(PROJECT_ROOT / "services", PROJECT_ROOT / "lifecycle", PROJECT_ROOT / "activities"),
         activities=service.activities,
         max_concurrent_activities=ACTIVITY_SLOTS,
         workflows=OPERATION_WORKFLOWS if behind_nexus else [],

@@ -24,6 +24,7 @@ from lifecycle.deletion.conformance.caller import (
     ConformanceCall,
     ConformanceNexusCall,
 )
+from lifecycle.worker_deployment import PROJECT_ROOT, source_build_id
 
 
 class CallFailed(Exception):
@@ -114,7 +115,13 @@ def _cause(failed: BaseException) -> str:
 async def _caller_queue(client: Client) -> AsyncIterator[str]:
     """A queue of the kit's own, its caller runs' worker polling it for as long as the block runs."""
     queue = f"conformance-{uuid.uuid4().hex[:12]}"
-    async with Worker(client, task_queue=queue, workflows=[ConformanceCall, ConformanceNexusCall]):
+    worker = Worker(
+        client,
+        task_queue=queue,
+        build_id=source_build_id(PROJECT_ROOT / "lifecycle"),
+        workflows=[ConformanceCall, ConformanceNexusCall],
+    )
+    async with worker:
         yield queue
 
 
