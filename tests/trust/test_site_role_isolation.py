@@ -6,6 +6,7 @@ SCRAM verifier; the files holding it are private from the moment they exist.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 import subprocess
@@ -22,6 +23,9 @@ from activities.sites.scram import ScramVerifier
 from devstack.local_env import SITE_PROVISIONER, StackPorts, stack_environment
 from devstack.postgres import PostgresServer
 from lifecycle.settings import Settings
+
+# Tries of a drop a superuser's backend refuses (_drop_as_the_step_retries).
+DROP_ATTEMPTS = 5
 
 
 def _dsn(settings: Settings, *, user: str, database: str, password: str | None = None) -> str:
@@ -247,7 +251,7 @@ async def test_the_local_stacks_provisioner_makes_and_drops_site_databases(
         site_session = await asyncpg.connect(_dsn(settings, user=name, database=name, password=password))
         try:
             assert await server.exists(name)
-            await server.drop(name)
+            await _drop_as_the_step_retries(server, name)
             assert not await server.exists(name)
             assert not await admin.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", name)
             assert site_session.is_closed() or not await _still_serves(site_session)
@@ -265,6 +269,20 @@ async def test_the_local_stacks_provisioner_makes_and_drops_site_databases(
         # the warm pool's template and databases on this server by now.
         await admin.execute(f"ALTER ROLE {SITE_PROVISIONER} RESET log_statement")
         await admin.close()
+
+
+async def _drop_as_the_step_retries(server: SiteDatabaseServer, name: str) -> None:
+    """The drop, tried again on the one refusal that is not the provisioner's to prevent, as the teardown step's
+    retry policy tries it again: a superuser's backend in the database is one only a superuser may end, so FORCE
+    refuses while it is there."""
+    for _ in range(DROP_ATTEMPTS - 1):
+        try:
+            await server.drop(name)
+            return
+        except asyncpg.InsufficientPrivilegeError as refused:
+            assert "terminate" in str(refused), refused
+            await asyncio.sleep(1.0)  # the step's retry interval
+    await server.drop(name)
 
 
 async def _still_serves(connection: asyncpg.Connection) -> bool:
