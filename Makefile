@@ -81,8 +81,8 @@ nginx:
 
 # Four xdist workers on two cores: a test spends much of its time waiting on timers, retries and servers, and
 # since the tests fork their child processes from a warm interpreter (tests/forkserver.py) the CPU has room for a
-# fourth: on a fresh clone of this machine four finish sooner than three, and as soon as six with less CPU
-# (docs/testing.md).
+# fourth: on a fresh clone of this machine four finish sooner than three, and as soon as six while spending
+# 7% less CPU (docs/testing.md).
 # The fault drills run in two groups, one drill at a time in each, on two of the workers (tests/conftest.py); the
 # rest of the suite spreads over all four.
 #
